@@ -1,0 +1,463 @@
+"""Configuration: a TOML file validated into frozen pydantic models.
+
+Every error names the file, the key path and what is allowed, e.g.::
+
+    config.toml: profiles.research.upstream: unknown bank alias 'globl' (known: global, research, shared)
+
+Paths may use ``~`` and ``${VAR}``. ``state_dir`` is resolved against the config file's directory;
+the other relative paths (embedded store, slot lock) against ``state_dir``.
+The Hindsight API key is never read from the TOML itself: only from an environment variable or a
+file (such as a systemd credential under ``${CREDENTIALS_DIRECTORY}``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from dreamer.errors import ConfigError
+
+EX_CONFIG = 78
+DEFAULT_CONFIG_PATHS = (Path("/etc/dreamer/config.toml"),)
+
+Access = Literal["read_only", "read_write"]
+Budget = Literal["low", "mid", "high"]
+ConflictPolicy = Literal["recency_wins", "keep_both"]
+Alias = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
+BankId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
+PositiveFloat = Annotated[float, Field(gt=0)]
+NonNegativeFloat = Annotated[float, Field(ge=0)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
+
+
+class BankConfig(_Model):
+    """A named bank: an alias that agents and the CLI use, mapped to a backend bank id."""
+
+    bank_id: BankId
+    description: str = ""
+    access: Access = "read_only"
+    budget: Budget = "mid"
+    enabled: bool = True
+
+
+class TopologyConfig(_Model):
+    """Which aliases play the global roll-up and the shared cross-agent role."""
+
+    global_bank: Alias = Field("global", alias="global")
+    shared: Alias | None = "shared"
+    default_bank: Alias | None = None
+    allow_raw_bank_ids: bool = False
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class ProfileConfig(_Model):
+    """One agent profile: its own bank, where its roll-up goes, and how it reads."""
+
+    bank: Alias
+    upstream: Alias | None = None
+    read_union: tuple[Alias, ...] | None = None
+    conflict_policy: ConflictPolicy = "recency_wins"
+    directive: str = ""
+    top_n: Annotated[int, Field(ge=1, le=500)] = 20
+    min_new_units: Annotated[int, Field(ge=1)] = 1
+    max_quiet_hours: Annotated[float, Field(gt=0)] = 24.0
+    peer_card_path: Path | None = None
+    enabled: bool = True
+
+
+class EmbeddedBackendConfig(_Model):
+    path: Path = Path("memory.sqlite3")
+
+
+class HindsightBackendConfig(_Model):
+    url: str = "http://127.0.0.1:8888"
+    api_key_env: str | None = "HINDSIGHT_API_KEY"
+    api_key_file: Path | None = None
+    connect_timeout_s: PositiveFloat = 5.0
+    read_timeout_s: PositiveFloat = 60.0
+    reflect_timeout_s: PositiveFloat = 900.0
+    page_size: Annotated[int, Field(ge=1, le=1000)] = 100
+    # Resolved from api_key_env / api_key_file at load time; never accepted from the file.
+    api_key: SecretStr | None = Field(default=None, exclude=True)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        if not re.match(r"^https?://[^\s/]+", value):
+            raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+        return value.rstrip("/")
+
+
+class BackendConfig(_Model):
+    kind: Literal["embedded", "hindsight"] = "embedded"
+    embedded: EmbeddedBackendConfig = EmbeddedBackendConfig()
+    hindsight: HindsightBackendConfig = HindsightBackendConfig()
+
+
+class ScheduleConfig(_Model):
+    interval_minutes: PositiveFloat = 60.0
+    jitter_s: Annotated[int, Field(ge=0)] = 120
+    misfire_grace_s: Annotated[int, Field(ge=1)] = 900
+    job_timeout_s: PositiveFloat = 1800.0
+    drain_timeout_s: PositiveFloat = 30.0
+    first_run_delay_s: NonNegativeFloat = 10.0
+
+
+class SlotConfig(_Model):
+    lock_path: Path = Path("slot.lock")
+    acquire_timeout_s: NonNegativeFloat = 300.0
+    poll_interval_s: PositiveFloat = 0.25
+
+
+class RetryConfig(_Model):
+    max_attempts: Annotated[int, Field(ge=1, le=50)] = 5
+    base_delay_s: NonNegativeFloat = 2.0
+    max_delay_s: NonNegativeFloat = 120.0
+    retry_after_cap_s: NonNegativeFloat = 300.0
+    warn_after_deferrals: Annotated[int, Field(ge=1)] = 3
+
+
+class RollupConfig(_Model):
+    semantic_top_k: Annotated[int, Field(ge=5, le=50)] = 8
+    use_reflect: Literal["auto", "never"] = "auto"
+    reflect_budget: Budget = "low"
+    post_consolidate: bool = True
+
+
+class PeerCardConfig(_Model):
+    enabled: bool = True
+    budget_chars: Annotated[int, Field(ge=200, le=20000)] = 1375
+    max_entries: Annotated[int, Field(ge=1, le=40)] = 40
+    max_entry_chars: Annotated[int, Field(ge=20, le=200)] = 200
+    global_path: Path | None = None
+
+
+class AgentConfig(_Model):
+    memories_dir: Path
+    config_yaml: Path | None = None
+    skills_dir: Path | None = None
+    enabled: bool = True
+
+
+class AuditConfig(_Model):
+    enabled: bool = True
+    check_every_minutes: PositiveFloat = 60.0
+    interval_days: PositiveFloat = 14.0
+    threshold_pct: Annotated[float, Field(gt=0, le=100)] = 85.0
+    skip_below_pct: Annotated[float, Field(gt=0, le=100)] = 75.0
+    stale_days: PositiveFloat = 14.0
+    url_timeout_s: PositiveFloat = 2.0
+
+
+class LogConfig(_Model):
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class Config(_Model):
+    """The whole configuration. Build it with :func:`load_config`, never by hand in production."""
+
+    state_dir: Path = Path("state")
+    backend: BackendConfig = BackendConfig()
+    topology: TopologyConfig = TopologyConfig()
+    banks: dict[Alias, BankConfig] = Field(default_factory=dict)
+    profiles: dict[Alias, ProfileConfig] = Field(default_factory=dict)
+    schedule: ScheduleConfig = ScheduleConfig()
+    slot: SlotConfig = SlotConfig()
+    retry: RetryConfig = RetryConfig()
+    rollup: RollupConfig = RollupConfig()
+    peer_card: PeerCardConfig = PeerCardConfig()
+    agents: dict[Alias, AgentConfig] = Field(default_factory=dict)
+    audit: AuditConfig = AuditConfig()
+    log: LogConfig = LogConfig()
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> Config:
+        problems: list[tuple[str, str]] = []
+        known = sorted(self.banks)
+        known_text = ", ".join(known) if known else "none defined under [banks]"
+
+        def check_alias(key: str, alias: str | None) -> None:
+            if alias is not None and alias not in self.banks:
+                problems.append((key, f"unknown bank alias {alias!r} (known: {known_text})"))
+
+        check_alias("topology.global", self.topology.global_bank)
+        check_alias("topology.shared", self.topology.shared)
+        check_alias("topology.default_bank", self.topology.default_bank)
+        seen: dict[str, str] = {}
+        for alias, bank in self.banks.items():
+            if bank.bank_id in seen:
+                problems.append(
+                    (
+                        f"banks.{alias}.bank_id",
+                        f"bank id {bank.bank_id!r} is already used by banks.{seen[bank.bank_id]}; "
+                        "each bank id may appear once",
+                    )
+                )
+            seen.setdefault(bank.bank_id, alias)
+        for name, profile in self.profiles.items():
+            check_alias(f"profiles.{name}.bank", profile.bank)
+            check_alias(f"profiles.{name}.upstream", profile.upstream)
+            for i, alias in enumerate(profile.read_union or ()):
+                check_alias(f"profiles.{name}.read_union[{i}]", alias)
+            upstream = profile.upstream or self.topology.global_bank
+            if profile.bank == upstream:
+                problems.append(
+                    (
+                        f"profiles.{name}.upstream",
+                        f"the profile's own bank {profile.bank!r} cannot also be its upstream bank",
+                    )
+                )
+            if profile.bank == self.topology.shared:
+                problems.append(
+                    (f"profiles.{name}.bank", "the shared bank cannot be a profile bank")
+                )
+        if problems:
+            raise _CrossReferenceError(problems)
+        return self
+
+    # --- derived views -------------------------------------------------------------------------
+
+    def upstream_alias(self, profile: str) -> str:
+        return self.profiles[profile].upstream or self.topology.global_bank
+
+    def read_union(self, profile: str) -> tuple[str, ...]:
+        """The aliases a profile reads, in order: its own bank, its upstream, shared (unless set)."""
+        p = self.profiles[profile]
+        if p.read_union is not None:
+            return p.read_union
+        order = [p.bank, self.upstream_alias(profile)]
+        if self.topology.shared is not None:
+            order.append(self.topology.shared)
+        return tuple(dict.fromkeys(order))
+
+    def bank_id(self, alias: str) -> str:
+        return self.banks[alias].bank_id
+
+    def enabled_profiles(self) -> dict[str, ProfileConfig]:
+        return {name: p for name, p in self.profiles.items() if p.enabled}
+
+    @property
+    def embedded_path(self) -> Path:
+        return self.backend.embedded.path
+
+    def redacted(self) -> dict[str, Any]:
+        """The normalised configuration as plain data, with every secret replaced by a marker."""
+        data = self.model_dump(mode="json", by_alias=True)
+        key = self.backend.hindsight.api_key
+        data["backend"]["hindsight"]["api_key"] = "**********" if key is not None else None
+        return data
+
+
+class _CrossReferenceError(ValueError):
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        super().__init__("; ".join(f"{k}: {m}" for k, m in problems))
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _expand(path: Path, key: str, source: str, environ: Mapping[str, str]) -> Path:
+    text = str(path)
+    missing = [m.group(1) for m in _VAR.finditer(text) if m.group(1) not in environ]
+    if missing:
+        raise ConfigError(
+            f"{source}: {key}: environment variable ${{{missing[0]}}} is not set "
+            f"(used in {text!r}); set it or write the path out in full"
+        )
+    text = _VAR.sub(lambda m: environ[m.group(1)], text)
+    return Path(os.path.expanduser(text))
+
+
+def _loc_to_key(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _format_validation_error(exc: ValidationError, source: str) -> list[str]:
+    lines: list[str] = []
+    for err in exc.errors():
+        ctx_error = (err.get("ctx") or {}).get("error")
+        if isinstance(ctx_error, _CrossReferenceError):
+            lines.extend(f"{source}: {k}: {m}" for k, m in ctx_error.problems)
+            continue
+        key = _loc_to_key(tuple(err["loc"]))
+        kind = err["type"]
+        if kind == "extra_forbidden":
+            parent = _loc_to_key(tuple(err["loc"][:-1]))
+            where = f"[{parent}]" if err["loc"][:-1] else "the top level"
+            msg = f"unknown key (not allowed in {where}; check the spelling against config.example.toml)"
+        elif kind == "literal_error":
+            expected = (err.get("ctx") or {}).get("expected", "")
+            msg = f"got {err.get('input')!r}; allowed: {expected}"
+        elif kind == "string_pattern_mismatch":
+            msg = (
+                f"{err.get('input')!r} is not a valid name "
+                f"(must match {(err.get('ctx') or {}).get('pattern')})"
+            )
+        elif kind == "missing":
+            msg = "required key is missing"
+        else:
+            msg = f"{err['msg']} (got {err.get('input')!r})"
+        lines.append(f"{source}: {key}: {msg}")
+    return lines
+
+
+def _resolve_paths(cfg: Config, base_dir: Path, source: str, environ: Mapping[str, str]) -> Config:
+    state_dir = _expand(cfg.state_dir, "state_dir", source, environ)
+    if not state_dir.is_absolute():
+        state_dir = base_dir / state_dir
+    state_dir = Path(os.path.normpath(state_dir))
+
+    def under_state(p: Path, key: str) -> Path:
+        p = _expand(p, key, source, environ)
+        return p if p.is_absolute() else state_dir / p
+
+    def absolute(p: Path | None, key: str) -> Path | None:
+        if p is None:
+            return None
+        p = _expand(p, key, source, environ)
+        return p if p.is_absolute() else Path(os.path.normpath(base_dir / p))
+
+    backend = cfg.backend.model_copy(
+        update={
+            "embedded": cfg.backend.embedded.model_copy(
+                update={"path": under_state(cfg.backend.embedded.path, "backend.embedded.path")}
+            ),
+        }
+    )
+    profiles = {
+        name: p.model_copy(
+            update={"peer_card_path": absolute(p.peer_card_path, f"profiles.{name}.peer_card_path")}
+        )
+        for name, p in cfg.profiles.items()
+    }
+    agents = {
+        name: a.model_copy(
+            update={
+                "memories_dir": absolute(a.memories_dir, f"agents.{name}.memories_dir"),
+                "config_yaml": absolute(a.config_yaml, f"agents.{name}.config_yaml"),
+                "skills_dir": absolute(a.skills_dir, f"agents.{name}.skills_dir"),
+            }
+        )
+        for name, a in cfg.agents.items()
+    }
+    peer_card = cfg.peer_card.model_copy(
+        update={"global_path": absolute(cfg.peer_card.global_path, "peer_card.global_path")}
+    )
+    return cfg.model_copy(
+        update={
+            "state_dir": state_dir,
+            "backend": backend,
+            "slot": cfg.slot.model_copy(
+                update={"lock_path": under_state(cfg.slot.lock_path, "slot.lock_path")}
+            ),
+            "profiles": profiles,
+            "agents": agents,
+            "peer_card": peer_card,
+        }
+    )
+
+
+def _resolve_secret(cfg: Config, source: str, environ: Mapping[str, str]) -> Config:
+    hs = cfg.backend.hindsight
+    key: str | None = None
+    if hs.api_key_file is not None:
+        path = _expand(hs.api_key_file, "backend.hindsight.api_key_file", source, environ)
+        try:
+            key = path.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise ConfigError(
+                f"{source}: backend.hindsight.api_key_file: cannot read {str(path)!r}: "
+                f"{exc.strerror or exc}; create the file (e.g. a systemd credential) or remove the key"
+            ) from None
+        if not key:
+            raise ConfigError(
+                f"{source}: backend.hindsight.api_key_file: {str(path)!r} is empty; "
+                "put the API key in it or remove the key"
+            )
+    elif hs.api_key_env:
+        key = environ.get(hs.api_key_env) or None
+    secret = SecretStr(key) if key else None
+    hindsight = hs.model_copy(update={"api_key": secret})
+    return cfg.model_copy(update={"backend": cfg.backend.model_copy(update={"hindsight": hindsight})})
+
+
+def parse_config(
+    data: Mapping[str, Any],
+    *,
+    source: str = "<config>",
+    base_dir: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
+    """Validate already-parsed TOML data. Raises :class:`ConfigError` listing every problem."""
+    env = os.environ if environ is None else environ
+    if "api_key" in data.get("backend", {}).get("hindsight", {}):
+        raise ConfigError(
+            f"{source}: backend.hindsight.api_key: secrets are not read from the config file; "
+            "use api_key_env (an environment variable) or api_key_file (e.g. a systemd credential)"
+        )
+    try:
+        cfg = Config.model_validate(dict(data))
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(exc, source)) from None
+    if "state_dir" not in data and env.get("STATE_DIRECTORY"):
+        # Under systemd, StateDirectory= tells us where state belongs (first entry if several).
+        cfg = cfg.model_copy(update={"state_dir": Path(env["STATE_DIRECTORY"].split(":")[0])})
+    cfg = _resolve_paths(cfg, base_dir or Path.cwd(), source, env)
+    return _resolve_secret(cfg, source, env)
+
+
+def load_config(path: Path, *, environ: Mapping[str, str] | None = None) -> Config:
+    """Read, parse and validate a TOML config file."""
+    source = str(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(
+            f"{source}: file not found; pass --config PATH or copy config.example.toml there"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    return parse_config(data, source=source, base_dir=path.resolve().parent, environ=environ)
+
+
+def default_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$DREAMER_CONFIG``, else ``$CONFIGURATION_DIRECTORY/config.toml`` (systemd), else /etc."""
+    env = os.environ if environ is None else environ
+    if env.get("DREAMER_CONFIG"):
+        return Path(env["DREAMER_CONFIG"])
+    if env.get("CONFIGURATION_DIRECTORY"):
+        return Path(env["CONFIGURATION_DIRECTORY"].split(":")[0]) / "config.toml"
+    return DEFAULT_CONFIG_PATHS[0]

@@ -1,0 +1,111 @@
+"""Capped exponential backoff with full jitter that honours ``Retry-After``.
+
+Only :class:`~dreamer.errors.TransientBackendError` is retried. While sleeping, the slot lock (if the
+call holds it) is released so graph extraction can use the accelerator meanwhile, then taken again.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import anyio
+
+from dreamer.config import RetryConfig
+from dreamer.errors import DreamerError, TransientBackendError
+from dreamer.slot import SlotLock
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How often and how long to retry. Build one from ``config.retry`` with :meth:`from_config`."""
+
+    max_attempts: int = 5
+    base_delay_s: float = 2.0
+    max_delay_s: float = 120.0
+    retry_after_cap_s: float = 300.0
+
+    @classmethod
+    def from_config(cls, cfg: RetryConfig) -> RetryPolicy:
+        return cls(
+            max_attempts=cfg.max_attempts,
+            base_delay_s=cfg.base_delay_s,
+            max_delay_s=cfg.max_delay_s,
+            retry_after_cap_s=cfg.retry_after_cap_s,
+        )
+
+
+def backoff_delay(
+    policy: RetryPolicy, attempt: int, retry_after: float | None, rand: Callable[[], float]
+) -> float:
+    """Delay before retry number ``attempt`` (1-based), in seconds.
+
+    A server's ``Retry-After`` wins, capped at ``retry_after_cap_s``; otherwise full jitter:
+    uniform in [0, min(max_delay, base * 2**(attempt-1))].
+    """
+    if retry_after is not None and retry_after >= 0:
+        return min(retry_after, policy.retry_after_cap_s)
+    ceiling: float = min(policy.max_delay_s, policy.base_delay_s * 2.0 ** (attempt - 1))
+    return rand() * ceiling
+
+
+class RetriesExhausted(DreamerError):
+    """Every attempt failed with a transient error; ``last`` is the final one."""
+
+    def __init__(self, operation: str, attempts: int, last: TransientBackendError) -> None:
+        self.operation = operation
+        self.attempts = attempts
+        self.last = last
+        super().__init__(f"{operation}: gave up after {attempts} attempts: {last}")
+
+
+@dataclass
+class RetryStats:
+    """What the retries of one run cost; reported in the run summary."""
+
+    attempts: dict[str, int] = field(default_factory=dict)
+    slept_s: float = 0.0
+
+    def count(self, operation: str) -> None:
+        self.attempts[operation] = self.attempts.get(operation, 0) + 1
+
+
+async def call_with_retry(
+    operation: str,
+    fn: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    *,
+    slot: SlotLock | None = None,
+    stats: RetryStats | None = None,
+    on_retry: Callable[[int, float, TransientBackendError], None] | None = None,
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    rand: Callable[[], float] = random.random,
+) -> T:
+    """Run ``fn``; on a transient error sleep (slot released) and try again, up to the policy's cap."""
+    attempt = 0
+    while True:
+        attempt += 1
+        if stats is not None:
+            stats.count(operation)
+        try:
+            return await fn()
+        except TransientBackendError as exc:
+            if attempt >= policy.max_attempts:
+                raise RetriesExhausted(operation, attempt, exc) from exc
+            delay = backoff_delay(policy, attempt, exc.retry_after, rand)
+            if on_retry is not None:
+                on_retry(attempt, delay, exc)
+            had_slot = slot is not None and slot.held
+            if had_slot and slot is not None:
+                slot.release()
+            try:
+                await sleep(delay)
+            finally:
+                if stats is not None:
+                    stats.slept_s += delay
+            if had_slot and slot is not None:
+                await slot.acquire()

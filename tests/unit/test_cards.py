@@ -1,0 +1,57 @@
+"""Parsing reflect answers into cards: provenance kept, invented ids dropped, content-free = none."""
+
+from __future__ import annotations
+
+from dreamer.rollup.cards import SourceUnit, is_content_free, parse_reflect_cards, reflect_query
+
+UNITS = [
+    SourceUnit("u1", "Caroline went to the LGBTQ support group on 7 May 2023."),
+    SourceUnit("u2", "Melanie painted a sunrise in 2022."),
+]
+
+
+class TestParseReflectCards:
+    def test_cards_keep_known_source_ids(self) -> None:
+        """Valid cards come through with their source ids."""
+        out = parse_reflect_cards(
+            {"cards": [{"text": "Melanie painted a sunrise in 2022.", "kind": "event", "source_ids": ["u2"]}]},
+            "",
+            UNITS,
+            10,
+        )
+        assert [(c.text, c.kind, c.source_ids) for c in out] == [
+            ("Melanie painted a sunrise in 2022.", "event", ("u2",))
+        ]
+
+    def test_invented_ids_are_replaced_by_the_best_matching_unit(self) -> None:
+        """A card citing unknown ids is tied to the unit sharing most words, never left without sources."""
+        out = parse_reflect_cards(
+            {"cards": [{"text": "Caroline attended a support group.", "kind": "weird", "source_ids": ["zz"]}]},
+            "",
+            UNITS,
+            10,
+        )
+        assert out[0].source_ids == ("u1",) and out[0].kind == "fact"
+
+    def test_content_free_answers_give_no_cards(self) -> None:
+        """'I don't have information' and empty structures are no cards, not errors."""
+        assert parse_reflect_cards(None, "I don't have information about that.", UNITS, 5) == []
+        assert parse_reflect_cards({"cards": []}, "", UNITS, 5) == []
+        assert parse_reflect_cards(
+            {"cards": [{"text": "I don't have any information.", "kind": "fact", "source_ids": ["u1"]}]},
+            "",
+            UNITS,
+            5,
+        ) == []
+        assert is_content_free("  ") and is_content_free("No relevant memories found.")
+        assert not is_content_free("Caroline likes hiking.")
+
+    def test_at_most_max_cards(self) -> None:
+        """The model cannot exceed the per-run card cap."""
+        many = {"cards": [{"text": f"Fact number {i}", "kind": "fact", "source_ids": ["u1"]} for i in range(9)]}
+        assert len(parse_reflect_cards(many, "", UNITS, 3)) == 3
+
+    def test_query_lists_every_unit_with_its_id_and_the_directive(self) -> None:
+        """The single reflect query carries the units, their ids and the directive."""
+        q = reflect_query(UNITS, "keep dates", 5)
+        assert "[u1]" in q and "[u2]" in q and "keep dates" in q

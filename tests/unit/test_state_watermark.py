@@ -1,0 +1,74 @@
+"""Watermarks with tie handling, and the one-transaction commit of a roll-up."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class TestWatermark:
+    def test_equal_timestamps_are_neither_skipped_nor_repeated(self) -> None:
+        """A unit sharing the boundary instant is new unless its id was already rolled up."""
+        wm = Watermark().advanced_to([(T0, "a"), (T0, "b")])
+        assert wm.created_at == T0 and wm.boundary_ids == {"a", "b"}
+        assert not wm.is_new(T0, "a")
+        assert wm.is_new(T0, "c")
+        assert wm.is_new(T0 + timedelta(microseconds=1), "a")
+        assert not wm.is_new(T0 - timedelta(seconds=1), "z")
+
+    def test_advancing_to_a_newer_instant_resets_the_boundary(self) -> None:
+        """Only ids at the newest instant are kept."""
+        wm = Watermark().advanced_to([(T0, "a"), (T0 + timedelta(seconds=1), "b")])
+        assert wm.boundary_ids == {"b"}
+        again = wm.advanced_to([(T0 + timedelta(seconds=1), "c")])
+        assert again.boundary_ids == {"b", "c"}
+
+
+class TestStateStore:
+    def test_commit_is_atomic_and_reinforcement_merges_provenance(self, tmp_path: Path) -> None:
+        """Watermark, ledger rows and run record land together; reinforcing merges sources."""
+        with StateStore.open(tmp_path / "s.sqlite3") as st:
+            st.record_run_start("r1", "rollup:p", T0)
+            card = LedgerCard("d1", "p", "global", "Text", "text", source_ids=("u1",), profiles=("p",))
+            wm = Watermark(T0, frozenset({"u1"}), 1, T0)
+            st.commit_rollup(
+                profile="p", bank_id="b", watermark=wm, promoted=[card], reinforced=[], run_id="r1",
+                outcome="promoted", detail="", counts={"promoted": 1}, finished_at=T0,
+            )
+            st.record_run_start("r2", "rollup:q", T0)
+            st.commit_rollup(
+                profile="q", bank_id="b2", watermark=wm, promoted=[], run_id="r2",
+                reinforced=[Reinforcement("d1", ("u9", "u1"), "q")],
+                outcome="reinforced", detail="", counts={}, finished_at=T0,
+            )
+            [row] = st.ledger("global")
+            assert row.reinforcements == 1 and row.source_ids == ("u1", "u9") and row.profiles == ("p", "q")
+            assert st.watermark("p").boundary_ids == {"u1"}
+            assert [r.outcome for r in st.runs()] == ["reinforced", "promoted"]
+
+    def test_failed_commit_leaves_nothing(self, tmp_path: Path) -> None:
+        """If the transaction fails midway, the watermark does not move."""
+        with StateStore.open(tmp_path / "s.sqlite3") as st:
+            bad = LedgerCard("d1", "p", "global", "T", "t")
+            wm = Watermark(T0, frozenset({"u1"}), 1, T0)
+            st._conn.execute("CREATE TRIGGER boom BEFORE INSERT ON ledger BEGIN SELECT RAISE(ABORT, 'x'); END")
+            try:
+                st.commit_rollup(
+                    profile="p", bank_id="b", watermark=wm, promoted=[bad], reinforced=[], run_id="r",
+                    outcome="promoted", detail="", counts={}, finished_at=T0,
+                )
+            except Exception:
+                pass
+            assert st.watermark("p") == Watermark()
+
+    def test_consecutive_counts_trailing_outcomes(self, tmp_path: Path) -> None:
+        """Consecutive deferrals are counted from the newest run back."""
+        with StateStore.open(tmp_path / "s.sqlite3") as st:
+            for i, outcome in enumerate(["promoted", "deferred", "deferred"]):
+                st.record_run_start(f"r{i}", "rollup:p", T0 + timedelta(minutes=i))
+                st.record_run_end(f"r{i}", outcome, "", {}, T0 + timedelta(minutes=i))
+            assert st.consecutive("rollup:p", "deferred") == 2
