@@ -1,0 +1,71 @@
+"""Hermes agent memory: the MEMORY.md / USER.md store and the per-agent memory audit.
+
+Library entry points (the CLI and daemon wire these up):
+
+- `MemoryStore(memories_dir)`: add / replace / remove / batch / list / stats / render with Hermes'
+  semantics (limits 2200 / 1375 chars, "\\n§\\n" delimiter, sidecar `.lock`, atomic replace,
+  `.bak.<ts>` on external edits, byte-identical snapshot rendering).
+- `needs_audit(agent, settings, now) -> (bool, reason)`: the cheap per-cycle trigger check.
+- `audit_agent(agent, settings, now) -> AuditReport`: one audit of one agent's files.
+"""
+
+from __future__ import annotations
+
+from dreamer.hermes.audit import NaiveTimestampError, audit_agent, needs_audit, read_utilisation
+from dreamer.hermes.classify import Category, Classification, EntryClassifier, RuleBasedClassifier
+from dreamer.hermes.entries import ENTRY_DELIMITER, Target
+from dreamer.hermes.probe import HttpUrlProbe, UrlProbe
+from dreamer.hermes.render import render_block
+from dreamer.hermes.report import ActionRecord, AuditReport, AuditStatus, Utilisation
+from dreamer.hermes.settings import AgentFiles, AuditSettings, InvalidAuditSettingsError
+from dreamer.hermes.store import (
+    AmbiguousMatchError,
+    BatchError,
+    EmptyContentError,
+    ExternalEditError,
+    MemoryStore,
+    MemoryStoreError,
+    NoMatchError,
+    Operation,
+    OverBudgetError,
+    StoreReadError,
+    StoreWriteError,
+    Usage,
+    WriteResult,
+)
+
+__all__ = [
+    "ENTRY_DELIMITER",
+    "ActionRecord",
+    "AgentFiles",
+    "AmbiguousMatchError",
+    "AuditReport",
+    "AuditSettings",
+    "AuditStatus",
+    "BatchError",
+    "Category",
+    "Classification",
+    "EmptyContentError",
+    "EntryClassifier",
+    "ExternalEditError",
+    "HttpUrlProbe",
+    "InvalidAuditSettingsError",
+    "MemoryStore",
+    "MemoryStoreError",
+    "NaiveTimestampError",
+    "NoMatchError",
+    "Operation",
+    "OverBudgetError",
+    "RuleBasedClassifier",
+    "StoreReadError",
+    "StoreWriteError",
+    "Target",
+    "UrlProbe",
+    "Usage",
+    "Utilisation",
+    "WriteResult",
+    "audit_agent",
+    "needs_audit",
+    "read_utilisation",
+    "render_block",
+]

@@ -1,0 +1,216 @@
+"""The agent's audit ledger `MEMORY_AUDIT_LEDGER.md`: one Markdown block per audit, append-only.
+
+A block is a `## <ISO timestamp>` heading followed by `- key: value` lines:
+
+    ## 2025-03-01T09:00:00+00:00
+    - status: COMPLETE
+    - mode: apply
+    - memory_util_before: 91.2%
+    - memory_util_after: 58.4%
+    - user_util_before: 40.0%
+    - user_util_after: 47.3%
+    - memory_chars_after: 1285
+    - user_chars_after: 650
+    - deletions: 4
+    - moves: 2
+    - corrections: 1
+    - unverified: 1
+    - reverified: 0
+    - unverified_total: 2
+    - unresolved: 1
+    - drift_alerts: 1
+    - canary_intact: true
+    - writer_registered: true
+    - alert: ALERT: ...
+    - action: DELETE MEMORY.md (Session Note): "Session note: ..."
+
+The file is only ever opened for appending (never truncated or rewritten), under its sidecar lock.
+The audit's summary lives here rather than in the budgeted memory files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from dreamer.hermes.locking import exclusive_lock
+
+__all__ = [
+    "LEDGER_HEADER",
+    "LedgerEntry",
+    "LedgerReadError",
+    "LedgerRecord",
+    "append_record",
+    "format_record",
+    "one_line",
+    "parse_ledger",
+    "read_ledger",
+]
+
+LEDGER_HEADER = "# Memory audit ledger\n\nAppend-only: one block per audit, newest last.\n"
+_PREVIEW_WIDTH = 100
+
+
+class LedgerReadError(OSError):
+    """The ledger exists but cannot be read; fix its permissions or encoding."""
+
+
+def one_line(text: str, width: int = _PREVIEW_WIDTH) -> str:
+    """`text` on a single line (line breaks shown as ⏎), cut to `width` characters."""
+    flat = " ⏎ ".join(part.strip() for part in text.splitlines() if part.strip())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+@dataclass(frozen=True)
+class LedgerRecord:
+    """Everything one audit writes into its ledger block."""
+
+    timestamp: datetime
+    status: str
+    mode: str
+    memory_util_before: float
+    memory_util_after: float
+    user_util_before: float
+    user_util_after: float
+    memory_chars_after: int
+    user_chars_after: int
+    deletions: int
+    moves: int
+    corrections: int
+    unverified: int
+    reverified: int
+    unverified_total: int
+    unresolved: int
+    canary_intact: bool
+    writer_registered: bool
+    note: str = ""
+    drift_alerts: tuple[str, ...] = ()
+    actions: tuple[str, ...] = ()
+
+
+def format_record(record: LedgerRecord) -> str:
+    """The Markdown block for `record`, starting with a blank line and ending with a newline."""
+    lines = [
+        f"## {record.timestamp.isoformat(timespec='seconds')}",
+        f"- status: {record.status}",
+        f"- mode: {record.mode}",
+        f"- memory_util_before: {record.memory_util_before:.1f}%",
+        f"- memory_util_after: {record.memory_util_after:.1f}%",
+        f"- user_util_before: {record.user_util_before:.1f}%",
+        f"- user_util_after: {record.user_util_after:.1f}%",
+        f"- memory_chars_after: {record.memory_chars_after}",
+        f"- user_chars_after: {record.user_chars_after}",
+        f"- deletions: {record.deletions}",
+        f"- moves: {record.moves}",
+        f"- corrections: {record.corrections}",
+        f"- unverified: {record.unverified}",
+        f"- reverified: {record.reverified}",
+        f"- unverified_total: {record.unverified_total}",
+        f"- unresolved: {record.unresolved}",
+        f"- drift_alerts: {len(record.drift_alerts)}",
+        f"- canary_intact: {'true' if record.canary_intact else 'false'}",
+        f"- writer_registered: {'true' if record.writer_registered else 'false'}",
+    ]
+    if record.note:
+        lines.append(f"- note: {one_line(record.note, 400)}")
+    lines.extend(f"- alert: {one_line(alert, 400)}" for alert in record.drift_alerts)
+    lines.extend(f"- action: {one_line(action, 400)}" for action in record.actions)
+    return "\n" + "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One parsed ledger block: its timestamp and its first value for every key."""
+
+    timestamp: datetime
+    fields: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def status(self) -> str:
+        """The block's status (COMPLETE, DRY_RUN, ...), "" if absent."""
+        return self.fields.get("status", "")
+
+    def number(self, key: str) -> float | None:
+        """The value of `key` as a number ("58.4%" → 58.4), None if absent or not numeric."""
+        raw = self.fields.get(key, "").strip().rstrip("%").strip()
+        try:
+            return float(raw)
+        except ValueError:
+            return None
+
+    def integer(self, key: str) -> int | None:
+        """The value of `key` as an integer, None if absent or not an integer."""
+        raw = self.fields.get(key, "").strip()
+        try:
+            return int(raw)
+        except ValueError:
+            return None
+
+
+def _parse_timestamp(raw: str) -> datetime | None:
+    try:
+        stamp = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        return None
+    return stamp if stamp.tzinfo is not None else None
+
+
+def parse_ledger(text: str) -> tuple[LedgerEntry, ...]:
+    """All blocks of the ledger text, oldest first; blocks with an unreadable heading are skipped."""
+    entries: list[LedgerEntry] = []
+    stamp: datetime | None = None
+    fields: dict[str, str] = {}
+
+    def close() -> None:
+        if stamp is not None:
+            entries.append(LedgerEntry(stamp, dict(fields)))
+
+    for line in text.splitlines():
+        if line.startswith("## "):
+            close()
+            stamp = _parse_timestamp(line[3:])
+            fields = {}
+        elif stamp is not None and line.startswith("- ") and ":" in line:
+            key, _, value = line[2:].partition(":")
+            fields.setdefault(key.strip(), value.strip())
+    close()
+    return tuple(entries)
+
+
+def read_ledger(path: Path) -> tuple[LedgerEntry, ...]:
+    """The parsed ledger at `path`; an absent ledger has no entries."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return ()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LedgerReadError(f"cannot read the audit ledger {path}: {exc}") from exc
+    return parse_ledger(text)
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        handle.seek(0, os.SEEK_END)
+        if handle.tell() == 0:
+            return True
+        handle.seek(-1, os.SEEK_END)
+        return handle.read(1) == b"\n"
+
+
+def append_record(path: Path, record: LedgerRecord) -> None:
+    """Append the block for `record` to the ledger at `path`, creating it with a header if absent."""
+    block = format_record(record)
+    with exclusive_lock(path):
+        prefix = ""
+        if not path.exists():
+            prefix = LEDGER_HEADER
+        elif not _ends_with_newline(path):
+            prefix = "\n"
+        # "a" opens with O_APPEND: bytes already in the file cannot be touched by this write.
+        with open(path, "a", encoding="utf-8", newline="") as handle:
+            handle.write(prefix + block)
+            handle.flush()
+            os.fsync(handle.fileno())

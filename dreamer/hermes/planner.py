@@ -1,0 +1,342 @@
+"""The audit's decisions, computed without I/O: which entries to delete, move, correct or mark.
+
+Inputs are the entries of both files, their classifications and ages, the answers of the URLs they
+name, and the model configured in the agent's config.yaml; the output is an ordered plan plus the
+entries left unresolved. The plan is simulated against the character limits in the order it will be
+applied (deletions, then moves, then in-place edits), so a move into a file without room, or an
+edit that would overflow one, is reported as unresolved up front and the entry stays where it is:
+nothing is ever dropped to make a move fit.
+
+Rules:
+- Entries holding a canary line are never touched.
+- Copies whose normalised text is equal are duplicates: the first (MEMORY.md before USER.md, file
+  order within a file) is kept, the others deleted, unless the category is uncertain.
+- Uncertain entries are only reported. Session notes are deleted; temporary state and historical
+  snapshots are deleted once `stale_days` old; technical config in USER.md moves to MEMORY.md;
+  identity and preferences in MEMORY.md move to USER.md; operating rules move to the rules skill.
+- A technical config naming a URL that did not answer gets " [UNVERIFIED]" appended (never deleted);
+  a marked one whose URLs all answer again loses the mark; a `model:` value that disagrees with the
+  agent's config.yaml is corrected.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from dreamer.hermes.age import EntryAge
+from dreamer.hermes.canary import is_canary_entry
+from dreamer.hermes.classify import Category, Classification
+from dreamer.hermes.entries import Target, joined_length
+from dreamer.hermes.ledger import one_line
+from dreamer.hermes.probe import extract_urls
+from dreamer.hermes.settings import AuditSettings
+from dreamer.hermes.state import normalize_entry
+
+__all__ = [
+    "SKILL_DESTINATION",
+    "UNVERIFIED_MARK",
+    "ActionKind",
+    "Entry",
+    "Plan",
+    "PlanContext",
+    "PlannedAction",
+    "UnresolvedEntry",
+    "clear_unverified",
+    "collect_entries",
+    "correct_model_text",
+    "mark_unverified",
+    "plan_audit",
+    "urls_to_verify",
+]
+
+UNVERIFIED_MARK = "[UNVERIFIED]"
+SKILL_DESTINATION = "skill"
+
+_MODEL_VALUE = re.compile(r"(\bmodel\s*:\s*)([`'\"]?)([^\s`'\",;]+)", re.IGNORECASE)
+_UNVERIFIED_SUFFIX = re.compile(r"\s*\[UNVERIFIED\]")
+
+
+class ActionKind(StrEnum):
+    """What the audit does to one entry."""
+
+    DELETE = "DELETE"
+    MOVE = "MOVE"
+    CORRECT = "CORRECT"
+    MARK_UNVERIFIED = "MARK_UNVERIFIED"
+    CLEAR_UNVERIFIED = "CLEAR_UNVERIFIED"
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry as the audit read it; `id` is its position across both files."""
+
+    id: int
+    target: Target
+    text: str
+
+    @property
+    def file(self) -> str:
+        """The file the entry was read from."""
+        return self.target.filename
+
+
+@dataclass(frozen=True)
+class PlannedAction:
+    """One change: `entry` is the entry's text just before it, in file `source`."""
+
+    kind: ActionKind
+    entry_id: int
+    source: Target
+    entry: str
+    reason: str
+    destination: str | None = None
+    new_text: str | None = None
+
+
+@dataclass(frozen=True)
+class UnresolvedEntry:
+    """An entry the audit left as it is, and why."""
+
+    file: str
+    entry: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """Everything besides the entries that the decisions depend on."""
+
+    settings: AuditSettings
+    ages: Mapping[int, EntryAge]
+    url_answers: Mapping[str, bool]
+    configured_model: str | None
+    skill_available: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The ordered actions, the unresolved entries, and both files as they will be afterwards."""
+
+    actions: tuple[PlannedAction, ...]
+    unresolved: tuple[UnresolvedEntry, ...]
+    final_memory: tuple[str, ...]
+    final_user: tuple[str, ...]
+
+    def count(self, kind: ActionKind) -> int:
+        """How many actions of `kind` the plan holds."""
+        return sum(1 for action in self.actions if action.kind is kind)
+
+    @property
+    def unverified_total(self) -> int:
+        """Entries carrying the [UNVERIFIED] mark once the plan is applied."""
+        return sum(UNVERIFIED_MARK in text for text in (*self.final_memory, *self.final_user))
+
+
+def collect_entries(memory: Sequence[str], user: Sequence[str]) -> tuple[Entry, ...]:
+    """Number the entries of MEMORY.md, then USER.md."""
+    tagged = [(Target.MEMORY, text) for text in memory] + [(Target.USER, text) for text in user]
+    return tuple(Entry(index, target, text) for index, (target, text) in enumerate(tagged))
+
+
+def urls_to_verify(
+    entries: Sequence[Entry], classifications: Mapping[int, Classification]
+) -> tuple[str, ...]:
+    """The URLs named by confidently classified technical-config entries, each once."""
+    urls: dict[str, None] = {}
+    for entry in entries:
+        classification = classifications.get(entry.id)
+        if classification is None or is_canary_entry(entry.text):
+            continue
+        if classification.confident and classification.category is Category.TECHNICAL_CONFIG:
+            urls.update(dict.fromkeys(extract_urls(entry.text)))
+    return tuple(urls)
+
+
+def correct_model_text(text: str, configured_model: str) -> str | None:
+    """`text` with every `model:` value set to `configured_model`, None if none disagreed."""
+    changed = False
+
+    def fix(match: re.Match[str]) -> str:
+        nonlocal changed
+        prefix, quote, value = match.groups()
+        core = value.rstrip(".)!?:")
+        if core == configured_model:
+            return match.group(0)
+        changed = True
+        return f"{prefix}{quote}{configured_model}{value[len(core) :]}"
+
+    corrected = _MODEL_VALUE.sub(fix, text)
+    return corrected if changed else None
+
+
+def mark_unverified(text: str) -> str:
+    """`text` with the [UNVERIFIED] mark appended."""
+    return f"{text} {UNVERIFIED_MARK}"
+
+
+def clear_unverified(text: str) -> str:
+    """`text` without any [UNVERIFIED] mark."""
+    return _UNVERIFIED_SUFFIX.sub("", text).strip()
+
+
+def _config_edits(text: str, context: PlanContext) -> list[tuple[ActionKind, str, str]]:
+    """(kind, new text, reason) for each edit of a config entry, each applying to the previous result."""
+    edits: list[tuple[ActionKind, str, str]] = []
+    if context.configured_model is not None:
+        corrected = correct_model_text(text, context.configured_model)
+        if corrected is not None:
+            edits.append(
+                (
+                    ActionKind.CORRECT,
+                    corrected,
+                    f"model disagrees with config.yaml ({context.configured_model})",
+                )
+            )
+            text = corrected
+    urls = extract_urls(text)
+    silent = [url for url in urls if context.url_answers.get(url) is False]
+    if silent and UNVERIFIED_MARK not in text:
+        edits.append(
+            (ActionKind.MARK_UNVERIFIED, mark_unverified(text), f"no answer from {', '.join(silent)}")
+        )
+    elif urls and UNVERIFIED_MARK in text and all(context.url_answers.get(url) is True for url in urls):
+        edits.append((ActionKind.CLEAR_UNVERIFIED, clear_unverified(text), f"{', '.join(urls)} answered"))
+    return edits
+
+
+def plan_audit(
+    entries: Sequence[Entry], classifications: Mapping[int, Classification], context: PlanContext
+) -> Plan:
+    """The audit plan for `entries` (see the module docstring for the rules)."""
+    settings = context.settings
+    text_of = {entry.id: entry.text for entry in entries}
+    location: dict[int, Target | None] = {entry.id: entry.target for entry in entries}
+    working: dict[Target, list[int]] = {
+        target: [entry.id for entry in entries if entry.target is target] for target in Target
+    }
+    deletes: list[PlannedAction] = []
+    moves: list[PlannedAction] = []
+    configs: list[int] = []
+    unresolved: list[tuple[int, UnresolvedEntry]] = []  # by entry id, to report in file order
+    handled: set[int] = set()
+
+    candidates = [entry for entry in entries if not is_canary_entry(entry.text)]
+
+    # Duplicates: keep the first copy, delete the others (only when the category is certain).
+    groups: dict[str, list[Entry]] = {}
+    for entry in candidates:
+        groups.setdefault(normalize_entry(entry.text), []).append(entry)
+    for group in groups.values():
+        first, *copies = group
+        if not copies:
+            continue
+        handled.update(copy.id for copy in copies)
+        classification = classifications[first.id]
+        for copy in copies:
+            if classification.confident:
+                reason = f"Duplicate of {first.file} entry {one_line(first.text, 60)!r}"
+                deletes.append(PlannedAction(ActionKind.DELETE, copy.id, copy.target, copy.text, reason))
+            else:
+                reason = f"duplicate of a {first.file} entry, kept because the category is uncertain"
+                item = UnresolvedEntry(copy.file, copy.text, f"{reason} ({classification.reason})")
+                unresolved.append((copy.id, item))
+
+    for entry in candidates:
+        if entry.id in handled:
+            continue
+        classification = classifications[entry.id]
+        category = classification.category
+        if not classification.confident:
+            item = UnresolvedEntry(entry.file, entry.text, f"category uncertain: {classification.reason}")
+            unresolved.append((entry.id, item))
+        elif category is Category.SESSION_NOTE:
+            deletes.append(
+                PlannedAction(ActionKind.DELETE, entry.id, entry.target, entry.text, str(category))
+            )
+        elif category in (Category.TEMPORARY_STATE, Category.HISTORICAL_SNAPSHOT):
+            age = context.ages[entry.id]
+            if age.days >= settings.stale_days:
+                reason = f"{category}, {age.days} days old ({age.basis})"
+                deletes.append(PlannedAction(ActionKind.DELETE, entry.id, entry.target, entry.text, reason))
+        elif category is Category.TECHNICAL_CONFIG:
+            if entry.target is Target.USER:
+                reason = f"{category} belongs in MEMORY.md"
+                moves.append(
+                    PlannedAction(ActionKind.MOVE, entry.id, entry.target, entry.text, reason, "MEMORY.md")
+                )
+            configs.append(entry.id)
+        elif category in (Category.IDENTITY, Category.PREFERENCE) and entry.target is Target.MEMORY:
+            reason = f"{category} belongs in USER.md"
+            moves.append(
+                PlannedAction(ActionKind.MOVE, entry.id, entry.target, entry.text, reason, "USER.md")
+            )
+        elif category is Category.OPERATING_RULE:
+            if context.skill_available:
+                reason = f"{category} belongs in a skill"
+                moves.append(
+                    PlannedAction(
+                        ActionKind.MOVE, entry.id, entry.target, entry.text, reason, SKILL_DESTINATION
+                    )
+                )
+            else:
+                reason = f"{category}, but the agent has no skills directory configured to move it to"
+                unresolved.append((entry.id, UnresolvedEntry(entry.file, entry.text, reason)))
+
+    def size_with(target: Target, ids: Sequence[int]) -> int:
+        return joined_length([text_of[i] for i in ids])
+
+    actions: list[PlannedAction] = []
+    for action in deletes:
+        working[action.source].remove(action.entry_id)
+        location[action.entry_id] = None
+        actions.append(action)
+
+    for action in moves:
+        source = action.source
+        if action.destination == SKILL_DESTINATION:
+            working[source].remove(action.entry_id)
+            location[action.entry_id] = None
+            actions.append(action)
+            continue
+        destination = Target.from_filename(action.destination or "")
+        limit = settings.limit_for(destination)
+        size = size_with(destination, [*working[destination], action.entry_id])
+        if size > limit:
+            reason = (
+                f"move to {destination.filename} not possible: it would put {destination.filename} at "
+                f"{size:,}/{limit:,} chars; the entry stays in {source.filename}"
+            )
+            unresolved.append((action.entry_id, UnresolvedEntry(source.filename, action.entry, reason)))
+            continue
+        working[source].remove(action.entry_id)
+        working[destination].append(action.entry_id)
+        location[action.entry_id] = destination
+        actions.append(action)
+
+    for entry_id in configs:
+        where = location[entry_id]
+        if where is None:
+            continue
+        for kind, new_text, reason in _config_edits(text_of[entry_id], context):
+            old_text = text_of[entry_id]
+            limit = settings.limit_for(where)
+            size = size_with(where, working[where]) - len(old_text) + len(new_text)
+            if size > limit:
+                reason = (
+                    f"{kind} not applied ({reason}): it would put {where.filename} at "
+                    f"{size:,}/{limit:,} chars"
+                )
+                unresolved.append((entry_id, UnresolvedEntry(where.filename, old_text, reason)))
+                break
+            actions.append(PlannedAction(kind, entry_id, where, old_text, reason, new_text=new_text))
+            text_of[entry_id] = new_text
+
+    return Plan(
+        actions=tuple(actions),
+        unresolved=tuple(item for _, item in sorted(unresolved, key=lambda pair: pair[0])),
+        final_memory=tuple(text_of[i] for i in working[Target.MEMORY]),
+        final_user=tuple(text_of[i] for i in working[Target.USER]),
+    )

@@ -1,0 +1,143 @@
+"""The result of auditing one agent, as a value and as JSON.
+
+Status is one of COMPLETE (changes applied), DRY_RUN (planned only: requested, or Dreamer is not a
+registered writer), SKIP (no audit due), CRITICAL (a canary is missing; nothing changed) and ERROR
+(the agent's files could not be read). Counts use the contract's names: deletions, moves,
+corrections, unverified (marks added) and reverified (marks cleared); for a dry run they count
+planned actions, otherwise applied ones.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from dreamer.hermes.planner import UnresolvedEntry
+
+__all__ = ["ActionRecord", "AuditReport", "AuditStatus", "Utilisation"]
+
+
+class AuditStatus(StrEnum):
+    """How an audit ended."""
+
+    COMPLETE = "COMPLETE"
+    DRY_RUN = "DRY_RUN"
+    SKIP = "SKIP"
+    CRITICAL = "CRITICAL"
+    ERROR = "ERROR"
+
+
+@dataclass(frozen=True)
+class Utilisation:
+    """Characters used and allowed in both memory files."""
+
+    memory_chars: int
+    memory_limit: int
+    user_chars: int
+    user_limit: int
+
+    @property
+    def memory_pct(self) -> float:
+        """MEMORY.md usage in percent, one decimal."""
+        return round(self.memory_chars / self.memory_limit * 100, 1)
+
+    @property
+    def user_pct(self) -> float:
+        """USER.md usage in percent, one decimal."""
+        return round(self.user_chars / self.user_limit * 100, 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "memory_pct": self.memory_pct,
+            "memory_chars": self.memory_chars,
+            "memory_limit": self.memory_limit,
+            "user_pct": self.user_pct,
+            "user_chars": self.user_chars,
+            "user_limit": self.user_limit,
+        }
+
+
+@dataclass(frozen=True)
+class ActionRecord:
+    """One action of the audit and what became of it (planned, applied or skipped)."""
+
+    kind: str
+    file: str
+    entry: str
+    reason: str
+    outcome: str
+    destination: str | None = None
+    new_text: str | None = None
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        data: dict[str, Any] = {
+            "kind": self.kind,
+            "file": self.file,
+            "entry": self.entry,
+            "reason": self.reason,
+            "outcome": self.outcome,
+        }
+        if self.destination is not None:
+            data["destination"] = self.destination
+        if self.new_text is not None:
+            data["new_text"] = self.new_text
+        if self.detail:
+            data["detail"] = self.detail
+        return data
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """Everything one audit of one agent found and did."""
+
+    agent: str
+    status: AuditStatus
+    at: datetime
+    reason: str = ""
+    dry_run: bool = False
+    writer_registered: bool | None = None
+    utilisation_before: Utilisation | None = None
+    utilisation_after: Utilisation | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    actions: tuple[ActionRecord, ...] = ()
+    unresolved: tuple[UnresolvedEntry, ...] = ()
+    drift_alerts: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    canaries: dict[str, bool] = field(default_factory=dict)
+    canary_intact: bool | None = None
+    ledger_updated: bool = False
+    summary: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {
+            "agent": self.agent,
+            "status": str(self.status),
+            "at": self.at.isoformat(timespec="seconds"),
+            "reason": self.reason,
+            "dry_run": self.dry_run,
+            "writer_registered": self.writer_registered,
+            "utilisation_before": self.utilisation_before.to_dict() if self.utilisation_before else None,
+            "utilisation_after": self.utilisation_after.to_dict() if self.utilisation_after else None,
+            "counts": dict(self.counts),
+            "actions": [action.to_dict() for action in self.actions],
+            "unresolved": [
+                {"file": item.file, "entry": item.entry, "reason": item.reason} for item in self.unresolved
+            ],
+            "drift_alerts": list(self.drift_alerts),
+            "notes": list(self.notes),
+            "canaries": dict(self.canaries),
+            "canary_intact": self.canary_intact,
+            "ledger_updated": self.ledger_updated,
+            "summary": self.summary,
+        }
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        """The report as JSON text (UTF-8 characters kept as they are)."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)

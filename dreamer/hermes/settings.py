@@ -1,0 +1,121 @@
+"""What a memory audit needs to know: the agent's files and the audit's thresholds.
+
+`AgentFiles` names everything that belongs to one agent. An audit reads and writes only these
+paths, which is what keeps agents isolated: the memories directory (MEMORY.md, USER.md and the
+audit's own files next to them), the agent's Hermes `config.yaml`, and its skills directory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dreamer.hermes.entries import (
+    DEFAULT_MEMORY_CHAR_LIMIT,
+    DEFAULT_USER_CHAR_LIMIT,
+    MEMORY_FILENAME,
+    USER_FILENAME,
+    Target,
+)
+
+__all__ = [
+    "LEDGER_FILENAME",
+    "RULES_SKILL_NAME",
+    "STATE_FILENAME",
+    "WRITERS_FILENAME",
+    "AgentFiles",
+    "AuditSettings",
+    "InvalidAuditSettingsError",
+]
+
+LEDGER_FILENAME = "MEMORY_AUDIT_LEDGER.md"
+WRITERS_FILENAME = "MEMORY_WRITERS.md"
+STATE_FILENAME = "MEMORY_AUDIT_STATE.json"
+RULES_SKILL_NAME = "memory-operating-rules"
+
+
+class InvalidAuditSettingsError(ValueError):
+    """An audit setting is out of range; the message names the setting and the allowed values."""
+
+
+@dataclass(frozen=True)
+class AuditSettings:
+    """Thresholds and switches of the memory audit (defaults are the contract's)."""
+
+    interval_days: int = 14
+    threshold_pct: float = 85.0
+    skip_below_pct: float = 75.0
+    max_memory_chars: int = DEFAULT_MEMORY_CHAR_LIMIT
+    max_user_chars: int = DEFAULT_USER_CHAR_LIMIT
+    stale_days: int = 14
+    url_timeout_s: float = 2.0
+    writer_name: str = "dreamer"
+    dry_run: bool = False
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        if self.interval_days < 1:
+            raise InvalidAuditSettingsError("interval_days must be at least 1")
+        if self.stale_days < 1:
+            raise InvalidAuditSettingsError("stale_days must be at least 1")
+        if not 0 < self.skip_below_pct <= self.threshold_pct <= 100:
+            raise InvalidAuditSettingsError(
+                "need 0 < skip_below_pct <= threshold_pct <= 100 "
+                f"(got skip_below_pct={self.skip_below_pct}, threshold_pct={self.threshold_pct})"
+            )
+        if self.max_memory_chars < 1 or self.max_user_chars < 1:
+            raise InvalidAuditSettingsError("max_memory_chars and max_user_chars must be positive")
+        if not self.url_timeout_s > 0:
+            raise InvalidAuditSettingsError("url_timeout_s must be positive")
+        if not self.writer_name.strip() or any(ch.isspace() for ch in self.writer_name):
+            raise InvalidAuditSettingsError("writer_name must be one word, e.g. 'dreamer'")
+
+    def limit_for(self, target: Target) -> int:
+        """The character limit the audit applies to `target`."""
+        return self.max_user_chars if target is Target.USER else self.max_memory_chars
+
+
+@dataclass(frozen=True)
+class AgentFiles:
+    """One agent's files: its memories directory, Hermes config and skills directory."""
+
+    name: str
+    memories_dir: Path
+    config_yaml: Path | None = None
+    skills_dir: Path | None = None
+
+    @property
+    def memory_path(self) -> Path:
+        """The agent's MEMORY.md."""
+        return self.memories_dir / MEMORY_FILENAME
+
+    @property
+    def user_path(self) -> Path:
+        """The agent's USER.md."""
+        return self.memories_dir / USER_FILENAME
+
+    def path_for(self, target: Target) -> Path:
+        """The file backing `target`."""
+        return self.memories_dir / target.filename
+
+    @property
+    def ledger_path(self) -> Path:
+        """The append-only audit ledger."""
+        return self.memories_dir / LEDGER_FILENAME
+
+    @property
+    def writers_path(self) -> Path:
+        """The registry of who may write the memory files."""
+        return self.memories_dir / WRITERS_FILENAME
+
+    @property
+    def state_path(self) -> Path:
+        """The audit's own state (when each entry was first seen)."""
+        return self.memories_dir / STATE_FILENAME
+
+    @property
+    def rules_skill_path(self) -> Path | None:
+        """The skill file operating rules are moved to, or None without a skills directory."""
+        if self.skills_dir is None:
+            return None
+        return self.skills_dir / RULES_SKILL_NAME / "SKILL.md"
