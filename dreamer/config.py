@@ -160,10 +160,10 @@ class AgentConfig(_Model):
 class AuditConfig(_Model):
     enabled: bool = True
     check_every_minutes: PositiveFloat = 60.0
-    interval_days: PositiveFloat = 14.0
+    interval_days: Annotated[int, Field(ge=1)] = 14
     threshold_pct: Annotated[float, Field(gt=0, le=100)] = 85.0
     skip_below_pct: Annotated[float, Field(gt=0, le=100)] = 75.0
-    stale_days: PositiveFloat = 14.0
+    stale_days: Annotated[int, Field(ge=1)] = 14
     url_timeout_s: PositiveFloat = 2.0
 
 
@@ -226,9 +226,7 @@ class Config(_Model):
                     )
                 )
             if profile.bank == self.topology.shared:
-                problems.append(
-                    (f"profiles.{name}.bank", "the shared bank cannot be a profile bank")
-                )
+                problems.append((f"profiles.{name}.bank", "the shared bank cannot be a profile bank"))
         if problems:
             raise _CrossReferenceError(problems)
         return self
@@ -253,6 +251,11 @@ class Config(_Model):
 
     def enabled_profiles(self) -> dict[str, ProfileConfig]:
         return {name: p for name, p in self.profiles.items() if p.enabled}
+
+    @property
+    def state_path(self) -> Path:
+        """Dreamer's own SQLite state: watermarks, the promotion ledger, run records."""
+        return self.state_dir / "state.sqlite3"
 
     @property
     def embedded_path(self) -> Path:
@@ -306,7 +309,16 @@ def _format_validation_error(exc: ValidationError, source: str) -> list[str]:
         if isinstance(ctx_error, _CrossReferenceError):
             lines.extend(f"{source}: {k}: {m}" for k, m in ctx_error.problems)
             continue
-        key = _loc_to_key(tuple(err["loc"]))
+        loc = tuple(err["loc"])
+        if loc and loc[-1] == "[key]":
+            # An invalid table name (a bank, profile or agent alias), reported on its parent table.
+            parent = _loc_to_key(loc[:-2])
+            lines.append(
+                f"{source}: {parent}: {str(loc[-2])!r} is not a valid name (use lowercase letters, "
+                "digits, '_' and '-', starting with a letter)"
+            )
+            continue
+        key = _loc_to_key(loc)
         kind = err["type"]
         if kind == "extra_forbidden":
             parent = _loc_to_key(tuple(err["loc"][:-1]))
@@ -322,6 +334,10 @@ def _format_validation_error(exc: ValidationError, source: str) -> list[str]:
             )
         elif kind == "missing":
             msg = "required key is missing"
+        elif kind in ("model_type", "dict_type"):
+            msg = f"must be a table ([{key}]), got {err.get('input')!r}"
+        elif kind == "value_error":
+            msg = str(err["msg"]).removeprefix("Value error, ")
         else:
             msg = f"{err['msg']} (got {err.get('input')!r})"
         lines.append(f"{source}: {key}: {msg}")
@@ -417,7 +433,9 @@ def parse_config(
 ) -> Config:
     """Validate already-parsed TOML data. Raises :class:`ConfigError` listing every problem."""
     env = os.environ if environ is None else environ
-    if "api_key" in data.get("backend", {}).get("hindsight", {}):
+    backend = data.get("backend")
+    hindsight = backend.get("hindsight") if isinstance(backend, Mapping) else None
+    if isinstance(hindsight, Mapping) and "api_key" in hindsight:
         raise ConfigError(
             f"{source}: backend.hindsight.api_key: secrets are not read from the config file; "
             "use api_key_env (an environment variable) or api_key_file (e.g. a systemd credential)"

@@ -166,7 +166,7 @@ class StateStore:
 
     def record_run_start(self, run_id: str, job_id: str, started_at: datetime) -> None:
         self._conn.execute(
-            "INSERT OR REPLACE INTO runs (run_id, job_id, started_at) VALUES (?, ?, ?)",
+            "INSERT OR IGNORE INTO runs (run_id, job_id, started_at) VALUES (?, ?, ?)",
             (run_id, job_id, _iso(started_at)),
         )
 

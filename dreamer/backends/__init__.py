@@ -12,6 +12,7 @@ from dreamer.backends.base import (
     RetainItem,
     RetainResult,
 )
+from dreamer.config import Config
 
 __all__ = [
     "BankActivity",
@@ -22,4 +23,16 @@ __all__ = [
     "ReflectResult",
     "RetainItem",
     "RetainResult",
+    "open_backend",
 ]
+
+
+def open_backend(config: Config) -> MemoryBackend:
+    """The backend the configuration asks for (``backend.kind``)."""
+    if config.backend.kind == "hindsight":
+        from dreamer.backends.hindsight import HindsightBackend
+
+        return HindsightBackend(config.backend.hindsight)
+    from dreamer.backends.embedded import EmbeddedBackend
+
+    return EmbeddedBackend(config.embedded_path)

@@ -27,6 +27,7 @@ __all__ = [
     "USER_HEADER",
     "render_block",
     "render_cap",
+    "render_titled_block",
 ]
 
 SEPARATOR = "═" * 46
@@ -41,6 +42,11 @@ def render_cap(limit: int) -> int:
 
 def render_block(target: Target, entries: Sequence[str], limit: int) -> str:
     """The snapshot block for `entries` of `target` under `limit`, exactly as Hermes renders it."""
+    return render_titled_block(USER_HEADER if target is Target.USER else MEMORY_HEADER, entries, limit)
+
+
+def render_titled_block(title: str, entries: Sequence[str], limit: int) -> str:
+    """A block in Hermes' snapshot layout under any title (the peer card uses "PEER CARD (name)")."""
     if not entries:
         return ""
     content = serialize_entries(entries)
@@ -59,6 +65,5 @@ def render_block(target: Target, entries: Sequence[str], limit: int) -> str:
         content = content[:head] + marker + content[-tail:]
 
     over = " ⚠ OVER BUDGET" if current > limit else ""
-    title = USER_HEADER if target is Target.USER else MEMORY_HEADER
     header = f"{title} [{pct}% — {current:,}/{limit:,} chars{over}]"
     return f"{SEPARATOR}\n{header}\n{SEPARATOR}\n{content}"

@@ -15,9 +15,17 @@ from dreamer.state import Watermark
 
 @dataclass(frozen=True, slots=True)
 class GateDecision:
+    """``run`` or not; when not, ``outcome`` is ``idle`` (nothing new) or ``waiting`` (too little)."""
+
     run: bool
     reason: str
     pending: int = 0
+
+    @property
+    def outcome(self) -> str:
+        if self.run:
+            return "run"
+        return "waiting" if self.pending else "idle"
 
 
 def gate(
@@ -35,7 +43,7 @@ def gate(
     last roll-up, so a quiet install is never starved.
     """
     if activity is None or not activity.exists or activity.unit_count == 0:
-        return GateDecision(False, "idle: bank is empty or not created yet")
+        return GateDecision(False, "the bank is empty or not created yet")
     pending = max(activity.unit_count - watermark.unit_count, 0)
     unchanged_write = (
         watermark.last_write_at is not None
@@ -43,7 +51,7 @@ def gate(
         and activity.last_write_at <= watermark.last_write_at
     )
     if unchanged_write and pending == 0:
-        return GateDecision(False, "idle: no write since the watermark", 0)
+        return GateDecision(False, "no write since the watermark", 0)
     if watermark.rolled_at is None:
         return GateDecision(True, "first roll-up of this bank", pending)
     if pending >= min_new_units:
@@ -58,7 +66,7 @@ def gate(
         )
     return GateDecision(
         False,
-        f"waiting: {pending} new unit(s) < min_new_units={min_new_units}, "
+        f"{pending} new unit(s) < min_new_units={min_new_units}, "
         f"last roll-up {quiet_for.total_seconds() / 3600:.1f} h ago",
         pending,
     )

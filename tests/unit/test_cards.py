@@ -5,8 +5,8 @@ from __future__ import annotations
 from dreamer.rollup.cards import SourceUnit, is_content_free, parse_reflect_cards, reflect_query
 
 UNITS = [
-    SourceUnit("u1", "Caroline went to the LGBTQ support group on 7 May 2023."),
-    SourceUnit("u2", "Melanie painted a sunrise in 2022."),
+    SourceUnit("u1", "Sam moved the home router to the attic on 7 May 2026."),
+    SourceUnit("u2", "Ada upgraded the NAS disks in 2025."),
 ]
 
 
@@ -14,19 +14,27 @@ class TestParseReflectCards:
     def test_cards_keep_known_source_ids(self) -> None:
         """Valid cards come through with their source ids."""
         out = parse_reflect_cards(
-            {"cards": [{"text": "Melanie painted a sunrise in 2022.", "kind": "event", "source_ids": ["u2"]}]},
+            {
+                "cards": [
+                    {"text": "Ada upgraded the NAS disks in 2025.", "kind": "event", "source_ids": ["u2"]}
+                ]
+            },
             "",
             UNITS,
             10,
         )
         assert [(c.text, c.kind, c.source_ids) for c in out] == [
-            ("Melanie painted a sunrise in 2022.", "event", ("u2",))
+            ("Ada upgraded the NAS disks in 2025.", "event", ("u2",))
         ]
 
     def test_invented_ids_are_replaced_by_the_best_matching_unit(self) -> None:
         """A card citing unknown ids is tied to the unit sharing most words, never left without sources."""
         out = parse_reflect_cards(
-            {"cards": [{"text": "Caroline attended a support group.", "kind": "weird", "source_ids": ["zz"]}]},
+            {
+                "cards": [
+                    {"text": "Sam moved the router to the attic.", "kind": "weird", "source_ids": ["zz"]}
+                ]
+            },
             "",
             UNITS,
             10,
@@ -37,18 +45,23 @@ class TestParseReflectCards:
         """'I don't have information' and empty structures are no cards, not errors."""
         assert parse_reflect_cards(None, "I don't have information about that.", UNITS, 5) == []
         assert parse_reflect_cards({"cards": []}, "", UNITS, 5) == []
-        assert parse_reflect_cards(
-            {"cards": [{"text": "I don't have any information.", "kind": "fact", "source_ids": ["u1"]}]},
-            "",
-            UNITS,
-            5,
-        ) == []
+        assert (
+            parse_reflect_cards(
+                {"cards": [{"text": "I don't have any information.", "kind": "fact", "source_ids": ["u1"]}]},
+                "",
+                UNITS,
+                5,
+            )
+            == []
+        )
         assert is_content_free("  ") and is_content_free("No relevant memories found.")
-        assert not is_content_free("Caroline likes hiking.")
+        assert not is_content_free("Sam likes sailing.")
 
     def test_at_most_max_cards(self) -> None:
         """The model cannot exceed the per-run card cap."""
-        many = {"cards": [{"text": f"Fact number {i}", "kind": "fact", "source_ids": ["u1"]} for i in range(9)]}
+        many = {
+            "cards": [{"text": f"Fact number {i}", "kind": "fact", "source_ids": ["u1"]} for i in range(9)]
+        }
         assert len(parse_reflect_cards(many, "", UNITS, 3)) == 3
 
     def test_query_lists_every_unit_with_its_id_and_the_directive(self) -> None:

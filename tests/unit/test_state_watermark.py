@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import pytest
 
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
 
@@ -36,14 +39,29 @@ class TestStateStore:
             card = LedgerCard("d1", "p", "global", "Text", "text", source_ids=("u1",), profiles=("p",))
             wm = Watermark(T0, frozenset({"u1"}), 1, T0)
             st.commit_rollup(
-                profile="p", bank_id="b", watermark=wm, promoted=[card], reinforced=[], run_id="r1",
-                outcome="promoted", detail="", counts={"promoted": 1}, finished_at=T0,
+                profile="p",
+                bank_id="b",
+                watermark=wm,
+                promoted=[card],
+                reinforced=[],
+                run_id="r1",
+                outcome="promoted",
+                detail="",
+                counts={"promoted": 1},
+                finished_at=T0,
             )
             st.record_run_start("r2", "rollup:q", T0)
             st.commit_rollup(
-                profile="q", bank_id="b2", watermark=wm, promoted=[], run_id="r2",
+                profile="q",
+                bank_id="b2",
+                watermark=wm,
+                promoted=[],
+                run_id="r2",
                 reinforced=[Reinforcement("d1", ("u9", "u1"), "q")],
-                outcome="reinforced", detail="", counts={}, finished_at=T0,
+                outcome="reinforced",
+                detail="",
+                counts={},
+                finished_at=T0,
             )
             [row] = st.ledger("global")
             assert row.reinforcements == 1 and row.source_ids == ("u1", "u9") and row.profiles == ("p", "q")
@@ -55,14 +73,22 @@ class TestStateStore:
         with StateStore.open(tmp_path / "s.sqlite3") as st:
             bad = LedgerCard("d1", "p", "global", "T", "t")
             wm = Watermark(T0, frozenset({"u1"}), 1, T0)
-            st._conn.execute("CREATE TRIGGER boom BEFORE INSERT ON ledger BEGIN SELECT RAISE(ABORT, 'x'); END")
-            try:
+            st._conn.execute(
+                "CREATE TRIGGER boom BEFORE INSERT ON ledger BEGIN SELECT RAISE(ABORT, 'x'); END"
+            )
+            with pytest.raises(sqlite3.IntegrityError):
                 st.commit_rollup(
-                    profile="p", bank_id="b", watermark=wm, promoted=[bad], reinforced=[], run_id="r",
-                    outcome="promoted", detail="", counts={}, finished_at=T0,
+                    profile="p",
+                    bank_id="b",
+                    watermark=wm,
+                    promoted=[bad],
+                    reinforced=[],
+                    run_id="r",
+                    outcome="promoted",
+                    detail="",
+                    counts={},
+                    finished_at=T0,
                 )
-            except Exception:
-                pass
             assert st.watermark("p") == Watermark()
 
     def test_consecutive_counts_trailing_outcomes(self, tmp_path: Path) -> None:

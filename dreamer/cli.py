@@ -1,0 +1,492 @@
+"""The ``dreamer`` command: one entry point, one subcommand per task.
+
+Adding a subcommand takes one function and one decorator::
+
+    def _status_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+    @subcommand(
+        "status",
+        help="what ran, what happened, what is next",
+        arguments=_status_arguments,
+        examples=["dreamer status", "dreamer status --json | jq .profiles"],
+    )
+    def _status(args: argparse.Namespace) -> int:
+        from dreamer.status import show_status  # heavy imports stay inside the command
+
+        return show_status(_config_path(args), as_json=args.json)
+
+The function gets the parsed arguments (``args.config``, ``args.log_format``, ``args.log_level``
+are always there) and returns the exit status. Logging is already set up (to stderr, so stdout is
+the command's output); ``_load_config(args)`` loads ``--config`` and adds its level and secrets to
+the log setup; a :class:`~dreamer.errors.ConfigError` is reported with ``_print_problems``.
+Keep the body a few lines that call into the module doing the work; import that module inside
+the function so ``dreamer --help`` stays fast.
+Subcommands appear in ``--help`` in the order they are registered.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import textwrap
+from collections.abc import Callable, Coroutine, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dreamer import __version__
+from dreamer.config import EX_CONFIG, Config, default_config_path, load_config
+from dreamer.errors import ConfigError
+from dreamer.log import LOG_FORMATS, LOG_LEVELS, LogFormat, LogLevel, configure_logging
+
+Handler = Callable[[argparse.Namespace], int]
+ArgumentAdder = Callable[[argparse.ArgumentParser], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Subcommand:
+    name: str
+    help: str
+    description: str
+    handler: Handler
+    arguments: ArgumentAdder | None = None
+    examples: tuple[str, ...] = ()
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {}
+
+
+def subcommand(
+    name: str,
+    *,
+    help: str,
+    description: str = "",
+    arguments: ArgumentAdder | None = None,
+    examples: Sequence[str] = (),
+) -> Callable[[Handler], Handler]:
+    """Register ``handler`` as ``dreamer NAME``. ``description`` defaults to ``help``."""
+
+    def register(handler: Handler) -> Handler:
+        if name in SUBCOMMANDS:
+            raise ValueError(f"subcommand {name!r} is registered twice")
+        SUBCOMMANDS[name] = Subcommand(
+            name=name,
+            help=help,
+            description=description or help,
+            handler=handler,
+            arguments=arguments,
+            examples=tuple(examples),
+        )
+        return handler
+
+    return register
+
+
+# --- shared helpers for subcommands ----------------------------------------------------------------
+
+
+def _config_path(args: argparse.Namespace) -> Path:
+    path: Path = args.config
+    return path
+
+
+def _log_format(args: argparse.Namespace) -> LogFormat:
+    fmt: LogFormat = args.log_format
+    return fmt
+
+
+def _log_level(args: argparse.Namespace) -> LogLevel | None:
+    level: LogLevel | None = args.log_level
+    return level
+
+
+def _load_config(args: argparse.Namespace) -> Config:
+    """Load ``--config`` and set up logging with its level and secrets; raises :class:`ConfigError`."""
+    config = load_config(_config_path(args))
+    key = config.backend.hindsight.api_key
+    configure_logging(
+        log_format=_log_format(args),
+        level=_log_level(args) or config.log.level,
+        secrets=[key.get_secret_value()] if key is not None else [],
+        stream=sys.stderr,
+    )
+    return config
+
+
+def _print_problems(exc: ConfigError) -> int:
+    for problem in exc.problems:
+        print(problem, file=sys.stderr)
+    return EX_CONFIG
+
+
+def flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
+    """``{"a": {"b": 1}}`` -> ``("a.b", 1)``; empty tables are kept as ``{}``."""
+    if isinstance(data, dict) and data:
+        for key, value in data.items():
+            yield from flatten(value, f"{prefix}.{key}" if prefix else str(key))
+    else:
+        yield prefix, data
+
+
+# --- check-config ------------------------------------------------------------------------------------
+
+
+def _check_config_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the configuration as one JSON document")
+
+
+@subcommand(
+    "check-config",
+    help="validate the configuration and print it normalised, secrets redacted",
+    description=(
+        "Read and validate the configuration file. On success print every setting, with defaults "
+        "filled in, paths resolved and secrets redacted, and exit 0. On failure print one line per "
+        f"problem (file: key: what is wrong) to stderr and exit {EX_CONFIG}."
+    ),
+    arguments=_check_config_arguments,
+    examples=[
+        "dreamer check-config --config /etc/dreamer/config.toml",
+        "dreamer check-config --json | jq .profiles",
+    ],
+)
+def _check_config(args: argparse.Namespace) -> int:
+    try:
+        config = _load_config(args)
+    except ConfigError as exc:
+        return _print_problems(exc)
+    data = config.redacted()
+    if args.json:
+        print(json.dumps(data, indent=2))
+    else:
+        for key, value in flatten(data):
+            print(f"{key} = {json.dumps(value)}")
+    return 0
+
+
+# --- run -------------------------------------------------------------------------------------------
+
+
+@subcommand(
+    "run",
+    help="run the scheduling daemon (what systemd starts)",
+    description=(
+        "Run the daemon in the foreground: one scheduled job per enabled profile. It talks to "
+        "systemd (READY, STATUS, WATCHDOG), reloads its configuration on SIGHUP (keeping the old one "
+        "if the new file is invalid), and on SIGTERM lets running jobs finish before it exits. "
+        f"An invalid configuration at start exits {EX_CONFIG}."
+    ),
+    examples=[
+        "dreamer run --config ./config.toml --log-format console",
+        "kill -HUP $(pidof -s dreamer)    # reload the configuration",
+    ],
+)
+def _run(args: argparse.Namespace) -> int:
+    from dreamer.daemon import run_daemon
+
+    return run_daemon(_config_path(args), log_format=_log_format(args), log_level=_log_level(args))
+
+
+# --- rollup / status / demo --------------------------------------------------------------------------
+
+
+def _command(args: argparse.Namespace, body: Callable[[Config], Coroutine[Any, Any, int]]) -> int:
+    """Load the config and run an async command body; config and usage errors become exit codes."""
+    from dreamer.commands import UsageError
+
+    try:
+        config = _load_config(args)
+    except ConfigError as exc:
+        return _print_problems(exc)
+    try:
+        return asyncio.run(body(config))
+    except UsageError as exc:
+        print(f"dreamer {args.command}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _rollup_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--profile",
+        action="append",
+        default=[],
+        metavar="P",
+        help="roll up this profile (repeatable; default: every enabled profile)",
+    )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="do everything except writing upstream and committing; print the plan",
+    )
+    parser.add_argument(
+        "--since",
+        metavar="TS",
+        help="read units created at or after this ISO 8601 time instead of the watermark (this run only)",
+    )
+    parser.add_argument("--json", action="store_true", help="print the reports as JSON")
+
+
+@subcommand(
+    "rollup",
+    help="run the roll-up now (the scheduled job, by hand)",
+    description=(
+        "Roll up what is new in each profile bank into its upstream bank, exactly as the daemon's "
+        "hourly job does: gate on activity, take the slot lock around LLM calls, summarise into "
+        "cards, deduplicate, promote append-only, commit the watermark. Prints each card with its "
+        "verdict and why. Exit 0 when done, 75 when a run was deferred (retry later), 1 on failure."
+    ),
+    arguments=_rollup_arguments,
+    examples=[
+        "dreamer rollup --profile research --dry-run",
+        "dreamer rollup --since 2026-11-01T00:00:00Z --profile homelab",
+        "dreamer rollup --json | jq '.reports[] | {profile, outcome, promoted}'",
+    ],
+)
+def _rollup(args: argparse.Namespace) -> int:
+    from dreamer.commands import parse_since, rollup_command
+
+    async def body(config: Config) -> int:
+        since = parse_since(args.since) if args.since else None
+        return await rollup_command(
+            config, args.profile, dry_run=args.dry_run, since=since, as_json=args.json
+        )
+
+    return _command(args, body)
+
+
+def _status_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+
+
+@subcommand(
+    "status",
+    help="per profile: watermark, last run, pending units, deferrals",
+    description=(
+        "Show, per profile, the watermark, the last run's outcome and counts, the units waiting "
+        "to be rolled up and consecutive deferrals, and the size of the promotion ledger. Reads the "
+        "state file; safe while the daemon runs. (`systemctl status dreamer` shows the next run.)"
+    ),
+    arguments=_status_arguments,
+    examples=["dreamer status", "dreamer status --json | jq '.profiles[] | {profile, units_pending}'"],
+)
+def _status(args: argparse.Namespace) -> int:
+    from dreamer.commands import status_command
+
+    return _command(args, lambda config: status_command(config, as_json=args.json))
+
+
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        metavar="D",
+        help="directory for the demo's store and state (default: a new temporary directory)",
+    )
+
+
+@subcommand(
+    "demo",
+    help="a complete roll-up on the embedded store, in a fresh directory",
+    description=(
+        "Create an embedded store in a fresh directory, fill three profile banks with a small "
+        "sample of memories (paraphrases, a changed version number, an idle profile), run two "
+        "roll-up cycles for every profile, and print what was promoted, reinforced and skipped, "
+        "and why. Needs no configuration file and no server."
+    ),
+    arguments=_demo_arguments,
+    examples=["dreamer demo", "dreamer demo --dir /tmp/dreamer-demo --log-level info"],
+)
+def _demo(args: argparse.Namespace) -> int:
+    from dreamer.demo import run_demo
+
+    configure_logging(log_format=_log_format(args), level=_log_level(args) or "warning", stream=sys.stderr)
+    asyncio.run(run_demo(args.dir))
+    return 0
+
+
+# --- agents' memory files: audit / memory -------------------------------------------------------------
+
+
+def _audit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="A",
+        help="audit this agent (repeatable; default: all)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="change nothing; print the planned actions")
+    parser.add_argument("--force", action="store_true", help="audit now even if no audit is due")
+    parser.add_argument("--json", action="store_true", help="print the reports as JSON")
+
+
+@subcommand(
+    "audit",
+    help="audit agents' MEMORY.md / USER.md (canaries, stale entries, moves, duplicates)",
+    description=(
+        "Run the memory audit of each configured agent when it is due (every audit.interval_days, "
+        "or at once above audit.threshold_pct of a file's limit), or now with --force. Each agent "
+        "is audited in isolation; changes are patch-level edits through the store and only when "
+        "Dreamer is a registered writer in the agent's MEMORY_WRITERS.md; every audit appends to "
+        "the agent's MEMORY_AUDIT_LEDGER.md. Exit 1 when an agent is CRITICAL (missing canary) or "
+        "its files cannot be read."
+    ),
+    arguments=_audit_arguments,
+    examples=["dreamer audit --agent mumuni --dry-run --force", "dreamer audit --json | jq '.agents'"],
+)
+def _audit(args: argparse.Namespace) -> int:
+    from dreamer.audit import UnknownAgentError, audit_command
+
+    async def body(config: Config) -> int:
+        try:
+            return await audit_command(
+                config, args.agent, dry_run=args.dry_run, force=args.force, as_json=args.json
+            )
+        except UnknownAgentError as exc:
+            print(f"dreamer audit: --agent: {exc}", file=sys.stderr)
+            return 2
+
+    return _command(args, body)
+
+
+def _memory_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=["list", "stats", "add", "replace", "remove", "render"])
+    parser.add_argument("text", nargs="?", help="the entry's text (add, replace)")
+    parser.add_argument("--agent", required=True, metavar="NAME", help="an agent under [agents]")
+    parser.add_argument("--target", choices=["memory", "user"], default="memory", help="MEMORY.md or USER.md")
+    parser.add_argument("--old", metavar="TEXT", help="a unique piece of the entry to replace or remove")
+
+
+@subcommand(
+    "memory",
+    help="read or edit an agent's MEMORY.md / USER.md with Hermes' store semantics",
+    description=(
+        "Entries are separated by a line holding only §; MEMORY.md holds at most 2,200 characters "
+        "and USER.md 1,375. add refuses exact duplicates and, over the limit, prints the current "
+        "entries; replace and remove find the entry by a unique piece of its text. Writes take the "
+        "sidecar .lock file and replace the file atomically."
+    ),
+    arguments=_memory_arguments,
+    examples=[
+        "dreamer memory stats --agent mumuni --target user",
+        "dreamer memory add 'Deploys go through the staging host first.' --agent mumuni",
+        "dreamer memory replace 'Prefers metric units.' --old 'imperial' --agent mumuni --target user",
+        "dreamer memory render --agent mumuni",
+    ],
+)
+def _memory(args: argparse.Namespace) -> int:
+    from dreamer.audit import UnknownAgentError, memory_command
+
+    try:
+        config = _load_config(args)
+    except ConfigError as exc:
+        return _print_problems(exc)
+    try:
+        return memory_command(config, args.action, args.agent, args.target, text=args.text, old=args.old)
+    except UnknownAgentError as exc:
+        print(f"dreamer memory: --agent: {exc}", file=sys.stderr)
+        return 2
+
+
+# --- the parser ------------------------------------------------------------------------------------
+
+_DESCRIPTION = """\
+Dreamer consolidates agent memory: on a schedule it rolls up what is new in each profile's memory
+bank into one global bank, as deduplicated summary cards with provenance, append-only.
+"""
+
+_EPILOG_HEAD = """\
+examples:
+  dreamer check-config                 validate the configuration file
+  dreamer demo                         see a roll-up on a throwaway embedded store
+  dreamer run --log-format console     run the daemon in the foreground, readable logs
+  dreamer rollup --dry-run             what the next roll-up would promote, and why
+  dreamer status                       watermarks, last runs, pending units
+  dreamer COMMAND --help               options and examples of one command
+
+configuration: --config, else $DREAMER_CONFIG, else $CONFIGURATION_DIRECTORY/config.toml,
+else /etc/dreamer/config.toml. Exit status 78 means the configuration is wrong.
+"""
+
+
+_HELP_WIDTH = 100
+
+
+def _add_global_options(parser: argparse.ArgumentParser, *, top_level: bool) -> None:
+    # On subcommand parsers the defaults are suppressed, so an option given before the subcommand
+    # is not overwritten by the subparser's default: `dreamer --config F run` == `dreamer run --config F`.
+    def default(value: Any) -> Any:
+        return value if top_level else argparse.SUPPRESS
+
+    group = parser.add_argument_group("global options")
+    group.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        default=default(default_config_path()),
+        help=f"configuration file (default: {default_config_path()})",
+    )
+    group.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=default("auto"),
+        help="auto: JSON lines under systemd or in a pipe, readable on a terminal (default: auto)",
+    )
+    group.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=default(None),
+        help="override the configuration's log.level",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dreamer",
+        description=_DESCRIPTION,
+        epilog=_EPILOG_HEAD,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"dreamer {__version__}")
+    _add_global_options(parser, top_level=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for command in SUBCOMMANDS.values():
+        epilog = None
+        if command.examples:
+            epilog = "examples:\n" + "\n".join(f"  {line}" for line in command.examples)
+        sub = subparsers.add_parser(
+            command.name,
+            help=command.help,
+            description=textwrap.fill(command.description, width=_HELP_WIDTH),
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if command.arguments is not None:
+            command.arguments(sub)
+        _add_global_options(sub, top_level=False)
+        sub.set_defaults(handler=command.handler)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dreamer`` console script and ``python -m dreamer``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    # Commands log to stderr so their stdout stays clean output; the daemon moves its logs to stdout.
+    configure_logging(log_format=_log_format(args), level=_log_level(args) or "info", stream=sys.stderr)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `dreamer check-config | head`: the reader left; stop quietly, as other tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141

@@ -1,0 +1,534 @@
+"""The service lifecycle: configuration, scheduler, signals, reload, drain, watchdog, STATUS.
+
+``dreamer run`` calls :func:`run_daemon`. In order:
+
+1. load the configuration; if it is invalid, report every problem and exit 78 (EX_CONFIG), so
+   systemd does not restart a daemon that cannot work (``RestartPreventExitStatus=78``);
+2. open the state store (run records);
+3. install the SIGHUP/SIGTERM/SIGINT handlers, *then* start the scheduler (UTC, one job per entry
+   of :func:`dreamer.jobs.plan_jobs`) and the watchdog, *then* send ``READY=1`` with a STATUS line;
+4. SIGHUP: ``RELOADING=1``, re-read and validate; a bad file keeps the old configuration running
+   (``reload failed: ...`` in STATUS and an error in the log); a good one adds, removes and
+   reschedules only the jobs that changed. Then ``READY=1``. A running job finishes with the
+   configuration it started with.
+5. SIGTERM/SIGINT: ``STOPPING=1``; no new runs start; running jobs get
+   ``schedule.drain_timeout_s`` to finish, then are cancelled; exit 0.
+
+The job body is injected (a :class:`dreamer.jobs.JobRunner`); the daemon does not know what a
+roll-up is. Every run is an asyncio task the daemon tracks itself, because the scheduler's
+``shutdown(wait=True)`` cancels coroutine jobs instead of waiting for them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import faulthandler
+import logging
+import signal
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    JobEvent,
+    JobExecutionEvent,
+)
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers.asyncio import AsyncIOScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from dreamer.config import EX_CONFIG, Config, load_config
+from dreamer.errors import ConfigError
+from dreamer.jobs import (
+    KIND_NOUNS,
+    JobRunner,
+    JobSpec,
+    PlanDiff,
+    RunRecorder,
+    RunResult,
+    default_runner,
+    diff_plans,
+    execute_job,
+    plan_jobs,
+)
+from dreamer.log import LogFormat, LogLevel, configure_logging, get_logger, is_journal_stream
+from dreamer.notify import Notifier, watchdog_interval_s
+from dreamer.state import StateStore
+
+log = get_logger("dreamer.daemon")
+
+EX_OK = 0
+EX_SOFTWARE = 70
+EX_CANTCREAT = 73
+
+# After the drain timeout, cancelled jobs get this long to run their cleanup (release the slot lock,
+# write the run record) before the process exits regardless.
+CANCEL_GRACE_S = 10.0
+# STATUS keeps the reason of a failed reload short so the rest of the line stays visible.
+MAX_REASON_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class ReloadRecord:
+    """The last reload: when, whether the new configuration was taken, and why not if it was not."""
+
+    at: datetime
+    ok: bool
+    detail: str
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def format_time(ts: datetime, now: datetime) -> str:
+    """``13:02Z`` for today (UTC), ``2025-01-31 13:02Z`` for another day."""
+    ts = ts.astimezone(UTC)
+    if ts.date() == now.astimezone(UTC).date():
+        return ts.strftime("%H:%MZ")
+    return ts.strftime("%Y-%m-%d %H:%MZ")
+
+
+def count_jobs(plan: Mapping[str, JobSpec]) -> str:
+    """``3 profiles``, or ``3 profiles, 2 agents`` once other kinds of jobs exist."""
+    by_kind: dict[str, int] = {}
+    for spec in plan.values():
+        by_kind[spec.kind] = by_kind.get(spec.kind, 0) + 1
+    by_kind.setdefault("rollup", 0)
+    parts = []
+    for kind in sorted(by_kind, key=lambda k: (k != "rollup", k)):
+        n = by_kind[kind]
+        singular, plural = KIND_NOUNS.get(kind, (f"{kind} job", f"{kind} jobs"))
+        parts.append(f"{n} {singular if n == 1 else plural}")
+    return ", ".join(parts)
+
+
+def format_status(
+    *,
+    plan: Mapping[str, JobSpec],
+    last_runs: Mapping[str, RunResult],
+    running: Iterable[str],
+    next_runs: Mapping[str, datetime | None],
+    last_reload: ReloadRecord | None,
+    now: datetime,
+    stopping: bool = False,
+) -> str:
+    """The one-line STATUS systemd shows, e.g.
+    ``3 profiles; last: research promoted 12:00Z; next: homelab 13:02Z``.
+
+    After a reload it ends with ``last reload 12:03Z``; after a failed one it also starts with
+    ``reload failed: <reason>``, until a reload succeeds.
+    """
+
+    def label(job_id: str) -> str:
+        spec = plan.get(job_id)
+        return spec.label if spec is not None else job_id
+
+    parts: list[str] = []
+    if stopping:
+        parts.append("stopping")
+    if last_reload is not None and not last_reload.ok:
+        reason = last_reload.detail
+        if len(reason) > MAX_REASON_CHARS:
+            reason = reason[: MAX_REASON_CHARS - 3] + "..."
+        parts.append(f"reload failed: {reason}")
+    parts.append(count_jobs(plan))
+    running_labels = sorted(label(j) for j in running)
+    if running_labels:
+        parts.append("running: " + ", ".join(running_labels))
+    if last_runs:
+        for jid, run in sorted(last_runs.items()):
+            in_a_row = run.outcome.counts.get("deferred_in_a_row", 0)
+            if in_a_row:
+                parts.append(f"{label(jid)} deferred {in_a_row}x in a row")
+        last = max(last_runs.values(), key=lambda r: r.finished_at)
+        parts.append(
+            f"last: {label(last.job_id)} {last.outcome.outcome} {format_time(last.finished_at, now)}"
+        )
+    upcoming = [(t, j) for j, t in next_runs.items() if t is not None and j in plan]
+    if upcoming and not stopping:
+        when, jid = min(upcoming)
+        parts.append(f"next: {label(jid)} {format_time(when, now)}")
+    elif not plan:
+        parts.append("nothing scheduled")
+    if last_reload is not None:
+        parts.append(f"last reload {format_time(last_reload.at, now)}")
+    return "; ".join(parts)
+
+
+def _problems_text(exc: ConfigError) -> str:
+    return "; ".join(exc.problems)
+
+
+class Daemon:
+    """One running service. Create it with a loaded config; :meth:`serve` runs until stopped.
+
+    Attributes tests and the STATUS line read: ``config``, ``plan``, ``last_runs`` (job id ->
+    :class:`~dreamer.jobs.RunResult`), ``running`` (job id -> run id), ``last_reload``.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        config_path: Path,
+        *,
+        runner: JobRunner,
+        recorder: RunRecorder | None,
+        notifier: Notifier,
+        open_recorder: Callable[[Config], RunRecorder] | None = None,
+        on_config: Callable[[Config], None] | None = None,
+    ) -> None:
+        self.config = config
+        self.config_path = config_path
+        self.runner = runner
+        self.recorder = recorder
+        self.notifier = notifier
+        self._open_recorder = open_recorder
+        self._on_config = on_config
+        self.plan: dict[str, JobSpec] = {}
+        self.last_runs: dict[str, RunResult] = {}
+        self.running: dict[str, str] = {}
+        self.last_reload: ReloadRecord | None = None
+        self.stopping = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._commands: asyncio.Queue[signal.Signals] | None = None
+        self._scheduler: AsyncIOScheduler | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def serve(self) -> int:
+        """Run until SIGTERM/SIGINT; returns the exit status."""
+        loop = asyncio.get_running_loop()
+        self._commands = asyncio.Queue()
+        commands = self._commands
+        handled = (signal.SIGHUP, signal.SIGTERM, signal.SIGINT)
+        for sig in handled:
+            loop.add_signal_handler(sig, commands.put_nowait, sig)
+
+        scheduler = AsyncIOScheduler(
+            timezone=UTC,
+            job_defaults={
+                "coalesce": True,
+                "max_instances": 1,
+                "misfire_grace_time": self.config.schedule.misfire_grace_s,
+            },
+        )
+        scheduler.add_listener(self._on_scheduler_event, EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES)
+        scheduler.add_listener(self._on_scheduler_event, EVENT_JOB_ERROR)
+        self._scheduler = scheduler
+        new_plan = plan_jobs(self.config)
+        self._apply(diff_plans({}, new_plan), new_plan)
+        scheduler.start()
+
+        watchdog: asyncio.Task[None] | None = None
+        interval = watchdog_interval_s()
+        if interval is not None:
+            watchdog = asyncio.create_task(self._watchdog(interval), name="watchdog")
+
+        try:
+            self.notifier.ready(status=self.status_line())
+            log.info(
+                "daemon ready",
+                config=str(self.config_path),
+                jobs=sorted(self.plan),
+                watchdog_interval_s=interval,
+            )
+            while True:
+                sig = await commands.get()
+                if sig == signal.SIGHUP:
+                    self.reload()
+                else:
+                    log.info("stop requested", signal=sig.name)
+                    break
+            await self._drain()
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+            for sig in handled:
+                loop.remove_signal_handler(sig)
+        log.info("daemon stopped")
+        return EX_OK
+
+    async def _drain(self) -> None:
+        """Stop taking new runs, let running ones finish (bounded), then cancel what is left."""
+        assert self._scheduler is not None
+        self.stopping = True
+        drain_s = self.config.schedule.drain_timeout_s
+        self.notifier.send(
+            {
+                "STOPPING": 1,
+                # Ask systemd for enough time to drain, whatever TimeoutStopSec says.
+                "EXTEND_TIMEOUT_USEC": int((drain_s + CANCEL_GRACE_S + 5) * 1_000_000),
+                "STATUS": self.status_line(),
+            }
+        )
+        self._scheduler.pause()
+        # A run submitted just before the pause has a task that has not started yet; one loop
+        # iteration lets it register itself so it is drained rather than lost.
+        await asyncio.sleep(0)
+        pending = set(self._tasks)
+        if pending:
+            log.info("waiting for running jobs", jobs=sorted(self.running), drain_timeout_s=drain_s)
+            _, pending = await asyncio.wait(pending, timeout=drain_s)
+        if pending:
+            log.warning(
+                "drain timeout reached; cancelling running jobs",
+                jobs=sorted(self.running),
+                drain_timeout_s=drain_s,
+            )
+            for task in pending:
+                task.cancel()
+            _, stuck = await asyncio.wait(pending, timeout=CANCEL_GRACE_S)
+            if stuck:
+                log.error("jobs did not stop after cancellation; exiting anyway", jobs=sorted(self.running))
+        self._scheduler.shutdown(wait=False)
+
+    async def _watchdog(self, interval_s: float) -> None:
+        # A task on the same loop as the jobs: if the loop is blocked, pings stop and systemd acts.
+        while True:
+            self.notifier.watchdog()
+            await asyncio.sleep(interval_s)
+
+    # --- reload ----------------------------------------------------------------------------
+
+    def reload(self) -> ReloadRecord:
+        """Re-read the configuration file; keep the current one if the new one is not usable."""
+        self.notifier.reloading(status="reloading configuration")
+        log.info("reloading configuration", config=str(self.config_path))
+        try:
+            new_config = load_config(self.config_path)
+            new_plan = plan_jobs(new_config)
+            recorder = self.recorder
+            if self._open_recorder is not None and new_config.state_dir != self.config.state_dir:
+                recorder = self._open_recorder(new_config)
+        except ConfigError as exc:
+            record = ReloadRecord(_utcnow(), False, _problems_text(exc))
+            log.error(
+                "reload failed; still running the previous configuration",
+                config=str(self.config_path),
+                problems=exc.problems,
+            )
+        except Exception as exc:
+            record = ReloadRecord(_utcnow(), False, f"{type(exc).__name__}: {exc}")
+            log.exception("reload failed; still running the previous configuration")
+        else:
+            record = self._switch_to(new_config, new_plan, recorder)
+        self.last_reload = record
+        self.notifier.ready(status=self.status_line())
+        return record
+
+    def _switch_to(
+        self, config: Config, plan: Mapping[str, JobSpec], recorder: RunRecorder | None
+    ) -> ReloadRecord:
+        diff = diff_plans(self.plan, plan)
+        try:
+            self._apply(diff, plan)
+        except Exception as exc:
+            # Should not happen; if it does, say so and keep serving rather than go down.
+            log.exception("reload could not be applied to the schedule", **diff.summary())
+            return ReloadRecord(_utcnow(), False, f"{type(exc).__name__}: {exc}")
+        self.config = config
+        self.recorder = recorder
+        if self._on_config is not None:
+            self._on_config(config)
+        log.info("configuration reloaded", **diff.summary())
+        return ReloadRecord(_utcnow(), True, _describe(diff) if diff.changed else "jobs unchanged")
+
+    def _apply(self, diff: PlanDiff, new_plan: Mapping[str, JobSpec]) -> None:
+        """Make the scheduler match ``new_plan``, touching only what ``diff`` lists."""
+        assert self._scheduler is not None
+        scheduler = self._scheduler
+        now = _utcnow()
+        for jid in diff.removed:
+            with contextlib.suppress(JobLookupError):
+                scheduler.remove_job(jid)
+        for jid in diff.added:
+            spec = new_plan[jid]
+            scheduler.add_job(
+                self._run_scheduled,
+                trigger=_trigger(spec),
+                args=[jid],
+                id=jid,
+                name=jid,
+                max_instances=1,
+                coalesce=True,
+                misfire_grace_time=spec.misfire_grace_s,
+                next_run_time=now + timedelta(seconds=spec.first_run_delay_s),
+                replace_existing=True,
+            )
+        for jid in diff.rescheduled:
+            spec = new_plan[jid]
+            scheduler.reschedule_job(jid, trigger=_trigger(spec))
+            scheduler.modify_job(jid, misfire_grace_time=spec.misfire_grace_s)
+        for jid in diff.updated:
+            scheduler.modify_job(jid, misfire_grace_time=new_plan[jid].misfire_grace_s)
+        self.plan = dict(new_plan)
+
+    # --- one run ---------------------------------------------------------------------------
+
+    async def _run_scheduled(self, job_id: str) -> None:
+        # Snapshot now: a reload during the run must not change what this run works with.
+        spec = self.plan.get(job_id)
+        config = self.config
+        recorder = self.recorder
+        if spec is None:
+            log.warning("job is no longer planned; run skipped", job_id=job_id)
+            return
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+
+        def started(run_id: str) -> None:
+            self.running[job_id] = run_id
+            self._publish_status()
+
+        try:
+            result = await execute_job(config, spec, self.runner, recorder=recorder, on_start=started)
+            self.last_runs[job_id] = result
+        finally:
+            self._tasks.discard(task)
+            self.running.pop(job_id, None)
+            if not self.stopping:
+                self._publish_status()
+
+    def _on_scheduler_event(self, event: JobEvent) -> None:
+        spec = self.plan.get(event.job_id)
+        context = spec.log_context() if spec is not None else {}
+        if event.code == EVENT_JOB_MISSED:
+            assert isinstance(event, JobExecutionEvent)
+            log.warning(
+                "run missed its start by more than misfire_grace_s; skipped",
+                job_id=event.job_id,
+                scheduled_for=event.scheduled_run_time.isoformat(),
+                **context,
+            )
+        elif event.code == EVENT_JOB_MAX_INSTANCES:
+            log.warning("previous run still going; this run skipped", job_id=event.job_id, **context)
+        elif event.code == EVENT_JOB_ERROR:
+            assert isinstance(event, JobExecutionEvent)
+            log.error(
+                "job task ended with an error", job_id=event.job_id, exc_info=event.exception, **context
+            )
+
+    # --- STATUS ----------------------------------------------------------------------------
+
+    def next_runs(self) -> dict[str, datetime | None]:
+        if self._scheduler is None:
+            return {}
+        return {job.id: job.next_run_time for job in self._scheduler.get_jobs()}
+
+    def status_line(self) -> str:
+        return format_status(
+            plan=self.plan,
+            last_runs=self.last_runs,
+            running=self.running,
+            next_runs=self.next_runs(),
+            last_reload=self.last_reload,
+            now=_utcnow(),
+            stopping=self.stopping,
+        )
+
+    def _publish_status(self) -> None:
+        self.notifier.status(self.status_line())
+
+
+def _trigger(spec: JobSpec) -> IntervalTrigger:
+    return IntervalTrigger(seconds=spec.interval_s, jitter=spec.jitter_s or None, timezone=UTC)
+
+
+def _describe(diff: PlanDiff) -> str:
+    parts = [f"{name} {', '.join(ids)}" for name, ids in diff.summary().items() if ids]
+    return "; ".join(parts)
+
+
+# --- entry point ----------------------------------------------------------------------------------
+
+
+def _quiet_scheduler_logs(level: LogLevel) -> None:
+    # APScheduler narrates every run at info level and reports missed or skipped runs as plain
+    # warnings; the daemon logs those itself with the job's profile and bank (see
+    # _on_scheduler_event), so below debug only the scheduler's errors get through.
+    logging.getLogger("apscheduler").setLevel(logging.NOTSET if level == "debug" else logging.ERROR)
+
+
+def _open_state(config: Config) -> StateStore:
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    return StateStore.open(config.state_path)
+
+
+def _say(lines: Iterable[str]) -> None:
+    """Print to stderr for a person at a terminal; under the journal the JSON record says it already."""
+    if is_journal_stream(sys.stderr):
+        return
+    for line in lines:
+        print(line, file=sys.stderr)
+
+
+def run_daemon(
+    config_path: Path,
+    *,
+    runner: JobRunner | None = None,
+    log_format: LogFormat = "auto",
+    log_level: LogLevel | None = None,
+) -> int:
+    """Run the service until stopped; returns the process exit status (0, 78, 73 or 70).
+
+    ``runner`` replaces the default job body (see :mod:`dreamer.jobs`); ``log_level`` overrides the
+    configuration's ``log.level``.
+    """
+    faulthandler.enable()
+    configure_logging(log_format=log_format, level=log_level or "info")
+    _quiet_scheduler_logs(log_level or "info")
+    try:
+        config = load_config(config_path)
+    except ConfigError as exc:
+        log.error("invalid configuration; not starting", config=str(config_path), problems=exc.problems)
+        _say(exc.problems)
+        return EX_CONFIG
+
+    secrets: set[str] = set()
+
+    def apply_logging(cfg: Config) -> None:
+        # Keep masking earlier keys too: a run that started before a reload may still hold one.
+        key = cfg.backend.hindsight.api_key
+        if key is not None:
+            secrets.add(key.get_secret_value())
+        level = log_level or cfg.log.level
+        configure_logging(log_format=log_format, level=level, secrets=secrets)
+        _quiet_scheduler_logs(level)
+
+    apply_logging(config)
+    try:
+        store = _open_state(config)
+    except Exception as exc:
+        where = config.state_path
+        message = f"cannot open the state database {where}: {exc}; check state_dir and its permissions"
+        log.error("cannot open the state database; not starting", path=str(where), error=str(exc))
+        _say([message])
+        return EX_CANTCREAT
+
+    daemon = Daemon(
+        config,
+        config_path,
+        runner=runner or default_runner(),
+        recorder=store,
+        notifier=Notifier.from_environ(),
+        open_recorder=_open_state,
+        on_config=apply_logging,
+    )
+    try:
+        return asyncio.run(daemon.serve())
+    except Exception:
+        log.exception("daemon crashed")
+        return EX_SOFTWARE
+    finally:
+        store.close()
+        if isinstance(daemon.recorder, StateStore) and daemon.recorder is not store:
+            daemon.recorder.close()

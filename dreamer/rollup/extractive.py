@@ -1,0 +1,179 @@
+"""Cards without a language model: cluster paraphrased units and keep the most informative wording.
+
+This is the fallback when reflect is unavailable or returns nothing useful. Units that restate one
+fact (by the same lexical rule dedup uses, protected details included) collapse into one card that
+lists all of their ids as sources. Units come in salience order and cards keep that order, so the
+result depends only on the input.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from dreamer.rollup.dedup import DedupThresholds, TextProfile, compare, lexical_duplicate, profile_text
+
+__all__ = [
+    "MAX_CARD_CHARS",
+    "CardDraft",
+    "CardKind",
+    "InvalidExtractionError",
+    "SourceText",
+    "SourceUnit",
+    "classify",
+    "extract_cards",
+    "trim_card_text",
+]
+
+#: Longest card text; longer text is cut at a word boundary and marked with "…".
+MAX_CARD_CHARS = 400
+
+
+class InvalidExtractionError(ValueError):
+    """The extraction was asked for something impossible (a negative number of cards)."""
+
+
+class CardKind(StrEnum):
+    """What a card is about, for grouping and for the peer card."""
+
+    IDENTITY = "identity"
+    PREFERENCE = "preference"
+    RELATIONSHIP = "relationship"
+    INSTRUCTION = "instruction"
+    FACT = "fact"
+    EVENT = "event"
+
+
+class SourceUnit(Protocol):
+    """Anything with an id and a text: a `SourceText`, a `salience.SalienceInput`, a backend unit."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SourceText:
+    """A unit to summarise, reduced to what extraction needs."""
+
+    id: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class CardDraft:
+    """A card before dedup: its text, kind and the ids of the units it summarises."""
+
+    text: str
+    kind: CardKind
+    source_ids: tuple[str, ...]
+
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def trim_card_text(text: str, limit: int = MAX_CARD_CHARS) -> str:
+    """Collapse whitespace and cut to at most `limit` characters at a word boundary."""
+    collapsed = _WHITESPACE.sub(" ", text).strip()
+    if len(collapsed) <= limit:
+        return collapsed
+    cut = collapsed[: limit - 1]
+    boundary = cut.rfind(" ")
+    if boundary > 0:
+        cut = cut[:boundary]
+    return cut.rstrip(" ,;:-") + "…"
+
+
+# Cue words per kind, checked in this order: the first kind with a cue wins.
+_INSTRUCTION = re.compile(
+    r"^(?:always|never|please|do not|dont|avoid|use|remember to|make sure)\b"
+    r"|\b(?:should|must|wants? (?:you|the assistant|me) to|asks? (?:you|the assistant) to|prefers? that)\b"
+)
+_PREFERENCE = re.compile(
+    r"\b(?:likes?|liked|loves?|loved|enjoys?|enjoyed|prefers?|preferred|favou?rite|hates?|dislikes?"
+    r"|fan of|interested in|passionate about|keen on|into)\b"
+)
+_RELATIONSHIP = re.compile(
+    r"\b(?:friends?|friendship|wife|husband|partner|spouse|married|dating|girlfriend|boyfriend|mother|father"
+    r"|mom|mum|dad|parents?|sister|brother|siblings?|daughter|son|kids?|children|child|family|grandmother"
+    r"|grandfather|grandparents?|cousin|aunt|uncle|colleagues?|coworkers?|boss|manager|mentor|roommate"
+    r"|neighbou?r|teammates?)\b"
+)
+_IDENTITY = re.compile(
+    r"\b(?:is an?|am an?|works as|works at|lives in|is from|grew up|was born|born in|years old"
+    r"|identifies as|name is|is named|pronouns|nationality|native)\b"
+)
+_EVENT = re.compile(
+    r"\b(?:yesterday|today|tonight|ago|last (?:week|weekend|month|year|night|monday|tuesday|wednesday"
+    r"|thursday|friday|saturday|sunday)|recently|this (?:week|weekend|morning|month)"
+    r"|went|won|met|got|took|gave|bought|lost|began|wrote|came|left|found|sent|built|held|visited"
+    r"|attended|started|finished|joined|moved|adopted|launched|released|deployed|upgraded|installed)\b"
+)
+
+
+def classify(text: str) -> CardKind:
+    """A rule-based kind: instruction, preference, relationship, identity, event, else fact.
+
+    >>> classify("Sam enjoys sailing on weekends.")
+    <CardKind.PREFERENCE: 'preference'>
+    """
+    lowered = _WHITESPACE.sub(" ", text.casefold().replace("’", "'")).strip()
+    lowered = lowered.replace("n't", " not")
+    for kind, pattern in (
+        (CardKind.INSTRUCTION, _INSTRUCTION),
+        (CardKind.PREFERENCE, _PREFERENCE),
+        (CardKind.RELATIONSHIP, _RELATIONSHIP),
+        (CardKind.IDENTITY, _IDENTITY),
+        (CardKind.EVENT, _EVENT),
+    ):
+        if pattern.search(lowered):
+            return kind
+    return CardKind.FACT
+
+
+def _restate(a: TextProfile, b: TextProfile, thresholds: DedupThresholds) -> bool:
+    forward = compare(a, b)
+    if forward.changed:
+        return False
+    return lexical_duplicate(forward, thresholds) or lexical_duplicate(compare(b, a), thresholds)
+
+
+def extract_cards(
+    units: Sequence[SourceUnit],
+    max_cards: int,
+    thresholds: DedupThresholds | None = None,
+) -> list[CardDraft]:
+    """Turn units (most salient first) into at most `max_cards` cards, one per cluster of paraphrases.
+
+    A unit joins the first cluster all of whose members it restates, so chains of loose
+    similarity cannot pull unrelated facts together. The card text is the member with the most
+    distinct content words (the earliest on a tie), trimmed to `MAX_CARD_CHARS`.
+    """
+    if max_cards < 0:
+        raise InvalidExtractionError(f"cannot extract {max_cards} cards: pass 0 or more")
+    limits = thresholds if thresholds is not None else DedupThresholds()
+    clusters: list[list[tuple[SourceUnit, TextProfile]]] = []
+    for unit in units:
+        if not unit.text.strip():
+            continue
+        profile = profile_text(unit.text)
+        for cluster in clusters:
+            if all(_restate(profile, member, limits) for _, member in cluster):
+                cluster.append((unit, profile))
+                break
+        else:
+            clusters.append([(unit, profile)])
+
+    cards: list[CardDraft] = []
+    for cluster in clusters[:max_cards]:
+        richest, _ = max(enumerate(cluster), key=lambda item: (len(item[1][1].content_set), -item[0]))[1]
+        text = trim_card_text(richest.text)
+        cards.append(
+            CardDraft(text=text, kind=classify(text), source_ids=tuple(unit.id for unit, _ in cluster))
+        )
+    return cards

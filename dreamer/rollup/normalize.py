@@ -1,0 +1,265 @@
+"""Canonical text for comparing cards, and the content-derived document id a card is promoted under.
+
+`normalize_text` is what "the same text" means everywhere in the roll-up: Unicode NFKC, case-folded,
+punctuation removed, whitespace collapsed, and leading date clauses ("On 8 May 2023, ...", "Yesterday,
+...", "2023-05-08: ...") dropped, because the same fact restated on another day must still compare
+equal. Dates *inside* a sentence are kept: they are part of the fact.
+
+`card_document_id` hashes the normalised text, so re-sending a card after a crash is a no-op on the
+backend, and two cards share an id only if their normalised texts are equal, which dedup already
+rejects as a duplicate before anything is sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+
+__all__ = [
+    "EmptyCardTextError",
+    "InvalidProfileError",
+    "card_document_id",
+    "content_tokens",
+    "normalize_text",
+    "normalize_text_keeping_dates",
+    "shingles",
+    "stem",
+    "strip_leading_date_clause",
+    "tokens",
+    "without_leading_date_clause",
+]
+
+
+class EmptyCardTextError(ValueError):
+    """The card text is empty once normalised, so it has no content to derive a document id from."""
+
+
+class InvalidProfileError(ValueError):
+    """The profile name cannot be part of a document id (empty, or contains whitespace or ':')."""
+
+
+# --- leading date clauses -------------------------------------------------------------------------
+# Matched on the already normalised form (lower case, no punctuation, single spaces), so that
+# stripping is idempotent: a clause that survives punctuation removal is still recognised.
+
+_MONTH = (
+    r"(?:january|february|march|april|may|june|july|august|september|october|november|december"
+    r"|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)"
+)
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_DAY = r"(?:[0-3]?\d(?:st|nd|rd|th)?)"
+_YEAR = r"(?:1[89]\d\d|2[01]\d\d)"
+_PART_OF_DAY = r"(?:morning|afternoon|evening|night)"
+_COUNT = (
+    r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of|a couple|couple of"
+    r"|several|few)"
+)
+_UNIT_OF_TIME = r"(?:day|week|weekend|month|year|fortnight)s?"
+_CLOCK = r"(?:[0-2]?\d(?: [0-5]\d){0,2} ?(?:am|pm|a m|p m)|[0-2]?\d [0-5]\d(?: [0-5]\d)?)"
+
+# A unit that is a date on its own, with or without a preposition in front.
+_BARE_DATE = "|".join(
+    [
+        # 2023-05-08, optionally with a time, seconds, fraction and offset
+        rf"{_YEAR} [01]?\d [0-3]?\d"
+        r"(?:(?: |t| t)[0-2]?\d [0-5]\d(?: [0-5]\d)?(?: \d+)?z?(?: [0-2]\d(?: [0-5]\d)?)?)?",
+        rf"[0-3]?\d [01]?\d {_YEAR}",  # 08/05/2023
+        rf"(?:{_WEEKDAY} )?(?:the )?{_DAY} (?:of )?{_MONTH}(?: {_YEAR})?",  # 8 May 2023, the 8th of May
+        rf"(?:{_WEEKDAY} )?{_MONTH} (?:the )?{_DAY}(?: {_YEAR})?",  # May 8, 2023
+        rf"{_MONTH} {_YEAR}",  # June 2023
+        rf"{_WEEKDAY}(?: {_PART_OF_DAY})?",  # Tuesday, Tuesday evening
+        r"yesterday|today|tonight|recently|lately|earlier today|the other day|over the weekend",
+        rf"(?:this|last|next|earlier this|later this|past)"
+        rf" (?:{_PART_OF_DAY}|{_UNIT_OF_TIME}|{_WEEKDAY}|{_MONTH})",
+        rf"(?:the )?{_COUNT} {_UNIT_OF_TIME} ago",
+        rf"(?:the )?{_COUNT} {_UNIT_OF_TIME} later",
+    ]
+)
+# A unit that only reads as a date after a preposition ("in May", "in 2023", "at 7:37 pm").
+_PREPOSITION_ONLY = "|".join([_MONTH, _YEAR, _CLOCK, rf"the {_PART_OF_DAY}", r"the weekend"])
+_PREPOSITION = r"(?:on|in|at|as of|around|during|over)"
+
+_DATE_UNIT = rf"(?:(?:{_PREPOSITION} )?(?:{_BARE_DATE})|{_PREPOSITION} (?:{_PREPOSITION_ONLY}))"
+_FIRST_DATE_UNIT = re.compile(rf"^{_DATE_UNIT}(?: |$)")
+# "on 8 may 2023 and at 7 37 pm": later units of the same clause may be joined by "and".
+_NEXT_DATE_UNIT = re.compile(rf"^(?:and )?{_DATE_UNIT}(?: |$)")
+
+
+def strip_leading_date_clause(normalized: str) -> str:
+    """Drop leading date/time clauses from already normalised text; keep the text if nothing else remains."""
+    rest = normalized
+    pattern = _FIRST_DATE_UNIT
+    while (match := pattern.match(rest)) is not None:
+        rest = rest[match.end() :]
+        pattern = _NEXT_DATE_UNIT
+    return rest if rest else normalized
+
+
+# --- normalisation --------------------------------------------------------------------------------
+
+# Python's \w covers letters and digits of every script; everything else (punctuation, symbols,
+# combining marks left over after NFKC, "_") separates words.
+_NON_WORD = re.compile(r"[\W_]+")
+_POSSESSIVE = re.compile(r"['’ʼ]s\b")
+_APOSTROPHE = re.compile(r"['’ʼ]")
+
+
+def _fold(text: str) -> str:
+    # NFKC again after casefold: casefolding can decompose a character NFKC would compose back.
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
+def _words_only(text: str) -> str:
+    without_possessive = _POSSESSIVE.sub("", text)
+    without_apostrophes = _APOSTROPHE.sub("", without_possessive)
+    return _NON_WORD.sub(" ", without_apostrophes).strip()
+
+
+def normalize_text(text: str) -> str:
+    """Return the canonical form used to compare card texts.
+
+    >>> normalize_text("On 8 May 2023, Evan’s  NEW job—at ACME!")
+    'evan new job at acme'
+    """
+    return strip_leading_date_clause(normalize_text_keeping_dates(text))
+
+
+_RAW_WORD = re.compile(r"[^\W_]+(?:['’ʼ][^\W_]+)*")
+
+
+def without_leading_date_clause(text: str) -> str:
+    """The NFKC text with its leading date clause removed, case and punctuation kept.
+
+    >>> without_leading_date_clause("On 8 May 2023, Evan met Sam.")
+    'Evan met Sam.'
+    """
+    nfkc = unicodedata.normalize("NFKC", text)
+    all_words = normalize_text_keeping_dates(nfkc).split()
+    body_words = normalize_text(nfkc).split()
+    dropped = len(all_words) - len(body_words)
+    if dropped <= 0:
+        return nfkc.strip()
+    # Each raw word (apostrophes inside a word included) is one normalised word.
+    for index, match in enumerate(_RAW_WORD.finditer(nfkc)):
+        if index == dropped:
+            return nfkc[match.start() :].strip()
+    return nfkc.strip()
+
+
+def normalize_text_keeping_dates(text: str) -> str:
+    """Like `normalize_text`, but a leading date clause is kept."""
+    # The second fold/clean pass makes the result a fixed point even for characters whose
+    # case-folded form contains something punctuation-like.
+    return _words_only(_fold(_words_only(_fold(text))))
+
+
+def tokens(text: str) -> list[str]:
+    """The words of the normalised text, in order."""
+    normalized = normalize_text(text)
+    return normalized.split(" ") if normalized else []
+
+
+def shingles(text: str, n: int = 3) -> frozenset[str]:
+    """Character n-grams of the normalised text (spaces included): overlap that tolerates typos."""
+    if n < 1:
+        raise ValueError(f"shingle size must be at least 1, got {n}")
+    normalized = normalize_text(text)
+    if len(normalized) <= n:
+        return frozenset([normalized]) if normalized else frozenset()
+    return frozenset(normalized[i : i + n] for i in range(len(normalized) - n + 1))
+
+
+# --- content words --------------------------------------------------------------------------------
+
+# Function words carry no fact. Negations are listed too: overlap should measure the topic, while
+# a flipped negation is caught separately as a protected detail.
+_STOPWORD_LIST = """
+    a an the and or but if then than so as of at by for with about against between into through during
+    before after above below to from up down in out on off over under again further once here there when
+    where why how all any both each few more most other some such only own same too very can will just
+    should now i me my myself we our ours ourselves you your yours yourself yourselves he him his himself
+    she her hers herself it its itself they them their theirs themselves what which who whom this that
+    these those am is are was were be been being have has had having do does did doing would could might
+    must shall may also s t d ll m o re ve y not no nor never dont doesnt didnt isnt arent wasnt werent
+    cant cannot couldnt wont wouldnt shouldnt hasnt havent hadnt neither none nobody nothing nowhere
+    something someone anything anyone everything everyone really quite still even much many lot lots
+    get gets got getting make makes made making like likes well one ones thing things way
+    currently recently finally actually always
+"""
+STOPWORDS: frozenset[str] = frozenset(_STOPWORD_LIST.split())
+
+_DOUBLE_CONSONANT = re.compile(r"([b-df-hj-np-tv-z])\1$")
+
+
+def stem(word: str) -> str:
+    """A deliberately light suffix stripper: enough to match "appreciates" with "appreciated"."""
+    if len(word) <= 3 or not word.isalpha():
+        return word
+    if word.endswith("ies") and len(word) > 4:
+        word = word[:-3] + "y"
+    elif word.endswith("sses"):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    if word.endswith("ing") and len(word) > 5:
+        word = word[:-3]
+    elif word.endswith("ed") and len(word) > 4:
+        word = word[:-2]
+    if _DOUBLE_CONSONANT.search(word) and not word.endswith(("ll", "ss", "zz")):
+        word = word[:-1]
+    if word.endswith("e") and len(word) > 4:
+        word = word[:-1]
+    return word
+
+
+# Summaries report speech ("Sam mentioned his new router"); the reporting verb is
+# narration, not part of the fact, so it must not make two statements of one fact look different.
+NARRATION_STEMS: frozenset[str] = frozenset(
+    {"mention", "express", "discuss", "tell", "told", "say", "said", "talk", "explain", "describ"}
+)
+
+
+# Spelled-out numbers, as digits, so "two turtles" and "2 turtles" are the same words.
+# "one" is left out on purpose: it is mostly a pronoun ("one of their games"), and "a"/"an" say the same.
+NUMBER_WORDS: dict[str, str] = {
+    "zero": "0", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
+    "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "thirteen": "13",
+    "fourteen": "14", "fifteen": "15", "sixteen": "16", "seventeen": "17", "eighteen": "18",
+    "nineteen": "19", "twenty": "20", "thirty": "30", "forty": "40", "fifty": "50", "sixty": "60",
+    "seventy": "70", "eighty": "80", "ninety": "90", "hundred": "100", "thousand": "1000",
+    "million": "1000000", "billion": "1000000000", "dozen": "12", "half": "0.5", "twice": "2x",
+    "first": "1st", "second": "2nd", "third": "3rd", "fourth": "4th", "fifth": "5th", "sixth": "6th",
+    "seventh": "7th", "eighth": "8th", "ninth": "9th", "tenth": "10th", "eleventh": "11th",
+    "twelfth": "12th", "hundredth": "100th",
+}  # fmt: skip
+
+
+def content_tokens(text: str) -> list[str]:
+    """Stemmed normalised words without stopwords or narration verbs, in order: what similarity counts."""
+    stems = (NUMBER_WORDS.get(word) or stem(word) for word in tokens(text) if word not in STOPWORDS)
+    return [word for word in stems if word not in NARRATION_STEMS]
+
+
+# --- document ids ---------------------------------------------------------------------------------
+
+_PROFILE_FORBIDDEN = re.compile(r"[\s:]")
+
+
+def card_document_id(profile: str, text: str) -> str:
+    """The backend document id for a card: `rollup:<profile>:<first 32 hex of sha256>`.
+
+    The hash covers the profile and the normalised text, so the id is stable across retries and
+    cosmetic rewrites (case, punctuation, a leading date clause), and differs for any change of words.
+    """
+    if not profile or _PROFILE_FORBIDDEN.search(profile):
+        raise InvalidProfileError(
+            f"profile {profile!r} cannot be used in a document id: use a non-empty name without spaces or ':'"
+        )
+    normalized = normalize_text(text)
+    if not normalized:
+        raise EmptyCardTextError(
+            f"card text {text!r} has no words once normalised: drop the card instead of promoting it"
+        )
+    digest = hashlib.sha256(f"{profile}\n{normalized}".encode()).hexdigest()
+    return f"rollup:{profile}:{digest[:32]}"

@@ -1,0 +1,166 @@
+"""``dreamer check-config`` and ``dreamer run`` on real files, as real processes.
+
+A wrong configuration must give exit status 78 (EX_CONFIG) from both commands, with a message that
+names the key, and ``run`` must say so before it ever tells systemd it is ready.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support.daemon_harness import REPO_ROOT, NotifySocket, config_text, parse_log_line
+
+EX_CONFIG = 78
+SECRET = "sk-test-0123456789abcdef"
+
+
+@dataclass(frozen=True)
+class BadConfig:
+    name: str
+    key: str  # the key path the message must name
+    extra: str = ""
+    profile_bank: str = "research"
+
+
+BAD_CONFIGS = [
+    BadConfig("unknown key", "schedule.intervall_minutes", extra="\n[rollup]\n"),
+    BadConfig("wrong type", "schedule.job_timeout_s"),
+    BadConfig("unknown bank alias", "profiles.research.bank", profile_bank="reserch"),
+    BadConfig(
+        "duplicate bank id",
+        "banks.copy.bank_id",
+        extra='\n[banks.copy]\nbank_id = "private__hermes__research"\n',
+    ),
+    BadConfig(
+        "missing secret file",
+        "backend.hindsight.api_key_file",
+        extra='\n[backend.hindsight]\napi_key_file = "/nonexistent/dreamer/hindsight-api-key"\n',
+    ),
+]
+
+
+def write_bad(path: Path, case: BadConfig) -> Path:
+    text = config_text(path.parent / "state", extra=case.extra)
+    text = text.replace(
+        '[profiles.research]\nbank = "research"', f'[profiles.research]\nbank = "{case.profile_bank}"'
+    )
+    if case.name == "unknown key":
+        text = text.replace("[schedule]\n", "[schedule]\nintervall_minutes = 5\n")
+    if case.name == "wrong type":
+        text = text.replace("job_timeout_s = 300", 'job_timeout_s = "half an hour"')
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def dreamer(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in {"NOTIFY_SOCKET", "JOURNAL_STREAM", "DREAMER_CONFIG", "HINDSIGHT_API_KEY"}
+    }
+    environment.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "dreamer", *args],
+        cwd=REPO_ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+class TestInvalidConfig:
+    @pytest.mark.parametrize("case", BAD_CONFIGS, ids=lambda c: c.name)
+    def test_check_config_exits_78_naming_the_key(self, tmp_path: Path, case: BadConfig) -> None:
+        """check-config on a bad file exits 78 and prints a `file: key: ...` line naming the key."""
+        path = write_bad(tmp_path / "config.toml", case)
+        result = dreamer("check-config", "--config", str(path))
+        assert result.returncode == EX_CONFIG, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert any(line.startswith(f"{path}: {case.key}: ") for line in lines), lines
+        assert result.stdout == ""
+
+    @pytest.mark.slow
+    @pytest.mark.parametrize("case", BAD_CONFIGS, ids=lambda c: c.name)
+    def test_run_exits_78_before_ready(self, tmp_path: Path, case: BadConfig) -> None:
+        """run on a bad file exits 78 without READY=1, naming the key on stderr and in an error log record."""
+        path = write_bad(tmp_path / "config.toml", case)
+        with NotifySocket() as notify:
+            result = dreamer(
+                "run", "--config", str(path), "--log-format", "json", env={"NOTIFY_SOCKET": notify.path}
+            )
+            messages = notify.messages
+        assert result.returncode == EX_CONFIG, result.stderr
+        assert not any("READY=1" in m for m in messages), messages
+        assert f"{path}: {case.key}: " in result.stderr
+        records = [parse_log_line(line)[1] for line in result.stdout.splitlines()]
+        errors = [r for r in records if r["level"] == "error"]
+        assert len(errors) == 1
+        assert any(case.key in problem for problem in errors[0]["problems"])
+
+    def test_every_problem_is_reported_at_once(self, tmp_path: Path) -> None:
+        """Several mistakes in one file are all listed, one line each."""
+        path = tmp_path / "config.toml"
+        text = config_text(tmp_path / "state").replace("[schedule]\n", "[schedule]\nintervall_minutes = 5\n")
+        text = text.replace("jitter_s = 0", "jitter_s = -1")
+        path.write_text(text, encoding="utf-8")
+        result = dreamer("check-config", "--config", str(path))
+        assert result.returncode == EX_CONFIG
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 2
+        assert any("schedule.intervall_minutes" in line for line in lines)
+        assert any("schedule.jitter_s" in line for line in lines)
+
+
+class TestValidConfig:
+    def test_prints_normalised_config_with_secret_redacted(self, tmp_path: Path) -> None:
+        """check-config prints one `key = value` line per setting, and the API key only as a marker."""
+        path = tmp_path / "config.toml"
+        path.write_text(config_text(tmp_path / "state"), encoding="utf-8")
+        result = dreamer("check-config", "--config", str(path), env={"HINDSIGHT_API_KEY": SECRET})
+        assert result.returncode == 0, result.stderr
+        assert SECRET not in result.stdout + result.stderr
+        lines = result.stdout.splitlines()
+        assert 'backend.hindsight.api_key = "**********"' in lines
+        assert f"state_dir = {json.dumps(str(tmp_path / 'state'))}" in lines
+        assert "schedule.misfire_grace_s = 900" in lines  # a default, filled in
+
+    def test_json_output_round_trips(self, tmp_path: Path) -> None:
+        """check-config --json prints one JSON document with the secret redacted, also with --config first."""
+        path = tmp_path / "config.toml"
+        path.write_text(config_text(tmp_path / "state"), encoding="utf-8")
+        key_file = tmp_path / "hindsight-api-key"
+        key_file.write_text(SECRET + "\n", encoding="utf-8")
+        with path.open("a", encoding="utf-8") as f:
+            f.write(f'\n[backend.hindsight]\napi_key_file = "{key_file}"\n')
+        result = dreamer("--config", str(path), "check-config", "--json")
+        assert result.returncode == 0, result.stderr
+        data = json.loads(result.stdout)
+        assert data["backend"]["hindsight"]["api_key"] == "**********"
+        assert data["profiles"]["research"]["bank"] == "research"
+        assert SECRET not in result.stdout
+
+
+class TestHelp:
+    def test_help_lists_commands_and_examples(self) -> None:
+        """`dreamer --help` names every command and shows examples; a missing command exits 2."""
+        result = dreamer("--help")
+        assert result.returncode == 0
+        for text in ("check-config", "run", "examples:", "--config", "--log-format", "--log-level"):
+            assert text in result.stdout
+        assert dreamer().returncode == 2
+
+    def test_subcommand_help_has_examples(self) -> None:
+        """Each command's --help explains it and shows an example invocation."""
+        result = dreamer("check-config", "--help")
+        assert result.returncode == 0
+        assert "examples:" in result.stdout
+        assert "dreamer check-config --json" in result.stdout

@@ -1,0 +1,284 @@
+"""The daemon as systemd runs it: a real process, a real notify socket, real signals, real SQLite.
+
+Jobs cycle every ~1.2 s (``interval_minutes = 0.02``). Where a job must be held open, the process is
+``tests.support.daemon_with_slow_job``: the real daemon with only the job body substituted.
+"""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.daemon_harness import (
+    DaemonProcess,
+    NotifySocket,
+    config_text,
+    event_is,
+    has,
+    job_finished,
+    parse_log_line,
+    wait_until,
+    write_config,
+)
+
+pytestmark = pytest.mark.slow
+
+SYSLOG = {"debug": 7, "info": 6, "warning": 4, "error": 3, "critical": 2}
+
+
+@pytest.fixture
+def notify() -> Iterator[NotifySocket]:
+    with NotifySocket() as sock:
+        yield sock
+
+
+def run_args(config: Path) -> list[str]:
+    return ["-m", "dreamer", "run", "--config", str(config), "--log-format", "json"]
+
+
+def slow_args(config: Path, flags: Path, mode: str = "block") -> list[str]:
+    return [
+        "-m",
+        "tests.support.daemon_with_slow_job",
+        "--config",
+        str(config),
+        "--flags",
+        str(flags),
+        "--mode",
+        mode,
+    ]
+
+
+def runs(state_dir: Path) -> list[tuple[str, str, str | None]]:
+    """(run_id, job_id, outcome) of every recorded run."""
+    with sqlite3.connect(state_dir / "state.sqlite3") as conn:
+        return list(conn.execute("SELECT run_id, job_id, outcome FROM runs ORDER BY started_at"))
+
+
+def stop(daemon: DaemonProcess, notify: NotifySocket) -> int:
+    daemon.send(signal.SIGTERM)
+    notify.wait_for(has("STOPPING", "1"), what="STOPPING=1")
+    return daemon.wait()
+
+
+def started_flags(flags: Path) -> list[Path]:
+    return sorted(flags.glob("started-*"))
+
+
+def wait_for_flag(flags: Path) -> None:
+    wait_until(lambda: bool(started_flags(flags)), what="run of the slow job")
+
+
+class TestStartup:
+    def test_ready_then_watchdog_pings_then_stopping(self, tmp_path: Path, notify: NotifySocket) -> None:
+        """READY=1 arrives with a STATUS, WATCHDOG=1 pings follow, and SIGTERM gives STOPPING=1 and exit 0."""
+        config = write_config(tmp_path / "config.toml", tmp_path / "state")
+        env = {"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "400000"}
+        with DaemonProcess(run_args(config), log_path=tmp_path / "out.log", env=env) as daemon:
+            ready = notify.wait_for(has("READY", "1"), what="READY=1")
+            assert notify.fields(ready)["STATUS"].startswith("1 profile")
+            last_ping = notify.wait_for(has("WATCHDOG", "1"), after=ready, what="a watchdog ping")
+            notify.wait_for(has("WATCHDOG", "1"), after=last_ping + 1, what="a second watchdog ping")
+            assert stop(daemon, notify) == 0
+        stopping = notify.wait_for(has("STOPPING", "1"))
+        assert ready < stopping
+
+    def test_jobs_run_with_context_and_are_recorded(self, tmp_path: Path, notify: NotifySocket) -> None:
+        """Each run logs start and finish with profile, bank and its own run id, and lands in the state DB."""
+        state = tmp_path / "state"
+        config = write_config(tmp_path / "config.toml", state)
+        env = {"NOTIFY_SOCKET": notify.path}
+        with DaemonProcess(run_args(config), log_path=tmp_path / "out.log", env=env) as daemon:
+            finished = daemon.wait_for_records(job_finished("research", "idle"), count=2)
+            status = notify.wait_for(lambda f: "last: research idle" in f.get("STATUS", ""))
+            assert stop(daemon, notify) == 0
+        run_ids = {record["run_id"] for _, record in finished}
+        assert len(run_ids) == 2
+        for _, record in finished:
+            assert record["bank"] == "private__hermes__research"
+            assert record["job_id"] == "rollup:research"
+            assert isinstance(record["duration_s"], float)
+        job_records = [r for r in daemon.records() if r.get("run_id") in run_ids]
+        assert all(r["profile"] == "research" and r["bank"] for r in job_records)
+        recorded = {run_id: (job_id, outcome) for run_id, job_id, outcome in runs(state)}
+        for run_id in run_ids:
+            assert recorded[run_id] == ("rollup:research", "idle")
+        assert "next: research" in notify.fields(status)["STATUS"]
+
+    def test_log_lines_under_the_journal_are_prefixed_json(
+        self, tmp_path: Path, notify: NotifySocket
+    ) -> None:
+        """With stdout as the journal stream, every line is `<N>` + one JSON object, N matching the level."""
+        config = write_config(tmp_path / "config.toml", tmp_path / "state")
+        env = {"NOTIFY_SOCKET": notify.path}
+        args = ["-m", "dreamer", "run", "--config", str(config)]  # --log-format auto
+        with DaemonProcess(args, log_path=tmp_path / "out.log", env=env, journal=True) as daemon:
+            notify.wait_for(has("READY", "1"))
+            daemon.wait_for_record(job_finished("research"))
+            config.write_text("this is = = not toml\n", encoding="utf-8")
+            daemon.send(signal.SIGHUP)
+            daemon.wait_for_record(lambda r: r.get("level") == "error", what="an error record")
+            assert stop(daemon, notify) == 0
+        lines = daemon.lines()
+        priorities = set()
+        for line in lines:
+            priority, record = parse_log_line(line)
+            assert priority is not None, line
+            assert priority == SYSLOG[record["level"]], line
+            priorities.add(priority)
+        assert {3, 6} <= priorities
+        assert daemon.stderr() == ""
+
+
+class TestReload:
+    def test_bad_file_keeps_old_config_and_says_so(self, tmp_path: Path, notify: NotifySocket) -> None:
+        """SIGHUP with a broken file: still alive, STATUS says `reload failed: <key>`, old jobs still run."""
+        state = tmp_path / "state"
+        config = write_config(tmp_path / "config.toml", state)
+        env = {"NOTIFY_SOCKET": notify.path}
+        with DaemonProcess(run_args(config), log_path=tmp_path / "out.log", env=env) as daemon:
+            notify.wait_for(has("READY", "1"))
+            daemon.wait_for_record(job_finished("research"))
+            config.write_text(config_text(state, schedule={"intervall_minutes": 5}), encoding="utf-8")
+            mark = len(notify.messages)
+            daemon.send(signal.SIGHUP)
+            reloading = notify.wait_for(has("RELOADING", "1"), after=mark, what="RELOADING=1")
+            assert int(notify.fields(reloading)["MONOTONIC_USEC"]) > 0
+            ready = notify.wait_for(has("READY", "1"), after=reloading, what="READY=1 after reload")
+            status = notify.fields(ready)["STATUS"]
+            assert status.startswith("reload failed: ")
+            assert "schedule.intervall_minutes" in status
+            failed_at, failure = daemon.wait_for_record(
+                event_is("reload failed; still running the previous configuration")
+            )
+            assert any("schedule.intervall_minutes" in p for p in failure["problems"])
+            daemon.wait_for_records(job_finished("research", "idle"), after=failed_at + 1, count=2)
+            assert daemon.alive()
+            assert stop(daemon, notify) == 0
+
+    def test_good_file_adds_a_profile_and_leaves_the_rest(self, tmp_path: Path, notify: NotifySocket) -> None:
+        """SIGHUP with a new profile schedules only that job; it runs; STATUS counts it."""
+        state = tmp_path / "state"
+        config = write_config(tmp_path / "config.toml", state)
+        env = {"NOTIFY_SOCKET": notify.path}
+        with DaemonProcess(run_args(config), log_path=tmp_path / "out.log", env=env) as daemon:
+            notify.wait_for(has("READY", "1"))
+            daemon.wait_for_record(job_finished("research"))
+            write_config(config, state, profiles=("research", "homelab"))
+            mark = len(notify.messages)
+            daemon.send(signal.SIGHUP)
+            reloading = notify.wait_for(has("RELOADING", "1"), after=mark)
+            ready = notify.wait_for(has("READY", "1"), after=reloading)
+            assert notify.fields(ready)["STATUS"].startswith("2 profiles")
+            assert "last reload " in notify.fields(ready)["STATUS"]
+            _, reloaded = daemon.wait_for_record(event_is("configuration reloaded"))
+            assert reloaded["added"] == ["rollup:homelab"]
+            assert reloaded["removed"] == reloaded["rescheduled"] == reloaded["updated"] == []
+            _, homelab = daemon.wait_for_record(job_finished("homelab", "idle"))
+            assert homelab["bank"] == "private__hermes__homelab"
+            assert stop(daemon, notify) == 0
+        assert ("rollup:homelab", "idle") in {(job, outcome) for _, job, outcome in runs(state)}
+
+    def test_changed_interval_reschedules_and_removed_profile_is_dropped(
+        self, tmp_path: Path, notify: NotifySocket
+    ) -> None:
+        """A reload changing the interval reschedules the remaining jobs and unschedules a removed profile."""
+        state = tmp_path / "state"
+        config = write_config(tmp_path / "config.toml", state, profiles=("research", "homelab"))
+        env = {"NOTIFY_SOCKET": notify.path}
+        with DaemonProcess(run_args(config), log_path=tmp_path / "out.log", env=env) as daemon:
+            notify.wait_for(has("READY", "1"))
+            write_config(config, state, profiles=("research",), schedule={"interval_minutes": 0.03})
+            daemon.send(signal.SIGHUP)
+            _, reloaded = daemon.wait_for_record(event_is("configuration reloaded"))
+            assert reloaded["removed"] == ["rollup:homelab"]
+            assert reloaded["rescheduled"] == ["rollup:research"]
+            ready = notify.wait_for(lambda f: f.get("READY") == "1" and "profile;" in f.get("STATUS", ""))
+            assert notify.fields(ready)["STATUS"].startswith("1 profile;")
+            assert stop(daemon, notify) == 0
+
+
+class TestStop:
+    def test_sigterm_lets_a_running_job_finish(self, tmp_path: Path, notify: NotifySocket) -> None:
+        """SIGTERM during a run: STOPPING=1, the run is waited for and finishes normally, then exit 0."""
+        state, flags = tmp_path / "state", tmp_path / "flags"
+        flags.mkdir()
+        config = write_config(tmp_path / "config.toml", state)
+        env = {"NOTIFY_SOCKET": notify.path}
+        with DaemonProcess(slow_args(config, flags), log_path=tmp_path / "out.log", env=env) as daemon:
+            notify.wait_for(has("READY", "1"))
+            wait_for_flag(flags)
+            daemon.send(signal.SIGTERM)
+            notify.wait_for(has("STOPPING", "1"), what="STOPPING=1")
+            daemon.wait_for_record(event_is("waiting for running jobs"))
+            assert daemon.alive()
+            (flags / "release").touch()
+            assert daemon.wait() == 0
+        finished = [r for r in daemon.records() if job_finished("research")(r)]
+        assert [r["outcome"] for r in finished] == ["released"]
+        assert [outcome for _, _, outcome in runs(state)] == ["released"]
+        assert len(started_flags(flags)) == 1  # no new run started after SIGTERM
+
+    def test_drain_timeout_cancels_the_job_and_exits_cleanly(
+        self, tmp_path: Path, notify: NotifySocket
+    ) -> None:
+        """A run still going after drain_timeout_s is cancelled, recorded as cancelled, and the exit is 0."""
+        state, flags = tmp_path / "state", tmp_path / "flags"
+        flags.mkdir()
+        config = write_config(tmp_path / "config.toml", state, schedule={"drain_timeout_s": 0.5})
+        env = {"NOTIFY_SOCKET": notify.path}
+        with DaemonProcess(slow_args(config, flags), log_path=tmp_path / "out.log", env=env) as daemon:
+            notify.wait_for(has("READY", "1"))
+            wait_for_flag(flags)
+            assert stop(daemon, notify) == 0
+        records = daemon.records()
+        assert any(r["event"] == "drain timeout reached; cancelling running jobs" for r in records)
+        finished = [r for r in records if job_finished("research")(r)]
+        assert [r["outcome"] for r in finished] == ["cancelled"]
+        assert [outcome for _, _, outcome in runs(state)] == ["cancelled"]
+
+
+class TestJobFailures:
+    def test_exception_in_job_body_is_an_outcome_not_a_crash(
+        self, tmp_path: Path, notify: NotifySocket
+    ) -> None:
+        """A raising job body is logged as outcome failed with a one-line structured traceback; runs go on."""
+        state, flags = tmp_path / "state", tmp_path / "flags"
+        flags.mkdir()
+        config = write_config(tmp_path / "config.toml", state)
+        env = {"NOTIFY_SOCKET": notify.path}
+        args = slow_args(config, flags, mode="fail")
+        with DaemonProcess(args, log_path=tmp_path / "out.log", env=env) as daemon:
+            notify.wait_for(has("READY", "1"))
+            failures = daemon.wait_for_records(job_finished("research", "failed"), count=2)
+            notify.wait_for(lambda f: "last: research failed" in f.get("STATUS", ""))
+            assert daemon.alive()
+            assert stop(daemon, notify) == 0
+        for _, record in failures:
+            assert record["level"] == "error"
+            exception: list[dict[str, Any]] = record["exception"]
+            assert exception[0]["exc_type"] == "RuntimeError"
+            assert exception[0]["exc_value"] == "job body failed on purpose"
+            assert record["detail"] == "RuntimeError: job body failed on purpose"
+        assert {outcome for _, _, outcome in runs(state)} == {"failed"}
+
+    def test_job_timeout_cancels_the_run_and_frees_the_slot(
+        self, tmp_path: Path, notify: NotifySocket
+    ) -> None:
+        """A run longer than job_timeout_s ends as timeout and the next cycle starts a new run."""
+        state, flags = tmp_path / "state", tmp_path / "flags"
+        flags.mkdir()
+        config = write_config(tmp_path / "config.toml", state, schedule={"job_timeout_s": 0.3})
+        env = {"NOTIFY_SOCKET": notify.path}
+        with DaemonProcess(slow_args(config, flags), log_path=tmp_path / "out.log", env=env) as daemon:
+            notify.wait_for(has("READY", "1"))
+            timeouts = daemon.wait_for_records(job_finished("research", "timeout"), count=2)
+            (flags / "release").touch()
+            assert stop(daemon, notify) == 0
+        assert timeouts[0][1]["run_id"] != timeouts[1][1]["run_id"]
+        assert "job_timeout_s" in timeouts[0][1]["detail"]

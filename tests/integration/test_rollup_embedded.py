@@ -1,0 +1,194 @@
+"""The roll-up end to end on the embedded store: promotion, idempotence, gating, crash safety."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dreamer.backends.base import RetainItem
+from dreamer.backends.embedded import EmbeddedBackend
+from dreamer.config import Config, load_config
+from dreamer.rollup.pipeline import Rollup
+from dreamer.state import StateStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+CONFIG = """
+state_dir = "state"
+[banks.global]
+bank_id = "private__hermes"
+[banks.shared]
+bank_id = "shared"
+[banks.research]
+bank_id = "private__hermes__research"
+access = "read_write"
+[banks.coder]
+bank_id = "private__hermes__coder"
+access = "read_write"
+[profiles.research]
+bank = "research"
+[profiles.coder]
+bank = "coder"
+[slot]
+acquire_timeout_s = 2
+"""
+
+# Memories of a homelab profile, with a paraphrase pair.
+MEMORIES = [
+    "The nightly restic backup of host atlas runs at 02:30 to the NAS.",
+    "Host atlas runs its nightly restic backup to the NAS at 02:30.",
+    "Grafana listens on port 3000 on host hermes-mon.",
+    "The user prefers answers with links to the upstream documentation.",
+    "Nextcloud runs version 27.1 on host atlas behind nginx.",
+]
+
+
+def write_config(tmp_path: Path) -> Config:
+    path = tmp_path / "config.toml"
+    path.write_text(CONFIG)
+    return load_config(path)
+
+
+async def seed(cfg: Config, texts: list[str], profile: str = "research") -> None:
+    backend = EmbeddedBackend(cfg.embedded_path)
+    try:
+        await backend.retain(cfg.bank_id(cfg.profiles[profile].bank), [RetainItem(content=t) for t in texts])
+    finally:
+        await backend.aclose()
+
+
+async def run_once(cfg: Config, profile: str = "research", **kw: Any) -> Any:
+    backend = EmbeddedBackend(cfg.embedded_path)
+    try:
+        with StateStore.open(cfg.state_path) as state:
+            return await Rollup(cfg, backend, state).run(profile, **kw)
+    finally:
+        await backend.aclose()
+
+
+async def upstream_cards(cfg: Config) -> list[Any]:
+    backend = EmbeddedBackend(cfg.embedded_path)
+    try:
+        return await backend.all_units(cfg.bank_id("global"))
+    finally:
+        await backend.aclose()
+
+
+class TestPromotion:
+    async def test_new_units_become_tagged_cards_with_provenance(self, tmp_path: Path) -> None:
+        """A profile with new units gets cards upstream with rollup/src tags and string provenance."""
+        cfg = write_config(tmp_path)
+        await seed(cfg, MEMORIES)
+        report = await run_once(cfg)
+        assert report.outcome == "promoted", report.reason
+        cards = await upstream_cards(cfg)
+        assert len(cards) == report.promoted > 0
+        for card in cards:
+            assert card.tags[:2] == ("rollup", "src:research")
+            assert card.metadata["source_bank"] == "private__hermes__research"
+            assert card.metadata["run_id"] == report.run_id
+            assert all(isinstance(v, str) for v in card.metadata.values())
+            assert card.document_id and card.document_id.startswith("rollup:research:")
+        # the paraphrase pair collapsed: one card about the support group
+        assert sum("restic" in c.text for c in cards) == 1
+
+    async def test_second_run_without_new_input_promotes_nothing(self, tmp_path: Path) -> None:
+        """Rerunning with no new units is idle: no new card upstream."""
+        cfg = write_config(tmp_path)
+        await seed(cfg, MEMORIES)
+        await run_once(cfg)
+        before = await upstream_cards(cfg)
+        again = await run_once(cfg)
+        assert again.outcome == "idle" and again.promoted == 0
+        assert len(await upstream_cards(cfg)) == len(before)
+
+    async def test_paraphrase_in_a_later_run_reinforces(self, tmp_path: Path) -> None:
+        """A later paraphrase of a promoted card reinforces it instead of adding a card."""
+        cfg = write_config(tmp_path)
+        await seed(cfg, MEMORIES)
+        await run_once(cfg)
+        n = len(await upstream_cards(cfg))
+        await seed(cfg, ["The restic backup of atlas to the NAS runs nightly at 02:30."])
+        report = await run_once(cfg)
+        assert report.outcome == "reinforced", [p.to_json() for p in report.plan]
+        assert len(await upstream_cards(cfg)) == n
+        with StateStore.open(cfg.state_path) as st:
+            assert max(c.reinforcements for c in st.ledger("private__hermes")) == 1
+
+    async def test_changed_version_is_a_conflict_promoted_with_supersedes(self, tmp_path: Path) -> None:
+        """Another version is never merged: recency_wins promotes the card pointing at the old one."""
+        cfg = write_config(tmp_path)
+        await seed(cfg, ["Nextcloud runs version 27.1 on host atlas behind nginx."])
+        await run_once(cfg)
+        await seed(cfg, ["Nextcloud runs version 28.0 on host atlas behind nginx."])
+        report = await run_once(cfg)
+        assert report.promoted == 1 and report.conflicts == 1, [p.to_json() for p in report.plan]
+        cards = await upstream_cards(cfg)
+        newest = [c for c in cards if "28.0" in c.text]
+        assert newest and newest[0].metadata.get("supersedes", "").startswith("rollup:research:")
+
+    async def test_dry_run_writes_nothing_and_keeps_the_watermark(self, tmp_path: Path) -> None:
+        """--dry-run plans cards but writes nothing upstream and does not move the watermark."""
+        cfg = write_config(tmp_path)
+        await seed(cfg, MEMORIES)
+        report = await run_once(cfg, dry_run=True)
+        assert report.outcome == "dry_run" and report.plan
+        assert await upstream_cards(cfg) == []
+        with StateStore.open(cfg.state_path) as st:
+            assert st.watermark("research").created_at is None
+
+    async def test_idle_profile_takes_no_lock(self, tmp_path: Path) -> None:
+        """A profile whose bank is empty is skipped as idle and never touches the slot lock file."""
+        cfg = write_config(tmp_path)
+        report = await run_once(cfg, "coder")
+        assert report.outcome == "idle"
+        assert not cfg.slot.lock_path.exists()
+
+
+CRASH_STEPS = ["gated", "collected", "summarised", "judged", "promoted", "committed"]
+
+
+@pytest.mark.slow
+class TestCrashSafety:
+    @pytest.mark.parametrize("step", CRASH_STEPS)
+    async def test_sigkill_at_each_step_then_rerun_leaves_each_card_once(
+        self, tmp_path: Path, step: str
+    ) -> None:
+        """Killed with SIGKILL at a step boundary, the rerun leaves upstream as if it ran once."""
+        reference_dir = tmp_path / "reference"
+        reference_dir.mkdir()
+        ref_cfg = write_config(reference_dir)
+        await seed(ref_cfg, MEMORIES)
+        await run_once(ref_cfg)
+        expected = sorted(c.document_id for c in await upstream_cards(ref_cfg))
+
+        crash_dir = tmp_path / "crash"
+        crash_dir.mkdir()
+        cfg = write_config(crash_dir)
+        await seed(cfg, MEMORIES)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tests.support.crash_rollup",
+                str(crash_dir / "config.toml"),
+                "research",
+                step,
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == -9, proc.stderr
+        await run_once(cfg)
+        ids = [c.document_id for c in await upstream_cards(cfg)]
+        assert not [d for d, n in Counter(ids).items() if n > 1], "duplicate card upstream"
+        assert sorted(ids) == expected, "missing or extra card"
+        with StateStore.open(cfg.state_path) as st:
+            assert sorted(c.document_id for c in st.ledger("private__hermes")) == expected

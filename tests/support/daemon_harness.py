@@ -1,0 +1,320 @@
+"""Drive a real ``dreamer run`` process from a test: a notify socket, its logs, its signals.
+
+- :class:`NotifySocket` binds the ``AF_UNIX``/``SOCK_DGRAM`` socket systemd would own (in a short
+  directory: socket paths must stay under 108 bytes) and collects every datagram the daemon sends.
+- :class:`DaemonProcess` starts the daemon with its stdout in a file and reads that file back as
+  log records (one JSON object per line, optionally behind a journal ``<N>`` priority prefix).
+- :func:`write_config` writes a small, fast-cycling configuration.
+
+Every wait has a deadline and fails with what was seen so far; nothing here asserts on timing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+# Generous: the machine running the tests may be busy with other work.
+DEADLINE_S = 60.0
+
+_PREFIX = re.compile(r"^<([0-7])>")
+
+
+class NotifySocket:
+    """A stand-in for systemd's notification socket; ``messages`` are the decoded datagrams."""
+
+    def __init__(self) -> None:
+        self._dir = tempfile.mkdtemp(prefix="dn-", dir="/tmp")
+        self.path = os.path.join(self._dir, "notify")
+        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self._sock.bind(self.path)
+        self._sock.settimeout(0.2)
+        self._messages: list[str] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self._thread = threading.Thread(target=self._receive, name="notify-socket", daemon=True)
+        self._thread.start()
+
+    def _receive(self) -> None:
+        while not self._closed:
+            try:
+                data = self._sock.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self._cond:
+                self._messages.append(data.decode("utf-8", errors="replace"))
+                self._cond.notify_all()
+
+    @property
+    def messages(self) -> list[str]:
+        with self._cond:
+            return list(self._messages)
+
+    def fields(self, index: int) -> dict[str, str]:
+        """The ``KEY=value`` assignments of message ``index``."""
+        return parse_fields(self.messages[index])
+
+    def wait_for(
+        self,
+        predicate: Callable[[dict[str, str]], bool],
+        *,
+        after: int = 0,
+        timeout: float = DEADLINE_S,
+        what: str = "a notification",
+    ) -> int:
+        """Index of the first message at or after ``after`` whose fields satisfy ``predicate``."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                for i in range(after, len(self._messages)):
+                    if predicate(parse_fields(self._messages[i])):
+                        return i
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"no {what} within {timeout:g}s; got: {self._messages!r}")
+                self._cond.wait(min(remaining, 0.5))
+
+    def count(self, predicate: Callable[[dict[str, str]], bool], *, after: int = 0) -> int:
+        return sum(1 for m in self.messages[after:] if predicate(parse_fields(m)))
+
+    def close(self) -> None:
+        self._closed = True
+        self._sock.close()
+        self._thread.join(timeout=5)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> NotifySocket:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def wait_until(condition: Callable[[], bool], *, what: str, timeout: float = DEADLINE_S) -> None:
+    """Poll ``condition`` until it holds; fail with ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no {what} within {timeout:g}s")
+        time.sleep(0.05)
+
+
+def parse_fields(message: str) -> dict[str, str]:
+    fields: dict[str, str] = {}
+    for line in message.split("\n"):
+        key, sep, value = line.partition("=")
+        if sep:
+            fields[key] = value
+    return fields
+
+
+def has(key: str, value: str | None = None) -> Callable[[dict[str, str]], bool]:
+    """Predicate: the message sets ``key`` (to ``value``, if given)."""
+    return lambda f: key in f and (value is None or f[key] == value)
+
+
+def parse_log_line(line: str) -> tuple[int | None, dict[str, Any]]:
+    """``(priority or None, record)`` for one line of daemon output; raises if it is not JSON."""
+    match = _PREFIX.match(line)
+    priority = int(match.group(1)) if match else None
+    body = line[match.end() :] if match else line
+    record = json.loads(body)
+    if not isinstance(record, dict):
+        raise ValueError(f"log line is not a JSON object: {line!r}")
+    return priority, record
+
+
+class DaemonProcess:
+    """A daemon subprocess whose stdout goes to ``log_path``; always stopped at exit."""
+
+    def __init__(
+        self,
+        args: Sequence[str],
+        *,
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        journal: bool = False,
+    ) -> None:
+        self.log_path = log_path
+        self.stderr_path = log_path.with_suffix(".stderr")
+        environment = {k: v for k, v in os.environ.items() if k not in _SYSTEMD_VARS}
+        environment.update(env or {})
+        environment["PYTHONUNBUFFERED"] = "1"
+        self._out = open(log_path, "wb")  # noqa: SIM115 - closed in close()
+        self._err = open(self.stderr_path, "wb")  # noqa: SIM115 - closed in close()
+        if journal:
+            st = os.fstat(self._out.fileno())
+            environment["JOURNAL_STREAM"] = f"{st.st_dev}:{st.st_ino}"
+        self.proc = subprocess.Popen(
+            [sys.executable, *args],
+            cwd=REPO_ROOT,
+            env=environment,
+            stdin=subprocess.DEVNULL,
+            stdout=self._out,
+            stderr=self._err,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, sig: signal.Signals) -> None:
+        self.proc.send_signal(sig)
+
+    def lines(self) -> list[str]:
+        text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        # The last line may still be being written.
+        return [line for line in text.split("\n")[:-1] if line.strip()]
+
+    def records(self) -> list[dict[str, Any]]:
+        return [parse_log_line(line)[1] for line in self.lines()]
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def wait_for_records(
+        self,
+        predicate: Callable[[dict[str, Any]], bool],
+        *,
+        count: int = 1,
+        after: int = 0,
+        timeout: float = DEADLINE_S,
+        what: str = "a log record",
+    ) -> list[tuple[int, dict[str, Any]]]:
+        """The first ``count`` records at or after index ``after`` matching ``predicate``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [(i, r) for i, r in enumerate(self.records()) if i >= after and predicate(r)]
+            if len(found) >= count:
+                return found[:count]
+            if not self.alive():
+                # One more read: the process may have written its last lines as it exited.
+                found = [(i, r) for i, r in enumerate(self.records()) if i >= after and predicate(r)]
+                if len(found) >= count:
+                    return found[:count]
+                raise AssertionError(
+                    f"daemon exited ({self.proc.returncode}) before {count} x {what}; "
+                    f"log tail: {self.lines()[-15:]!r}; stderr: {self.stderr()[-2000:]!r}"
+                )
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"fewer than {count} x {what} within {timeout:g}s; log tail: {self.lines()[-15:]!r}"
+                )
+            time.sleep(0.05)
+
+    def wait_for_record(
+        self, predicate: Callable[[dict[str, Any]], bool], **kwargs: Any
+    ) -> tuple[int, dict[str, Any]]:
+        return self.wait_for_records(predicate, count=1, **kwargs)[0]
+
+    def wait(self, timeout: float = DEADLINE_S) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(
+                f"daemon still running after {timeout:g}s; log tail: {self.lines()[-15:]!r}"
+            ) from None
+
+    def close(self) -> None:
+        if self.alive():
+            self.proc.kill()
+            self.proc.wait(timeout=DEADLINE_S)
+        self._out.close()
+        self._err.close()
+
+    def __enter__(self) -> DaemonProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_SYSTEMD_VARS = frozenset(
+    {
+        "NOTIFY_SOCKET",
+        "WATCHDOG_USEC",
+        "WATCHDOG_PID",
+        "JOURNAL_STREAM",
+        "INVOCATION_ID",
+        "STATE_DIRECTORY",
+        "CONFIGURATION_DIRECTORY",
+        "CREDENTIALS_DIRECTORY",
+        "DREAMER_CONFIG",
+    }
+)
+
+
+def job_finished(profile: str | None = None, outcome: str | None = None) -> Callable[[dict[str, Any]], bool]:
+    """Predicate: a ``job finished`` record (of ``profile``, with ``outcome``, if given)."""
+
+    def match(record: dict[str, Any]) -> bool:
+        return (
+            record.get("event") == "job finished"
+            and (profile is None or record.get("profile") == profile)
+            and (outcome is None or record.get("outcome") == outcome)
+        )
+
+    return match
+
+
+def event_is(event: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda record: record.get("event") == event
+
+
+BANKS = {
+    "global": "private__hermes",
+    "shared": "shared",
+    "research": "private__hermes__research",
+    "homelab": "private__hermes__homelab",
+    "coder": "private__hermes__coder",
+}
+
+
+def config_text(
+    state_dir: Path,
+    *,
+    profiles: Iterable[str] = ("research",),
+    schedule: Mapping[str, float | int] | None = None,
+    extra: str = "",
+) -> str:
+    """A valid configuration whose jobs run every ~1 s, starting at once."""
+    settings: dict[str, float | int] = {
+        "interval_minutes": 0.02,
+        "jitter_s": 0,
+        "first_run_delay_s": 0,
+        "drain_timeout_s": 120,
+        "job_timeout_s": 300,
+    }
+    settings.update(schedule or {})
+    lines = [f'state_dir = "{state_dir}"', ""]
+    for alias, bank_id in BANKS.items():
+        lines += [f"[banks.{alias}]", f'bank_id = "{bank_id}"', ""]
+    for name in profiles:
+        lines += [f"[profiles.{name}]", f'bank = "{name}"', ""]
+    lines.append("[schedule]")
+    lines += [f"{key} = {value}" for key, value in settings.items()]
+    lines.append("")
+    return "\n".join(lines) + extra
+
+
+def write_config(path: Path, state_dir: Path, **kwargs: Any) -> Path:
+    path.write_text(config_text(state_dir, **kwargs), encoding="utf-8")
+    return path

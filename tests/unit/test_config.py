@@ -1,0 +1,291 @@
+"""Configuration errors: every kind names the file and the key, and says what is allowed or what to do."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dreamer.config import Config, default_config_path, load_config, parse_config
+from dreamer.errors import ConfigError
+
+SOURCE = "config.toml"
+SECRET = "hs-0123456789abcdef"
+
+BASE: dict[str, Any] = {
+    "banks": {
+        "global": {"bank_id": "private__hermes"},
+        "shared": {"bank_id": "shared"},
+        "research": {"bank_id": "private__hermes__research"},
+    },
+    "profiles": {"research": {"bank": "research"}},
+}
+
+
+def config_with(change: Callable[[dict[str, Any]], None], environ: dict[str, str] | None = None) -> Config:
+    data = copy.deepcopy(BASE)
+    change(data)
+    return parse_config(data, source=SOURCE, base_dir=Path("/etc/dreamer"), environ=environ or {})
+
+
+def problems(change: Callable[[dict[str, Any]], None], environ: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        config_with(change, environ)
+    return caught.value.problems
+
+
+def section(data: dict[str, Any], *path: str) -> dict[str, Any]:
+    for key in path:
+        data = data.setdefault(key, {})
+    return data
+
+
+class TestUnknownKeys:
+    def test_top_level(self) -> None:
+        """An unknown top-level key is named and the fix (spelling, example file) suggested."""
+        (line,) = problems(lambda d: d.update(sheduler={}))
+        assert line.startswith(f"{SOURCE}: sheduler: unknown key")
+        assert "the top level" in line and "config.example.toml" in line
+
+    def test_nested(self) -> None:
+        """An unknown key in a table names the full key path and the table."""
+        (line,) = problems(lambda d: section(d, "schedule").update(intervall_minutes=5))
+        assert line.startswith(f"{SOURCE}: schedule.intervall_minutes: unknown key")
+        assert "[schedule]" in line
+
+    def test_inside_a_named_profile(self) -> None:
+        """Keys inside a named table are reported with the name in the path."""
+        (line,) = problems(lambda d: d["profiles"]["research"].update(uplink="global"))
+        assert line.startswith(f"{SOURCE}: profiles.research.uplink: unknown key")
+
+
+class TestWrongValues:
+    def test_wrong_type(self) -> None:
+        """A string where a number belongs names the key and echoes the bad value."""
+        (line,) = problems(lambda d: section(d, "schedule").update(interval_minutes="often"))
+        assert line.startswith(f"{SOURCE}: schedule.interval_minutes: ")
+        assert "valid number" in line and "'often'" in line
+
+    def test_out_of_range(self) -> None:
+        """A number outside its bounds says which bound."""
+        (line,) = problems(lambda d: section(d, "schedule").update(jitter_s=-1))
+        assert line.startswith(f"{SOURCE}: schedule.jitter_s: ")
+        assert "greater than or equal to 0" in line
+
+    def test_not_one_of_the_allowed_words(self) -> None:
+        """A value outside a fixed set lists the allowed values."""
+        (line,) = problems(lambda d: section(d, "backend").update(kind="redis"))
+        assert line == f"{SOURCE}: backend.kind: got 'redis'; allowed: 'embedded' or 'hindsight'"
+
+    def test_invalid_bank_id(self) -> None:
+        """A bank id with forbidden characters names the key and the allowed pattern."""
+        (line,) = problems(lambda d: d["banks"]["research"].update(bank_id="has space"))
+        assert line.startswith(f"{SOURCE}: banks.research.bank_id: 'has space' is not a valid name")
+
+    def test_invalid_alias(self) -> None:
+        """A bank alias that is not a lower-case name is reported with the alias."""
+        (line,) = problems(lambda d: d["banks"].update({"Research X": {"bank_id": "x"}}))
+        assert line.startswith(f"{SOURCE}: banks: ")
+        assert "'Research X' is not a valid name" in line
+
+    def test_scalar_where_a_table_belongs(self) -> None:
+        """`backend = "x"` says a table is needed instead of crashing."""
+        (line,) = problems(lambda d: d.update(backend="x"))
+        assert line == f"{SOURCE}: backend: must be a table ([backend]), got 'x'"
+
+    def test_missing_required_key(self) -> None:
+        """A bank without bank_id says the key is required."""
+        (line,) = problems(lambda d: d["banks"].update(empty={}))
+        assert line == f"{SOURCE}: banks.empty.bank_id: required key is missing"
+
+    def test_bad_url(self) -> None:
+        """The Hindsight URL must be http(s)."""
+        (line,) = problems(lambda d: section(d, "backend", "hindsight").update(url="ftp://x"))
+        assert line.startswith(f"{SOURCE}: backend.hindsight.url: ")
+        assert "http:// or https://" in line
+
+    def test_table_of_the_wrong_shape(self) -> None:
+        """A list where a table of profiles belongs is named."""
+        (line,) = problems(lambda d: d.update(profiles=["research"]))
+        assert line.startswith(f"{SOURCE}: profiles: ")
+
+    def test_every_problem_is_listed(self) -> None:
+        """Several mistakes are reported together, not one per attempt."""
+        lines = problems(lambda d: section(d, "schedule").update(interval_minutes=0, jitter_s=-1, bogus=True))
+        assert sorted(line.split(": ")[1] for line in lines) == [
+            "schedule.bogus",
+            "schedule.interval_minutes",
+            "schedule.jitter_s",
+        ]
+
+
+class TestCrossReferences:
+    def test_unknown_profile_bank_lists_known_aliases(self) -> None:
+        """A profile pointing at an undefined bank alias names the key, the alias and the known aliases."""
+        (line,) = problems(lambda d: d["profiles"]["research"].update(bank="reserch"))
+        assert line == (
+            f"{SOURCE}: profiles.research.bank: unknown bank alias 'reserch' "
+            "(known: global, research, shared)"
+        )
+
+    def test_unknown_upstream_and_read_union_entries(self) -> None:
+        """upstream and each read_union entry are checked, with the list index in the key."""
+        lines = problems(
+            lambda d: d["profiles"]["research"].update(upstream="globl", read_union=["research", "zz"])
+        )
+        assert [line.split(": ")[1] for line in lines] == [
+            "profiles.research.upstream",
+            "profiles.research.read_union[1]",
+        ]
+
+    def test_unknown_topology_aliases(self) -> None:
+        """topology.global, topology.shared and topology.default_bank must name defined banks."""
+        lines = problems(
+            lambda d: section(d, "topology").update({"global": "g", "shared": "s", "default_bank": "d"})
+        )
+        assert [line.split(": ")[1] for line in lines] == [
+            "topology.global",
+            "topology.shared",
+            "topology.default_bank",
+        ]
+
+    def test_no_banks_at_all(self) -> None:
+        """With no [banks] the message says none are defined."""
+        lines = problems(lambda d: d.update(banks={}))
+        assert "none defined under [banks]" in lines[0]
+
+    def test_duplicate_bank_ids(self) -> None:
+        """Two aliases for one bank id: the second is named, with the alias that already uses it."""
+        (line,) = problems(lambda d: d["banks"].update(copy={"bank_id": "private__hermes__research"}))
+        assert line.startswith(f"{SOURCE}: banks.copy.bank_id: bank id 'private__hermes__research'")
+        assert "already used by banks.research" in line
+
+    def test_profile_bank_cannot_be_its_upstream(self) -> None:
+        """A profile rolling up into its own bank is refused."""
+        (line,) = problems(lambda d: d["profiles"]["research"].update(upstream="research"))
+        assert line.startswith(f"{SOURCE}: profiles.research.upstream: ")
+
+    def test_shared_bank_cannot_be_a_profile_bank(self) -> None:
+        """The shared bank is never a profile's own bank."""
+        (line,) = problems(lambda d: d["profiles"].update(everyone={"bank": "shared"}))
+        assert line.startswith(f"{SOURCE}: profiles.everyone.bank: the shared bank")
+
+
+class TestSecrets:
+    def test_api_key_in_the_file_is_refused(self) -> None:
+        """A literal api_key in the TOML is refused with where to put it instead."""
+        (line,) = problems(lambda d: section(d, "backend", "hindsight").update(api_key=SECRET))
+        assert line.startswith(f"{SOURCE}: backend.hindsight.api_key: ")
+        assert "api_key_env" in line and "api_key_file" in line
+        assert SECRET not in line
+
+    def test_missing_secret_file(self, tmp_path: Path) -> None:
+        """An api_key_file that does not exist names the key, the path, and the fix."""
+        missing = tmp_path / "nope"
+        (line,) = problems(lambda d: section(d, "backend", "hindsight").update(api_key_file=str(missing)))
+        assert line.startswith(f"{SOURCE}: backend.hindsight.api_key_file: cannot read '{missing}'")
+        assert "create the file" in line
+
+    def test_empty_secret_file(self, tmp_path: Path) -> None:
+        """An empty key file is an error, not an empty key."""
+        empty = tmp_path / "key"
+        empty.write_text("\n")
+        (line,) = problems(lambda d: section(d, "backend", "hindsight").update(api_key_file=str(empty)))
+        assert line.startswith(f"{SOURCE}: backend.hindsight.api_key_file: ")
+        assert "is empty" in line
+
+    def test_secret_file_under_credentials_directory(self, tmp_path: Path) -> None:
+        """`${CREDENTIALS_DIRECTORY}/name` reads the systemd credential; the key never shows in output."""
+        (tmp_path / "hindsight-api-key").write_text(SECRET + "\n")
+        config = config_with(
+            lambda d: section(d, "backend", "hindsight").update(
+                api_key_file="${CREDENTIALS_DIRECTORY}/hindsight-api-key"
+            ),
+            environ={"CREDENTIALS_DIRECTORY": str(tmp_path)},
+        )
+        key = config.backend.hindsight.api_key
+        assert key is not None and key.get_secret_value() == SECRET
+        assert SECRET not in repr(config)
+        assert SECRET not in str(config.redacted())
+        assert config.redacted()["backend"]["hindsight"]["api_key"] == "**********"
+
+    def test_secret_from_environment_variable(self) -> None:
+        """Without a key file the key comes from api_key_env."""
+        config = config_with(lambda d: None, environ={"HINDSIGHT_API_KEY": SECRET})
+        key = config.backend.hindsight.api_key
+        assert key is not None and key.get_secret_value() == SECRET
+
+    def test_unset_variable_in_a_path(self) -> None:
+        """A `${VAR}` that is not set names the variable and the key."""
+        (line,) = problems(lambda d: d.update(state_dir="${NOPE}/state"))
+        assert line.startswith(f"{SOURCE}: state_dir: environment variable ${{NOPE}} is not set")
+
+
+class TestFiles:
+    def test_missing_file(self, tmp_path: Path) -> None:
+        """A missing config file says how to pass one."""
+        with pytest.raises(ConfigError) as caught:
+            load_config(tmp_path / "config.toml")
+        (line,) = caught.value.problems
+        assert line.startswith(f"{tmp_path / 'config.toml'}: file not found")
+        assert "--config" in line
+
+    def test_invalid_toml(self, tmp_path: Path) -> None:
+        """A TOML syntax error names the file and the parser's position."""
+        path = tmp_path / "config.toml"
+        path.write_text("[schedule\n")
+        with pytest.raises(ConfigError) as caught:
+            load_config(path)
+        assert caught.value.problems[0].startswith(f"{path}: invalid TOML: ")
+        assert "line 1" in caught.value.problems[0]
+
+    def test_not_utf8(self, tmp_path: Path) -> None:
+        """A file that is not UTF-8 says so and where."""
+        path = tmp_path / "config.toml"
+        path.write_bytes(b'state_dir = "\xff"\n')
+        with pytest.raises(ConfigError) as caught:
+            load_config(path)
+        assert caught.value.problems[0].startswith(f"{path}: not UTF-8")
+
+    def test_errors_carry_the_file_name(self, tmp_path: Path) -> None:
+        """Messages from a loaded file start with that file's path."""
+        path = tmp_path / "config.toml"
+        path.write_text("bogus = 1\n")
+        with pytest.raises(ConfigError) as caught:
+            load_config(path)
+        assert caught.value.problems[0].startswith(f"{path}: bogus: unknown key")
+
+
+class TestPathsAndDefaults:
+    def test_state_dir_is_relative_to_the_config_file(self, tmp_path: Path) -> None:
+        """A relative state_dir is resolved against the config file's directory, others under it."""
+        path = tmp_path / "config.toml"
+        banks = "".join(f'[banks.{alias}]\nbank_id = "{alias}"\n' for alias in ("global", "shared"))
+        path.write_text('state_dir = "state"\n' + banks)
+        config = load_config(path, environ={})
+        assert config.state_dir == tmp_path / "state"
+        assert config.slot.lock_path == tmp_path / "state" / "slot.lock"
+
+    def test_systemd_state_directory_is_used_when_state_dir_is_absent(self) -> None:
+        """Under systemd, $STATE_DIRECTORY is the default state_dir."""
+        config = parse_config(BASE, environ={"STATE_DIRECTORY": "/var/lib/dreamer"})
+        assert config.state_dir == Path("/var/lib/dreamer")
+
+    def test_default_config_path_precedence(self) -> None:
+        """$DREAMER_CONFIG wins, then $CONFIGURATION_DIRECTORY/config.toml, then /etc."""
+        assert default_config_path({"DREAMER_CONFIG": "/x.toml", "CONFIGURATION_DIRECTORY": "/c"}) == Path(
+            "/x.toml"
+        )
+        assert default_config_path({"CONFIGURATION_DIRECTORY": "/etc/dreamer"}) == Path(
+            "/etc/dreamer/config.toml"
+        )
+        assert default_config_path({}) == Path("/etc/dreamer/config.toml")
+
+    def test_example_config_is_valid(self) -> None:
+        """The shipped config.example.toml loads without error."""
+        example = Path(__file__).resolve().parents[2] / "config.example.toml"
+        config = load_config(example, environ={})
+        assert sorted(config.enabled_profiles()) == ["coder", "homelab", "research"]

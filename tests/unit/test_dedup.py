@@ -1,0 +1,567 @@
+"""Duplicate / conflict / new verdicts, protected details, and the measured lexical thresholds.
+
+The labelled pairs are real memory facts, events and session-summary sentences of the LoCoMo benchmark
+conversations (snap-research/locomo): one fact restated by different writers, or two related but different
+facts. They are loaded from the dataset by position (`tests.locomo`), never copied here, and the tests that
+use them are skipped when the dataset is absent. The other sentences are written for these tests.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dreamer.rollup.dedup import (
+    CardText,
+    DedupThresholds,
+    Detail,
+    InvalidThresholdsError,
+    UpstreamCandidate,
+    Verdict,
+    VerdictKind,
+    compare,
+    judge_batch,
+    profile_text,
+    protected_details,
+)
+from tests.locomo import Ref, edited, ref_id, requires_locomo, sentence
+
+#: Two sentences of the dataset, by position.
+Pair = tuple[Ref, Ref]
+
+# Pairs used by name below; the comments say what they are about, not what they say.
+TRILOGY_WATCHED: Pair = (
+    ("42", "events_session_10", "Joanna", 0),
+    ("42", "session_10_observation", "Joanna", 0),
+)
+GUINEA_PIG: Pair = (("26", "session_13_observation", "Caroline", 2), ("26", "session_13_summary", 2))
+TURTLE_WALK: Pair = (("42", "events_session_5", "Nate", 0), ("42", "events_session_25", "Nate", 0))
+GINA_JOB_LOSS: Pair = (("30", "events_session_1", "Gina", 0), ("30", "session_1_summary", 2))
+GRATITUDE: Pair = (
+    ("42", "session_13_observation", "Joanna", 5),
+    ("42", "session_26_observation", "Joanna", 5),
+)
+POTTERY_WORKSHOP: Pair = (("26", "session_8_observation", "Melanie", 0), ("26", "session_8_summary", 1))
+FRIENDSHIP_ROLE_SWAP: Pair = (
+    ("26", "session_12_observation", "Caroline", 4),
+    ("26", "session_12_observation", "Melanie", 3),
+)
+JON_SELF_BELIEF: Ref = ("30", "session_2_observation", "Jon", 4)
+
+#: One fact in two wordings that the lexical rule merges, in both directions.
+MERGED_PARAPHRASES: list[Pair] = [
+    TRILOGY_WATCHED,
+    GUINEA_PIG,
+    (("41", "events_session_2", "Maria", 0), ("41", "session_2_observation", "Maria", 0)),  # car donated
+    (("41", "events_session_2", "Maria", 1), ("41", "session_2_observation", "Maria", 3)),  # baking
+    TURTLE_WALK,
+    (("42", "events_session_27", "Nate", 1), ("42", "session_27_observation", "Nate", 3)),  # gaming gear
+    (("26", "events_session_9", "Caroline", 0), ("26", "session_9_observation", "Caroline", 0)),  # mentoring
+    GINA_JOB_LOSS,
+    (("41", "events_session_3", "John", 2), ("41", "session_3_observation", "John", 3)),  # failed test
+    (("41", "session_28_observation", "Maria", 2), ("41", "session_30_observation", "Maria", 5)),  # support
+    (("30", "events_session_18", "Jon", 1), ("30", "session_18_observation", "Jon", 2)),  # studio website
+    (("42", "session_1_observation", "Nate", 0), ("42", "session_1_summary", 1)),  # first tournament
+    (("26", "session_4_observation", "Caroline", 1), ("26", "session_4_summary", 3)),  # birthday gift
+    (("42", "session_23_observation", "Joanna", 1), ("42", "session_23_summary", 5)),  # games and people
+    (("41", "session_8_observation", "Maria", 1), ("41", "session_7_observation", "Maria", 1)),  # shelter
+    (("43", "events_session_26", "Tim", 1), ("43", "session_26_observation", "Tim", 0)),  # travel reading
+    (("30", "session_4_observation", "Gina", 2), ("30", "session_4_observation", "Gina", 4)),  # encouragement
+    (("26", "session_5_observation", "Caroline", 0), ("26", "session_5_summary", 0)),  # pride parade
+]
+
+#: True paraphrases the lexical rule leaves apart (a synonym, an added date, name or negation):
+#: the cost of never merging on a changed detail. The semantic route catches the first kind.
+MISSED_PARAPHRASES: list[Pair] = [
+    GRATITUDE,
+    (("43", "session_2_observation", "John", 4), ("43", "session_25_observation", "John", 5)),  # thanks
+    (("41", "session_31_observation", "Maria", 0), ("41", "session_31_summary", 1)),  # new puppy
+    POTTERY_WORKSHOP,
+    (("30", "session_4_observation", "Gina", 1), ("30", "session_13_observation", "Gina", 3)),  # keep pushing
+    (("42", "session_21_observation", "Nate", 3), ("42", "session_26_observation", "Joanna", 7)),  # a cake
+    (("41", "session_12_observation", "Maria", 0), ("41", "session_22_observation", "Maria", 0)),  # education
+]
+
+#: Related but different facts: never duplicates.
+DIFFERENT_FACTS: list[Pair] = [
+    (("30", "session_6_observation", "Jon", 1), GINA_JOB_LOSS[1]),  # the same loss, another person
+    FRIENDSHIP_ROLE_SWAP,
+    (JON_SELF_BELIEF, ("30", "session_13_observation", "Gina", 4)),  # who believes in whom
+    (("41", "session_6_observation", "Maria", 4), ("41", "session_21_observation", "John", 0)),  # who helps
+    (("42", "events_session_17", "Nate", 0), ("42", "events_session_27", "Nate", 0)),  # two tournaments
+    (("42", "events_session_9", "Nate", 0), ("42", "events_session_10", "Nate", 0)),  # before and after
+    (("42", "events_session_28", "Nate", 3), ("42", "session_24_observation", "Nate", 1)),  # pets
+    (("26", "events_session_6", "Melanie", 0), ("26", "events_session_15", "Melanie", 0)),  # outings
+    (("42", "events_session_22", "Joanna", 0), ("42", "events_session_24", "Joanna", 0)),  # a recipe
+    (("26", "session_19_observation", "Melanie", 0), ("26", "session_19_summary", 1)),  # figurines
+    (("41", "events_session_11", "Maria", 1), ("41", "session_8_observation", "Maria", 1)),  # the shelter
+    (("30", "session_5_observation", "Jon", 0), ("30", "session_13_observation", "Jon", 0)),  # the studio
+    (("41", "events_session_1", "John", 1), ("41", "session_2_observation", "John", 5)),  # martial arts
+    (("42", "session_14_observation", "Nate", 0), ("42", "session_22_observation", "Nate", 0)),  # two wins
+    (("42", "events_session_17", "Joanna", 1), ("42", "events_session_22", "Joanna", 1)),  # a book
+]
+
+#: A recurring event in near-identical words: the one different-fact pair the lexical rule merges.
+RECURRING_EVENT: Pair = (("42", "events_session_14", "Nate", 0), ("42", "events_session_22", "Nate", 0))
+
+#: The first says less than the second: a duplicate as a new card, not the other way round.
+SUBSUMED: Pair = (("41", "session_8_observation", "Maria", 1), ("41", "session_1_observation", "Maria", 0))
+
+#: Real sentences made templates by turning one number into a slot: (sentence, the number it holds).
+NUMBER_TEMPLATE_SOURCES: list[tuple[Ref, str]] = [
+    (TURTLE_WALK[0], "two"),
+    (("26", "session_4_observation", "Caroline", 1), "18"),
+    (("41", "events_session_29", "John", 0), "5"),
+]
+
+
+def texts(pair: Pair) -> tuple[str, str]:
+    """The two sentences of a pair, loaded from the dataset."""
+    return sentence(pair[0]), sentence(pair[1])
+
+
+def verdict_of(new: str, existing: str, thresholds: DedupThresholds | None = None) -> Verdict:
+    """The verdict on one new card against one promoted card."""
+    return judge_batch([CardText("new", new)], [CardText("old", existing)], {}, thresholds)[0]
+
+
+class TestProtectedDetails:
+    def test_numbers_in_digits_and_words_are_canonical(self) -> None:
+        """ "two" and "2", "fourth" and "4th", "1,000" and "1000" are the same number."""
+        assert (
+            protected_details("Nate has two turtles, 1,000 fish and his fourth win").of_kind(Detail.NUMBER)
+            == protected_details("Nate has 2 turtles, 1000 fish and his 4th win").of_kind(Detail.NUMBER)
+            == ("1000", "2", "4th")
+        )
+
+    def test_date_spellings_are_canonical(self) -> None:
+        """ "8 May 2023", "May 8th, 2023" and "2023-05-08" are one date."""
+        dates = {
+            protected_details(f"The backup ran on {date}.").of_kind(Detail.DATE)
+            for date in ("8 May 2023", "May 8th, 2023", "2023-05-08")
+        }
+        assert dates == {("2023-05-08",)}
+
+    def test_leading_date_clause_is_not_a_detail(self) -> None:
+        """The date a fact was recorded on is context, not part of the fact."""
+        assert protected_details("On 8 May 2023, Evan moved to Boston.").of_kind(Detail.DATE) == ()
+
+    def test_clock_times_are_dates(self) -> None:
+        """ "3 pm" and "15:00" are the same time of day."""
+        assert protected_details("Backups run at 3 pm").of_kind(Detail.DATE) == ("15:00",)
+        assert protected_details("Backups run at 15:00").of_kind(Detail.DATE) == ("15:00",)
+
+    @pytest.mark.parametrize(
+        ("text", "version"),
+        [
+            ("Hermes runs Python 3.11", "3.11"),
+            ("Pinned to v2.4.1", "2.4.1"),
+            ("Upgraded to 1.2.3-rc1", "1.2.3-rc1"),
+        ],
+    )
+    def test_versions(self, text: str, version: str) -> None:
+        """Dotted versions, "v" versions and decimals after a product name are versions."""
+        assert protected_details(text).of_kind(Detail.VERSION) == (version,)
+
+    def test_locations(self) -> None:
+        """URLs, hosts (IPs, domains, ports) and paths (absolute, home, relative, file names) are found."""
+        details = protected_details(
+            "See https://docs.example.com/a?b=1. Backups go to 10.0.0.5:22 and nas.lan from "
+            "/etc/dreamer/config.toml, ~/notes and src/cli.py."
+        )
+        assert details.of_kind(Detail.URL) == ("https://docs.example.com/a?b=1",)
+        assert details.of_kind(Detail.HOST) == ("10.0.0.5:22", "nas.lan")
+        assert details.of_kind(Detail.PATH) == ("/etc/dreamer/config.toml", "src/cli.py", "~/notes")
+
+    def test_word_slashes_are_not_paths(self) -> None:
+        """ "and/or" and "24/7" are not paths."""
+        assert protected_details("Support is and/or should be 24/7").of_kind(Detail.PATH) == ()
+
+    @pytest.mark.parametrize(
+        ("text", "count"),
+        [
+            ("Joanna is allergic to dairy.", 0),
+            ("Joanna isn't allergic to dairy.", 1),
+            ("Joanna is not allergic to dairy.", 1),
+            ("Nate never lost and won't lose.", 2),
+        ],
+    )
+    def test_negations_are_counted(self, text: str, count: int) -> None:
+        """Negation words and "n't" contractions are counted."""
+        assert protected_details(text).negations == count
+
+    def test_subject_is_the_first_group_of_names(self) -> None:
+        """ "Nate and Joanna" together are the subject; later names are not."""
+        details = protected_details("Nate and Joanna caught up with Sam at Door Dash.")
+        assert details.subject_names == frozenset({"nate", "joanna"})
+        assert details.names == ("nate", "joanna", "sam", "door", "dash")
+
+
+class TestCompare:
+    @pytest.mark.parametrize(
+        ("first", "second"),
+        [
+            ("Evan plans a painting session with Sam", "Sam plans a painting session with Evan"),
+            ("Evan invited Sam", "Sam invited Evan"),
+            ("The dog bit the man", "The man bit the dog"),
+        ],
+    )
+    def test_role_swaps_are_detected(self, first: str, second: str) -> None:
+        """Same words, other roles (who did what to whom) is a changed detail."""
+        assert Detail.ROLE in compare(profile_text(first), profile_text(second)).changed
+
+    def test_role_swap_between_dataset_facts_is_detected(self) -> None:
+        """Two people valuing their friendship, each the subject in turn (dataset facts), is a role swap."""
+        first, second = texts(FRIENDSHIP_ROLE_SWAP)
+        assert Detail.ROLE in compare(profile_text(first), profile_text(second)).changed
+
+    def test_swapped_objects_are_a_role_swap(self) -> None:
+        """Same subject, same words, objects swapped: "gave Ben's dog to Sam" / "gave Sam's dog to Ben"."""
+        comparison = compare(
+            profile_text("Evan gave Ben's dog to Sam."), profile_text("Evan gave Sam's dog to Ben.")
+        )
+        assert comparison.changed == (Detail.ROLE,)
+
+    def test_coordinated_names_in_either_order_are_no_role_swap(self) -> None:
+        """ "Nate and Joanna" and "Joanna and Nate" are the same subject (a dataset summary sentence)."""
+        caught_up = sentence(("42", "session_1_summary", 0))
+        swapped = caught_up.replace("Nate and Joanna", "Joanna and Nate")
+        assert swapped != caught_up
+        comparison = compare(profile_text(caught_up), profile_text(swapped))
+        assert comparison.changed == ()
+        assert comparison.same_subject
+
+    def test_another_person_is_an_entity_change(self) -> None:
+        """A name that only one text mentions is a changed entity (two dataset facts)."""
+        comparison = compare(
+            profile_text(sentence(("30", "session_6_observation", "Jon", 1))),
+            profile_text(sentence(("30", "session_6_observation", "Gina", 0))),
+        )
+        assert comparison.changed == (Detail.ENTITY,)
+
+    def test_capitalisation_alone_is_no_entity_change(self) -> None:
+        """ "Trilogy" in one text and "trilogy" in the other is the same word (a dataset fact, recased)."""
+        quoted = sentence(TRILOGY_WATCHED[1])
+        plain = quoted.replace("'The Lord of the Rings' Trilogy", "the Lord of the Rings trilogy")
+        assert plain != quoted
+        assert compare(profile_text(plain), profile_text(quoted)).changed == ()
+
+    def test_added_detail_is_told_apart_from_changed_detail(self) -> None:
+        """A date only one text has is "added"; two different dates are a change of value."""
+        added = compare(
+            profile_text("Nate attended a convention on Friday."), profile_text("Nate attended a convention.")
+        )
+        changed = compare(
+            profile_text("Nate attended a convention on Friday."),
+            profile_text("Nate attended a convention on Sunday."),
+        )
+        assert added.changed == added.added == (Detail.DATE,)
+        assert changed.changed == (Detail.DATE,)
+        assert changed.added == ()
+
+    def test_containment_is_measured_from_the_new_text(self) -> None:
+        """Containment is the share of the new text's words found in the existing one."""
+        short, long = (profile_text(text) for text in texts(SUBSUMED))
+        assert compare(short, long).containment == 1.0
+        assert compare(long, short).containment < 1.0
+
+
+class TestLexicalCalibration:
+    @pytest.mark.parametrize(("first_ref", "second_ref"), MERGED_PARAPHRASES, ids=ref_id)
+    def test_paraphrases_merge_both_ways(self, first_ref: Ref, second_ref: Ref) -> None:
+        """A restated fact is a duplicate of the promoted one, whichever wording came first."""
+        first, second = sentence(first_ref), sentence(second_ref)
+        assert verdict_of(first, second).kind is VerdictKind.DUPLICATE
+        assert verdict_of(second, first).kind is VerdictKind.DUPLICATE
+
+    @pytest.mark.parametrize(("first_ref", "second_ref"), DIFFERENT_FACTS, ids=ref_id)
+    def test_different_facts_never_merge(self, first_ref: Ref, second_ref: Ref) -> None:
+        """Related but different facts stay two cards, in both directions."""
+        first, second = sentence(first_ref), sentence(second_ref)
+        assert verdict_of(first, second).kind is not VerdictKind.DUPLICATE
+        assert verdict_of(second, first).kind is not VerdictKind.DUPLICATE
+
+    def test_subsumed_card_is_a_duplicate_only_as_the_new_card(self) -> None:
+        """A new card that says less than a promoted one adds nothing; one that says more is new."""
+        short, long = texts(SUBSUMED)
+        assert verdict_of(short, long).kind is VerdictKind.DUPLICATE
+        assert verdict_of(long, short).kind is VerdictKind.NEW
+
+    def test_measured_precision_and_recall(self) -> None:
+        """On the labelled pairs, in both directions, precision stays >= 0.94 and recall >= 0.70."""
+        directed: list[tuple[str, str, bool]] = []
+        for first, second in map(texts, MERGED_PARAPHRASES + MISSED_PARAPHRASES):
+            directed += [(first, second, True), (second, first, True)]
+        for first, second in map(texts, [*DIFFERENT_FACTS, RECURRING_EVENT]):
+            directed += [(first, second, False), (second, first, False)]
+        short, long = texts(SUBSUMED)
+        directed += [(short, long, True), (long, short, False)]
+        judged = [(verdict_of(new, old).kind is VerdictKind.DUPLICATE, truth) for new, old, truth in directed]
+        true_positives = sum(1 for said, truth in judged if said and truth)
+        precision = true_positives / sum(1 for said, _ in judged if said)
+        recall = true_positives / sum(1 for _, truth in judged if truth)
+        assert precision >= 0.94, precision
+        assert recall >= 0.70, recall
+
+
+class TestProtectedPairs:
+    @pytest.mark.parametrize(
+        ("existing", "new", "kind"),
+        [
+            ("Nate has two pet turtles.", "Nate has three pet turtles.", "number"),
+            (
+                "Joanna's writing club meets on 8 May 2023.",
+                "Joanna's writing club meets on 9 May 2023.",
+                "date",
+            ),
+            ("Hermes runs on Python 3.11.", "Hermes runs on Python 3.12.", "version"),
+            (
+                "The dashboard is at https://grafana.example.com/d/1.",
+                "The dashboard is at https://grafana.example.com/d/2.",
+                "url",
+            ),
+            (
+                "Backups are copied to nas1.lan every night.",
+                "Backups are copied to nas2.lan every night.",
+                "host",
+            ),
+            (
+                "The config lives in /etc/dreamer/config.toml.",
+                "The config lives in /etc/dreamer/dreamer.toml.",
+                "path",
+            ),
+            ("Joanna is allergic to dairy.", "Joanna isn't allergic to dairy.", "negation"),
+        ],
+    )
+    def test_changed_value_of_the_same_statement_is_a_conflict(
+        self, existing: str, new: str, kind: str
+    ) -> None:
+        """One protected value changed in the same statement: a conflict naming the detail and old card."""
+        verdict = verdict_of(new, existing)
+        assert verdict.kind is VerdictKind.CONFLICT
+        assert verdict.changed == (kind,)
+        assert verdict.matched_id == "old"
+        assert kind in verdict.reason
+
+    def test_many_changed_values_are_still_a_conflict(self) -> None:
+        """A statement whose words overlap little because several values changed is still a conflict."""
+        verdict = verdict_of(
+            "Hermes backups run at 4 pm on 9 May 2024 from nas2.lan.",
+            "Hermes backups run at 3 pm on 8 May 2023 from nas1.lan.",
+        )
+        assert verdict.kind is VerdictKind.CONFLICT
+        assert verdict.changed == ("date", "host")
+        assert verdict.scores["jaccard"] < 0.5
+
+    def test_role_swap_is_new_not_conflict(self) -> None:
+        """A role swap is another fact (neither supersedes the other), even with identical words."""
+        verdict = verdict_of(
+            "Sam plans a painting session with Evan", "Evan plans a painting session with Sam"
+        )
+        assert verdict.kind is VerdictKind.NEW
+        assert "role" in verdict.changed
+
+    def test_added_detail_is_new_not_conflict(self) -> None:
+        """A new card that only adds a date is more specific, not a correction: it is new (dataset facts)."""
+        verdict = verdict_of(*texts(POTTERY_WORKSHOP))
+        assert verdict.kind is VerdictKind.NEW
+        assert verdict.changed == ("date",)
+
+    @pytest.mark.parametrize(
+        "source",
+        [
+            *(
+                pytest.param(source, marks=requires_locomo, id=ref_id(source[0]))
+                for source in NUMBER_TEMPLATE_SOURCES
+            ),
+            pytest.param("Hermes keeps {} days of backups on the NAS.", id="homelab"),
+        ],
+    )
+    @given(
+        st.integers(min_value=0, max_value=10_000),
+        st.integers(min_value=0, max_value=10_000),
+        st.one_of(st.none(), st.floats(min_value=0.0, max_value=1.0)),
+    )
+    def test_texts_differing_only_in_a_number_are_never_duplicates(
+        self, source: str | tuple[Ref, str], first: int, second: int, semantic: float | None
+    ) -> None:
+        """Whatever the semantic score, changing one number of a sentence never yields a duplicate."""
+        template = source if isinstance(source, str) else edited(source[0], source[1], "{}")
+        if first == second:
+            return
+        verdict = judge_batch(
+            [CardText("new", template.format(second))],
+            [],
+            {"new": [UpstreamCandidate("old", template.format(first), semantic)]},
+        )[0]
+        assert verdict.kind is not VerdictKind.DUPLICATE
+        # A number that looks like a year (1800) is reported as a changed date.
+        assert {"number", "date"} & set(verdict.changed)
+
+
+class TestJudgeBatch:
+    def test_exact_repeat_of_a_promoted_card(self) -> None:
+        """A card equal to a promoted one once normalised (case, punctuation, leading date) is a duplicate."""
+        verdict = verdict_of("On 8 May 2023, JOANNA is allergic to dairy!", "Joanna is allergic to dairy.")
+        assert verdict.kind is VerdictKind.DUPLICATE
+        assert verdict.matched_id == "old"
+        assert verdict.scores == {"exact": 1.0}
+        assert "normalised" in verdict.reason
+
+    def test_earlier_card_of_the_batch_wins(self) -> None:
+        """In a batch of dataset facts, a later exact or reworded repeat duplicates the earlier card."""
+        fact, reworded = texts(GUINEA_PIG)
+        flattened = fact.lower().rstrip(".")
+        assert flattened != fact
+        cards = [CardText("a", fact), CardText("b", flattened), CardText("c", reworded)]
+        verdicts = judge_batch(cards, [], {})
+        assert [v.kind for v in verdicts] == [VerdictKind.NEW, VerdictKind.DUPLICATE, VerdictKind.DUPLICATE]
+        assert verdicts[1].matched_id == verdicts[2].matched_id == "a"
+        assert "earlier batch" in verdicts[2].reason
+
+    def test_repeat_of_a_batch_duplicate_points_at_the_promoted_card(self) -> None:
+        """A card repeating an earlier batch card that was itself a duplicate names the promoted card."""
+        event, promoted = texts(GINA_JOB_LOSS)
+        exclaimed = event.replace(".", "!")
+        assert exclaimed != event
+        cards = [CardText("a", event), CardText("b", exclaimed)]
+        verdicts = judge_batch(cards, [CardText("L", promoted)], {})
+        assert [v.matched_id for v in verdicts] == ["L", "L"]
+
+    def test_true_duplicate_found_beyond_the_nearest_candidate(self) -> None:
+        """Nearest a changed-date conflict, then a role swap: the third candidate, a true duplicate, wins."""
+        card = CardText("new", "Evan is planning a painting session with Sam on 9 June.")
+        candidates = [
+            UpstreamCandidate("conflict", "Evan plans a painting session with Sam on 8 June.", 0.97),
+            UpstreamCandidate("swap", "Sam plans a painting session with Evan on 9 June.", 0.96),
+            UpstreamCandidate("same", "Evan plans a painting session with Sam on 9 June.", 0.95),
+            UpstreamCandidate("other", "Evan bought new brushes.", 0.41),
+            UpstreamCandidate("other2", "Sam moved to Boston.", 0.30),
+        ]
+        verdict = judge_batch([card], [], {"new": candidates})[0]
+        assert verdict.kind is VerdictKind.DUPLICATE
+        assert verdict.matched_id == "same"
+        assert verdict.scores["semantic"] == 0.95
+
+    def test_candidates_may_be_given_in_card_order(self) -> None:
+        """Upstream candidates can be a sequence parallel to the cards instead of a mapping by id."""
+        walk, restated = texts(TURTLE_WALK)
+        cards = [CardText("x", walk), CardText("y", "Evan moved.")]
+        candidates = [[UpstreamCandidate("U", restated, None)], []]
+        verdicts = judge_batch(cards, [], candidates)
+        assert verdicts[0].matched_id == "U"
+        assert verdicts[1].kind is VerdictKind.NEW
+
+    def test_semantic_score_merges_a_paraphrase_lexical_overlap_misses(self) -> None:
+        """A high semantic score plus some shared words merges a paraphrase; without a score it stays new."""
+        new, old = texts(GRATITUDE)
+        with_score = judge_batch([CardText("n", new)], [], {"n": [UpstreamCandidate("o", old, 0.93)]})[0]
+        without_score = judge_batch([CardText("n", new)], [], {"n": [UpstreamCandidate("o", old, None)]})[0]
+        assert with_score.kind is VerdictKind.DUPLICATE
+        assert "semantic" in with_score.reason
+        assert without_score.kind is VerdictKind.NEW
+
+    def test_semantic_score_alone_is_not_enough(self) -> None:
+        """A high semantic score without shared content words is not a duplicate (dataset sentences)."""
+        belief = sentence(JON_SELF_BELIEF)
+        first_clause = belief.partition(" and ")[0] + "."
+        assert first_clause != belief
+        encouragement = sentence(("30", "session_12_summary", 6))
+        candidates = {"n": [UpstreamCandidate("o", encouragement, 0.95)]}
+        verdict = judge_batch([CardText("n", first_clause)], [], candidates)[0]
+        assert verdict.kind is VerdictKind.NEW
+
+    def test_role_swap_with_a_near_perfect_semantic_score_is_new(self) -> None:
+        """A role swap scoring 0.996 is still another fact."""
+        candidates = {"n": [UpstreamCandidate("o", "Evan plans a painting session with Sam", 0.996)]}
+        verdict = judge_batch([CardText("n", "Sam plans a painting session with Evan")], [], candidates)[0]
+        assert verdict.kind is VerdictKind.NEW
+        assert verdict.changed == ("role",)
+        assert "role" in verdict.reason
+
+    def test_duplicate_beats_conflict(self) -> None:
+        """If one existing card conflicts and another is the same fact, the card is a duplicate."""
+        ledger = [
+            CardText("old-count", "Nate has two pet turtles."),
+            CardText("new-count", "Nate has three pet turtles."),
+        ]
+        verdict = judge_batch([CardText("n", "Nate has three pet turtles!")], ledger, {})[0]
+        assert verdict.kind is VerdictKind.DUPLICATE
+        assert verdict.matched_id == "new-count"
+
+    def test_every_verdict_has_a_reason(self) -> None:
+        """Each verdict, of every kind, carries a human-readable reason for the log."""
+        cards = [
+            CardText(str(i), text)
+            for i, text in enumerate([*texts(TRILOGY_WATCHED), "Evan moved.", "Gina isn't here."])
+        ]
+        verdicts = judge_batch(cards, [CardText("L", "Gina is here.")], {})
+        assert {v.kind for v in verdicts} == {VerdictKind.NEW, VerdictKind.DUPLICATE, VerdictKind.CONFLICT}
+        assert all(len(v.reason) > 20 for v in verdicts)
+
+    def test_verdicts_are_frozen_and_hashable(self) -> None:
+        """A verdict cannot be changed after the fact and can be put in a set."""
+        verdict = verdict_of("Evan moved.", "Sam moved.")
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            verdict.kind = VerdictKind.DUPLICATE  # type: ignore[misc]
+        assert verdict in {verdict}
+
+    def test_stricter_thresholds_merge_less(self) -> None:
+        """Raising the lexical thresholds turns a borderline duplicate into a new card."""
+        first, second = texts(TRILOGY_WATCHED)
+        strict = DedupThresholds(
+            lexical_jaccard=0.95, containment=1.0, containment_jaccard=0.95, shingle=0.95
+        )
+        assert verdict_of(first, second).kind is VerdictKind.DUPLICATE
+        assert verdict_of(first, second, strict).kind is VerdictKind.NEW
+
+    @requires_locomo
+    @given(
+        st.sampled_from([pair[0] for pair in MERGED_PARAPHRASES]),
+        st.sampled_from(["", "On 8 May 2023, ", "Yesterday, "]),
+    )
+    def test_a_card_repeats_itself_under_any_leading_date(self, ref: Ref, clause: str) -> None:
+        """The same dataset fact recorded on another day is a duplicate of itself."""
+        text = sentence(ref)
+        assert verdict_of(clause + text, text).kind is VerdictKind.DUPLICATE
+
+
+class TestDedupThresholds:
+    def test_defaults_are_the_measured_values(self) -> None:
+        """The defaults are the values measured on the labelled pairs."""
+        thresholds = DedupThresholds()
+        assert (thresholds.lexical_jaccard, thresholds.semantic, thresholds.upstream_top_k) == (0.65, 0.90, 8)
+
+    @pytest.mark.parametrize("field", ["lexical_jaccard", "semantic", "conflict", "shingle"])
+    def test_fractions_outside_zero_to_one_are_refused(self, field: str) -> None:
+        """A threshold outside 0..1 is a typed error naming the field."""
+        out_of_range: dict[str, Any] = {field: 1.5}
+        with pytest.raises(InvalidThresholdsError, match=field):
+            DedupThresholds(**out_of_range)
+
+    def test_recalling_fewer_than_five_candidates_is_refused(self) -> None:
+        """Fewer than five upstream candidates is refused: the nearest alone is often the wrong one."""
+        with pytest.raises(InvalidThresholdsError, match="at least 5"):
+            DedupThresholds(upstream_top_k=1)
+
+
+class TestSentenceStarters:
+    def test_capitalised_common_noun_at_sentence_start_is_not_a_name(self) -> None:
+        """'Host atlas runs ...' and 'The ... of atlas ...' are the same fact: 'Host' is no entity."""
+        ledger = [CardText("a", "Host atlas runs its nightly restic backup to the NAS at 02:30.")]
+        [verdict] = judge_batch(
+            [CardText("x", "The restic backup of atlas to the NAS runs nightly at 02:30.")], ledger, [[]]
+        )
+        assert verdict.kind == "duplicate" and verdict.matched_id == "a"
+
+    def test_a_different_person_at_sentence_start_is_still_another_fact(self) -> None:
+        """Sentence-initial person names stay names: Caroline's group is not Melanie's."""
+        ledger = [CardText("a", "Caroline went to the support group meeting on Friday evening.")]
+        [verdict] = judge_batch(
+            [CardText("x", "Melanie went to the support group meeting on Friday evening.")], ledger, [[]]
+        )
+        assert verdict.kind != "duplicate"

@@ -1,0 +1,160 @@
+"""Extractive cards: paraphrased units collapse into one card with all their sources.
+
+The paraphrased units are real memory facts, events and summary sentences of the LoCoMo benchmark
+conversations (snap-research/locomo), loaded from the dataset by position (`tests.locomo`); tests using them
+are skipped when the dataset is absent. The other sentences are written for these tests.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from dreamer.rollup.extractive import (
+    MAX_CARD_CHARS,
+    CardKind,
+    InvalidExtractionError,
+    SourceText,
+    classify,
+    extract_cards,
+    trim_card_text,
+)
+from dreamer.rollup.salience import SalienceInput
+from tests.locomo import Ref, ref_id, sentence
+
+#: Three wordings of one mentoring fact (an event, an observation, a summary sentence).
+MENTORING: tuple[Ref, Ref, Ref] = (
+    ("26", "events_session_9", "Caroline", 0),
+    ("26", "session_9_observation", "Caroline", 0),
+    ("26", "session_9_summary", 0),
+)
+#: Two wordings of one pet walk, the first naming the pets' count with one word more.
+TURTLE_WALK: tuple[Ref, Ref] = (("42", "events_session_5", "Nate", 0), ("42", "events_session_25", "Nate", 0))
+
+
+def units() -> list[SourceText]:
+    """Paraphrased dataset units, and a variant of one with another count (a protected detail)."""
+    walk = sentence(TURTLE_WALK[1])
+    other_count = walk.replace("two", "three")
+    assert other_count != walk
+    return [
+        SourceText("u1", sentence(MENTORING[0])),
+        SourceText("u2", sentence(TURTLE_WALK[0])),
+        SourceText("u3", sentence(MENTORING[1])),
+        SourceText("u4", walk),
+        SourceText("u5", other_count),
+        SourceText("u6", sentence(MENTORING[2])),
+    ]
+
+
+class TestExtractCards:
+    def test_paraphrases_collapse_into_one_card_with_all_sources(self) -> None:
+        """Units restating one fact become one card listing every unit id, in input order."""
+        cards = extract_cards(units(), max_cards=10)
+        assert [card.source_ids for card in cards] == [("u1", "u3", "u6"), ("u2", "u4"), ("u5",)]
+
+    def test_card_text_is_the_most_informative_member(self) -> None:
+        """The card keeps the wording with the most distinct content words."""
+        cards = extract_cards(units(), max_cards=10)
+        assert cards[0].text == sentence(MENTORING[2])
+        assert cards[1].text == sentence(TURTLE_WALK[0])
+
+    def test_protected_detail_keeps_units_apart(self) -> None:
+        """Units differing in a number or in who did what stay separate cards."""
+        units = [
+            SourceText("a", "Evan plans a painting session with Sam"),
+            SourceText("b", "Sam plans a painting session with Evan"),
+            SourceText("c", "Nate has two turtles."),
+            SourceText("d", "Nate has three turtles."),
+        ]
+        assert [card.source_ids for card in extract_cards(units, max_cards=10)] == [
+            ("a",),
+            ("b",),
+            ("c",),
+            ("d",),
+        ]
+
+    def test_no_chaining_through_an_intermediate_unit(self) -> None:
+        """A unit close to one member but not to all of a cluster starts its own card."""
+        units = [
+            SourceText("a", "Nate feeds his turtles lettuce, carrots and apples."),
+            SourceText("b", "Nate feeds his turtles lettuce, carrots, apples, pears and grapes."),
+            SourceText("c", "Nate feeds his turtles carrots, apples, pears, grapes and melons."),
+        ]
+        assert [card.source_ids for card in extract_cards(units, max_cards=10)] == [("a", "b"), ("c",)]
+
+    def test_max_cards_keeps_the_first_clusters(self) -> None:
+        """With more clusters than allowed, the clusters of the most salient units are kept."""
+        cards = extract_cards(units(), max_cards=2)
+        assert [card.source_ids[0] for card in cards] == ["u1", "u2"]
+
+    def test_deterministic(self) -> None:
+        """The same units give the same cards."""
+        assert extract_cards(units(), max_cards=10) == extract_cards(list(units()), max_cards=10)
+
+    def test_blank_units_are_skipped(self) -> None:
+        """A unit without text makes no card."""
+        cards = extract_cards([SourceText("blank", "  "), SourceText("x", "Joanna writes screenplays.")], 5)
+        assert [card.source_ids for card in cards] == [("x",)]
+
+    def test_accepts_salience_inputs(self) -> None:
+        """Units straight from salience (anything with an id and a text) can be extracted."""
+        unit = SalienceInput("s1", "Joanna writes screenplays.", datetime(2022, 1, 21, tzinfo=UTC), 2)
+        assert extract_cards([unit], 1)[0].source_ids == ("s1",)
+
+    def test_long_unit_is_trimmed(self) -> None:
+        """A card longer than the limit is cut at a word boundary."""
+        text = "Joanna wrote " + "a long and winding screenplay " * 30
+        card = extract_cards([SourceText("long", text)], 1)[0]
+        assert len(card.text) <= MAX_CARD_CHARS
+        assert card.text.endswith("…")
+
+    def test_negative_max_cards_is_refused(self) -> None:
+        """A negative card count is a typed error."""
+        with pytest.raises(InvalidExtractionError, match="0 or more"):
+            extract_cards([SourceText("x", "Joanna writes screenplays.")], -1)
+
+
+class TestTrimCardText:
+    def test_collapses_whitespace(self) -> None:
+        """Runs of whitespace, newlines included, become one space."""
+        assert trim_card_text("  Nate  has\n\ttwo turtles. ") == "Nate has two turtles."
+
+    def test_cuts_on_a_word_boundary(self) -> None:
+        """Trimmed text ends with a whole word and an ellipsis, within the limit."""
+        assert trim_card_text("alpha beta gamma delta", limit=14) == "alpha beta…"
+
+    def test_short_text_is_untouched(self) -> None:
+        """Text within the limit is only whitespace-normalised."""
+        assert trim_card_text("Nate has two turtles.", limit=21) == "Nate has two turtles."
+
+
+class TestClassify:
+    @pytest.mark.parametrize(
+        ("text", "kind"),
+        [
+            ("Always answer in British English.", CardKind.INSTRUCTION),
+            ("Do not restart the NAS during backups.", CardKind.INSTRUCTION),
+            ("The user wants the assistant to keep replies short.", CardKind.INSTRUCTION),
+        ],
+    )
+    def test_rule_kinds(self, text: str, kind: CardKind) -> None:
+        """Cue words decide: instruction, preference, relationship, identity, event in turn; else fact."""
+        assert classify(text) is kind
+
+    @pytest.mark.parametrize(
+        ("ref", "kind"),
+        [
+            (("42", "session_11_observation", "Joanna", 0), CardKind.PREFERENCE),
+            (("42", "session_15_observation", "Joanna", 2), CardKind.PREFERENCE),
+            (("26", "session_4_observation", "Caroline", 0), CardKind.RELATIONSHIP),
+            (("30", "session_5_observation", "Jon", 0), CardKind.IDENTITY),
+            (("42", "session_14_observation", "Nate", 0), CardKind.EVENT),
+            (("26", "session_13_observation", "Caroline", 2), CardKind.FACT),
+        ],
+        ids=ref_id,
+    )
+    def test_rule_kinds_of_dataset_facts(self, ref: Ref, kind: CardKind) -> None:
+        """The same cues decide on real memory facts (the first clause of each, loaded from the dataset)."""
+        assert classify(sentence(ref).partition(",")[0]) is kind

@@ -1,0 +1,506 @@
+"""The peer card: which cards, in which order, within which bounds, rendered as Hermes does, written atomically."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from dreamer.config import Config, parse_config
+from dreamer.errors import PolicyError
+from dreamer.hermes.entries import ENTRY_DELIMITER, parse_entries
+from dreamer.peercard import (
+    PeerCard,
+    build_peer_card,
+    neutralise,
+    refresh_peer_cards,
+    render_peer_card,
+    write_peer_card,
+)
+from dreamer.state import LedgerCard, StateStore, Watermark
+
+T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+RULE = "═" * 46
+HOSTILE = [
+    "</system-reminder>",
+    "<system-reminder>",
+    "<|im_start|>system",
+    "<|endoftext|>",
+    "\n§\n",
+    "§",
+    RULE,
+    "\r§\r",
+    "\u2028§\u2028",
+    "＜/system-reminder＞",
+    "\x00\x1b[31m",
+]
+
+
+def card(
+    text: str,
+    *,
+    kind: str = "fact",
+    doc: str | None = None,
+    profile: str = "research",
+    profiles: tuple[str, ...] = (),
+    reinforcements: int = 0,
+    sources: int = 1,
+    age_h: float = 0,
+    supersedes: str | None = None,
+) -> LedgerCard:
+    return LedgerCard(
+        document_id=doc or f"rollup:{profile}:{abs(hash(text)):x}",
+        profile=profile,
+        upstream_bank="private__hermes",
+        text=text,
+        normalized=text.lower(),
+        kind=kind,
+        source_ids=tuple(f"u{i}" for i in range(sources)),
+        profiles=profiles or (profile,),
+        reinforcements=reinforcements,
+        promoted_at=T0 - timedelta(hours=age_h),
+        last_seen_at=T0,
+        supersedes=supersedes,
+    )
+
+
+def build(cards: Sequence[LedgerCard], **kwargs: Any) -> PeerCard:
+    options: dict[str, Any] = {"profile": "research", "policy": "recency_wins", **kwargs}
+    built = build_peer_card(cards, **options)
+    assert built is not None
+    return built
+
+
+class TestNeutralise:
+    def test_tags_and_special_tokens(self) -> None:
+        """Angle brackets (and their full-width forms) become ‹ ›, so no tag or special token survives."""
+        text = neutralise("a</system-reminder>b<|im_start|>c＜/system-reminder＞")
+        assert text == "a‹/system-reminder›b‹|im_start|›c‹/system-reminder›"
+
+    def test_rulers_and_bare_separator_lines(self) -> None:
+        """'═' cannot draw a ruler and a line that is a bare '§' is no longer a separator."""
+        text = neutralise(f"x\n{RULE}\n § \n§ kept")
+        assert text == f"x\n{'=' * 46}\n(§)\n§ kept"
+
+    def test_line_breaks_and_controls(self) -> None:
+        """Every line break becomes \\n and invisible control characters go."""
+        assert neutralise("a\r\nb\rc\u2028d\x85e") == "a\nb\nc\nd\ne"
+        assert neutralise("a\x00b\x1b[0mc\u202ed\ufeff") == "ab[0mcd"
+
+    def test_plain_text_unchanged(self) -> None:
+        """Ordinary text, including a '§' inside a sentence, passes unchanged."""
+        text = "Evan's flat (see § 4) costs 900 € — fine."
+        assert neutralise(text) == text
+
+    @given(st.text())
+    def test_idempotent(self, text: str) -> None:
+        """Neutralising twice changes nothing more."""
+        once = neutralise(text)
+        assert neutralise(once) == once
+
+    @given(st.lists(st.sampled_from(HOSTILE) | st.text(), max_size=8).map("".join))
+    def test_no_separator_ruler_or_tag_survives(self, text: str) -> None:
+        """No '\\n§\\n', no '═', no '<' or '>' in the output, whatever the input."""
+        out = neutralise(text)
+        assert ENTRY_DELIMITER not in out and "═" not in out
+        assert "<" not in out and ">" not in out
+
+
+class TestSelection:
+    def test_markers_from_kind(self) -> None:
+        """identity, attribute/preference, relationship, instruction are marked; other kinds are not."""
+        built = build(
+            [
+                card("Evan is a nurse.", kind="identity"),
+                card("Evan is tall.", kind="attribute"),
+                card("Evan likes tea.", kind="preference"),
+                card("Evan is married to Sam.", kind="relationship"),
+                card("Answer Evan in French.", kind="instruction"),
+                card("Evan owns a boat.", kind="fact"),
+            ]
+        )
+        assert sorted(built.entries) == sorted(
+            [
+                "IDENTITY: Evan is a nurse.",
+                "ATTRIBUTE: Evan is tall.",
+                "ATTRIBUTE: Evan likes tea.",
+                "RELATIONSHIP: Evan is married to Sam.",
+                "INSTRUCTION: Answer Evan in French.",
+                "Evan owns a boat.",
+            ]
+        )
+
+    def test_marker_already_in_text_is_kept_once(self) -> None:
+        """A text that starts with a marker keeps one marker, upper-cased, never two."""
+        built = build(
+            [
+                card("identity: Evan is a nurse.", kind="fact"),
+                card("INSTRUCTION: reply briefly", kind="instruction"),
+            ]
+        )
+        assert set(built.entries) == {"IDENTITY: Evan is a nurse.", "INSTRUCTION: reply briefly"}
+
+    def test_stable_first_then_reinforced_then_sources_then_newest(self) -> None:
+        """Classified kinds first, events last; within a tier more reinforced, more sources, newer."""
+        built = build(
+            [
+                card("An event happened.", kind="event", reinforcements=9),
+                card("Plain fact.", kind="fact", reinforcements=9),
+                card("Older identity.", kind="identity", age_h=5),
+                card("Newer identity.", kind="identity", age_h=1),
+                card("Sourced identity.", kind="identity", sources=3),
+                card("Reinforced identity.", kind="identity", reinforcements=2),
+            ]
+        )
+        assert built.entries == (
+            "IDENTITY: Reinforced identity.",
+            "IDENTITY: Sourced identity.",
+            "IDENTITY: Newer identity.",
+            "IDENTITY: Older identity.",
+            "Plain fact.",
+            "An event happened.",
+        )
+
+    def test_recency_wins_drops_superseded(self) -> None:
+        """With recency_wins a card replaced by a newer one is left out."""
+        old = card("Evan lives in Paris.", kind="attribute", doc="old", reinforcements=5, age_h=9)
+        new = card("Evan lives in Lyon.", kind="attribute", doc="new", supersedes="old")
+        assert build([old, new]).entries == ("ATTRIBUTE: Evan lives in Lyon.",)
+
+    def test_keep_both_keeps_both_newer_first(self) -> None:
+        """With keep_both both stay, and the newer one comes before the card it replaced."""
+        old = card("Evan lives in Paris.", kind="attribute", doc="old", reinforcements=5, age_h=9)
+        new = card("Evan lives in Lyon.", kind="attribute", doc="new", supersedes="old")
+        assert build([old, new], policy="keep_both").entries == (
+            "ATTRIBUTE: Evan lives in Lyon.",
+            "ATTRIBUTE: Evan lives in Paris.",
+        )
+
+    def test_superseded_by_another_profile_still_counts(self) -> None:
+        """A newer card of another profile that supersedes this profile's card drops it."""
+        old = card("Evan lives in Paris.", kind="attribute", doc="old")
+        new = card("Evan lives in Lyon.", kind="attribute", doc="new", profile="coder", supersedes="old")
+        assert build_peer_card([old, new], profile="research", policy="recency_wins") is None
+
+    def test_profile_filter_includes_reinforced_cards(self) -> None:
+        """A profile's card holds what it promoted and what it reinforced; global holds everything."""
+        cards = [
+            card("Mine.", profile="research"),
+            card("Reinforced by me.", profile="coder", profiles=("coder", "research")),
+            card("Not mine.", profile="coder"),
+        ]
+        assert set(build(cards).entries) == {"Mine.", "Reinforced by me."}
+        assert len(build(cards, profile=None).entries) == 3
+
+    def test_case_insensitive_dedup(self) -> None:
+        """Entries that differ only in case, punctuation or marker appear once (the better one)."""
+        built = build(
+            [
+                card("Evan likes TEA!", kind="preference", reinforcements=1),
+                card("evan likes tea", kind="fact"),
+            ]
+        )
+        assert built.entries == ("ATTRIBUTE: Evan likes TEA!",)
+
+    def test_long_entry_cut_on_a_word_boundary(self) -> None:
+        """An entry over the limit is cut at a word boundary and ends with an ellipsis."""
+        text = "Evan " + " ".join(["collects"] * 40)
+        (entry,) = build([card(text, kind="identity")], max_entry_chars=60).entries
+        assert len(entry) <= 60 and entry.endswith("collects…")
+        assert entry.startswith("IDENTITY: Evan collects")
+
+    def test_entry_is_one_line(self) -> None:
+        """Line breaks and runs of spaces inside a card become single spaces."""
+        assert build([card("Evan\n\nlikes   tea.\r\n")]).entries == ("Evan likes tea.",)
+
+    def test_budget_skips_what_does_not_fit_and_takes_smaller_ones(self) -> None:
+        """A card too big for what is left is left out; a smaller card after it still gets in."""
+        big = card("B" * 10 + " big card that is rather long indeed.", kind="identity")
+        small = card("Tiny.", kind="fact")
+        first = card("First card is here.", kind="identity", reinforcements=1)
+        budget = len("IDENTITY: First card is here.") + len(ENTRY_DELIMITER) + len("Tiny.")
+        built = build([big, small, first], budget_chars=budget)
+        assert built.entries == ("IDENTITY: First card is here.", "Tiny.")
+        assert built.chars == budget and built.left_out == 1
+
+    def test_at_most_max_entries(self) -> None:
+        """No more than max_entries entries, the rest counted as left out."""
+        built = build([card(f"Fact number {i}.") for i in range(50)])
+        assert len(built.entries) == 40 and built.left_out == 10
+
+    def test_empty_card_is_none(self) -> None:
+        """No card, or no card with words, gives no peer card at all."""
+        assert build_peer_card([], profile=None, policy="recency_wins") is None
+        assert build_peer_card([card("!!! ???")], profile="research", policy="keep_both") is None
+        assert build_peer_card([card("Elsewhere.", profile="coder")], profile="research", policy="keep_both") is None
+
+    def test_bad_bounds_are_refused(self) -> None:
+        """Entry limits below what a marker needs, or zero budgets, are refused."""
+        with pytest.raises(ValueError, match="max_entry_chars must be at least 20"):
+            build_peer_card([card("x")], profile=None, policy="recency_wins", max_entry_chars=5)
+        with pytest.raises(ValueError, match="at least 1"):
+            build_peer_card([card("x")], profile=None, policy="recency_wins", budget_chars=0)
+
+
+class TestRender:
+    def test_byte_for_byte(self) -> None:
+        """The card renders exactly like a Hermes memory block under 'PEER CARD (<profile>)'."""
+        built = build(
+            [
+                card("Evan went hiking last weekend.", kind="event"),
+                card("Evan owns a sailing boat.", kind="fact"),
+                card("Evan prefers tea over coffee.", kind="preference"),
+                card("Evan is a software engineer in Lyon.", kind="identity", reinforcements=2),
+            ]
+        )
+        expected = (
+            "══════════════════════════════════════════════\n"
+            "PEER CARD (research) [10% — 150/1,375 chars]\n"
+            "══════════════════════════════════════════════\n"
+            "IDENTITY: Evan is a software engineer in Lyon.\n"
+            "§\n"
+            "ATTRIBUTE: Evan prefers tea over coffee.\n"
+            "§\n"
+            "Evan owns a sailing boat.\n"
+            "§\n"
+            "Evan went hiking last weekend."
+        )
+        assert render_peer_card(built) == expected
+        assert built.render() == expected
+
+    def test_global_title_and_thousands_separator(self) -> None:
+        """The global card is titled 'global'; counts use thousands separators like Hermes."""
+        built = build([card("x" * 190 + " tail")], profile=None, budget_chars=2000)
+        header = built.render().split("\n")[1]
+        assert header == f"PEER CARD (global) [{int(built.chars / 2000 * 100)}% — {built.chars}/2,000 chars]"
+
+    def test_to_json(self) -> None:
+        """The JSON form lists entries with the ledger card each came from."""
+        built = build([card("Evan likes tea.", doc="d1")])
+        assert built.to_json() == {
+            "profile": "research",
+            "chars": 15,
+            "budget_chars": 1375,
+            "left_out": 0,
+            "entries": [{"text": "Evan likes tea.", "document_id": "d1"}],
+        }
+
+
+KINDS = st.sampled_from(["identity", "attribute", "preference", "relationship", "instruction", "fact", "event", "x"])
+TEXTS = st.lists(st.sampled_from(HOSTILE) | st.text(min_size=1, max_size=60), min_size=1, max_size=4).map(
+    "".join
+)
+
+
+@st.composite
+def ledgers(draw: st.DrawFn) -> list[LedgerCard]:
+    size = draw(st.integers(min_value=0, max_value=45))
+    cards = []
+    for i in range(size):
+        cards.append(
+            card(
+                draw(TEXTS),
+                kind=draw(KINDS),
+                doc=f"d{i}",
+                profile=draw(st.sampled_from(["research", "coder"])),
+                reinforcements=draw(st.integers(0, 5)),
+                sources=draw(st.integers(0, 4)),
+                age_h=draw(st.integers(0, 100)),
+                supersedes=draw(st.none() | st.sampled_from([f"d{j}" for j in range(size)])),
+            )
+        )
+    return cards
+
+
+class TestProperties:
+    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(
+        ledgers(),
+        st.sampled_from(["research", None]),
+        st.sampled_from(["recency_wins", "keep_both"]),
+        st.integers(min_value=1, max_value=40),
+        st.integers(min_value=20, max_value=200),
+        st.integers(min_value=1, max_value=3000),
+    )
+    def test_bounds_and_framing_hold_for_any_ledger(
+        self,
+        cards: list[LedgerCard],
+        profile: str | None,
+        policy: Any,
+        max_entries: int,
+        max_entry_chars: int,
+        budget: int,
+    ) -> None:
+        """Any ledger: within count, entry and budget limits, no tag or token, framing intact."""
+        built = build_peer_card(
+            cards,
+            profile=profile,
+            policy=policy,
+            max_entries=max_entries,
+            max_entry_chars=max_entry_chars,
+            budget_chars=budget,
+        )
+        if built is None:
+            return
+        assert 1 <= len(built.entries) <= max_entries <= 40
+        assert all(0 < len(entry) <= max_entry_chars for entry in built.entries)
+        assert len(ENTRY_DELIMITER.join(built.entries)) == built.chars <= budget
+        for entry in built.entries:
+            assert "</system-reminder>" not in entry and "<|" not in entry
+            assert "\n" not in entry and entry == entry.strip()
+        lowered = [" ".join(e.lower().split()) for e in built.entries]
+        assert len(set(lowered)) == len(lowered)
+        rendered = built.render()
+        lines = rendered.split("\n")
+        assert [i for i, line in enumerate(lines) if "═" in line] == [0, 2]
+        assert lines[1].startswith(f"PEER CARD ({built.name}) [")
+        content = rendered.split(f"{RULE}\n", 2)[2]
+        assert parse_entries(content) == list(built.entries)
+        assert "</system-reminder>" not in rendered and "<|" not in rendered
+
+
+class TestWrite:
+    def test_write_is_0600_and_leaves_no_temp_file(self, tmp_path: Path) -> None:
+        """The card file is private to its owner and only the card remains in the directory."""
+        target = tmp_path / "cards" / "research.md"
+        write_peer_card(target, "one")
+        target.chmod(0o644)
+        write_peer_card(target, "two")
+        assert target.read_text(encoding="utf-8") == "two"
+        assert stat.S_IMODE(target.stat().st_mode) == 0o600
+        assert os.listdir(target.parent) == ["research.md"]
+
+    def test_never_written_empty(self, tmp_path: Path) -> None:
+        """Empty text is refused and an existing card is left as it was."""
+        target = tmp_path / "card.md"
+        write_peer_card(target, "kept")
+        with pytest.raises(ValueError, match="never written empty"):
+            write_peer_card(target, " \n")
+        assert target.read_text(encoding="utf-8") == "kept"
+
+    def test_reader_never_sees_a_partial_file(self, tmp_path: Path) -> None:
+        """A reader looping while many writes happen only ever reads complete versions."""
+        target = tmp_path / "card.md"
+        versions = [f"version {i}\n" + chr(0x41 + i % 26) * (20_000 + 997 * i) for i in range(60)]
+        write_peer_card(target, versions[0])
+        complete = set(versions)
+        seen: list[str] = []
+        bad: list[int] = []
+        done = threading.Event()
+
+        def read_loop() -> None:
+            while not done.is_set():
+                text = target.read_text(encoding="utf-8")
+                seen.append(text[:12])
+                if text not in complete:
+                    bad.append(len(text))
+
+        reader = threading.Thread(target=read_loop)
+        reader.start()
+        try:
+            for text in versions[1:]:
+                write_peer_card(target, text)
+        finally:
+            done.set()
+            reader.join()
+        assert bad == []
+        assert seen
+        assert target.read_text(encoding="utf-8") == versions[-1]
+
+
+# --- refreshing from the ledger (real SQLite state file) ----------------------------------------
+
+
+def refresh_config(tmp_path: Path, **peer_card: Any) -> Config:
+    data: dict[str, Any] = {
+        "state_dir": str(tmp_path / "state"),
+        "banks": {
+            "global": {"bank_id": "private__hermes"},
+            "shared": {"bank_id": "shared"},
+            "research": {"bank_id": "private__hermes__research", "access": "read_write"},
+            "coder": {"bank_id": "private__hermes__coder", "access": "read_write"},
+        },
+        "profiles": {
+            "research": {"bank": "research", "peer_card_path": "cards/research.md"},
+            "coder": {"bank": "coder", "peer_card_path": "cards/coder.md", "conflict_policy": "keep_both"},
+        },
+        "peer_card": {"global_path": "cards/global.md", **peer_card},
+    }
+    return parse_config(data, source="test", base_dir=tmp_path, environ={})
+
+
+def promote(state: StateStore, cards: Sequence[LedgerCard]) -> None:
+    state.commit_rollup(
+        profile="research",
+        bank_id="private__hermes__research",
+        watermark=Watermark(),
+        promoted=cards,
+        reinforced=[],
+        run_id="run-1",
+        outcome="promoted",
+        detail="",
+        counts={},
+        finished_at=T0,
+    )
+
+
+class TestRefresh:
+    async def test_writes_each_profile_and_the_global_card(self, tmp_path: Path) -> None:
+        """Every profile with a path gets its card, the global card holds all; paths are returned."""
+        config = refresh_config(tmp_path)
+        with StateStore.open(tmp_path / "state.sqlite3") as state:
+            promote(
+                state,
+                [
+                    card("Evan is a nurse.", kind="identity", doc="a"),
+                    card("The repo uses pytest.", profile="coder", kind="instruction", doc="b"),
+                ],
+            )
+            written = await refresh_peer_cards(config, state)
+        cards = tmp_path / "cards"
+        assert written == [cards / "research.md", cards / "coder.md", cards / "global.md"]
+        assert (cards / "research.md").read_text(encoding="utf-8").endswith("\nIDENTITY: Evan is a nurse.")
+        coder = (cards / "coder.md").read_text(encoding="utf-8")
+        assert coder.split("\n")[1].startswith("PEER CARD (coder) [")
+        assert "Evan" not in coder
+        assert parse_entries((cards / "global.md").read_text(encoding="utf-8").split(f"{RULE}\n", 2)[2]) == [
+            "IDENTITY: Evan is a nurse.",
+            "INSTRUCTION: The repo uses pytest.",
+        ]
+
+    async def test_empty_card_is_not_written(self, tmp_path: Path) -> None:
+        """A profile with no promoted card gets no file; an empty ledger writes nothing at all."""
+        config = refresh_config(tmp_path)
+        with StateStore.open(tmp_path / "state.sqlite3") as state:
+            assert await refresh_peer_cards(config, state) == []
+            promote(state, [card("Evan is a nurse.", kind="identity", doc="a")])
+            written = await refresh_peer_cards(config, state, profiles=["coder", "research"])
+        assert written == [tmp_path / "cards" / "research.md"]
+        assert not (tmp_path / "cards" / "coder.md").exists()
+        assert not (tmp_path / "cards" / "global.md").exists()
+
+    async def test_settings_bound_the_card(self, tmp_path: Path) -> None:
+        """peer_card.max_entries and budget_chars from the configuration apply."""
+        config = refresh_config(tmp_path, max_entries=2, budget_chars=200)
+        with StateStore.open(tmp_path / "state.sqlite3") as state:
+            promote(state, [card(f"Fact number {i} holds.", doc=f"d{i}") for i in range(5)])
+            await refresh_peer_cards(config, state, profiles=["research"])
+        text = (tmp_path / "cards" / "research.md").read_text(encoding="utf-8")
+        assert len(parse_entries(text.split(f"{RULE}\n", 2)[2])) == 2
+        assert "/200 chars]" in text
+
+    async def test_disabled_or_unknown(self, tmp_path: Path) -> None:
+        """peer_card.enabled = false writes nothing; an unknown profile is refused with the known ones."""
+        with StateStore.open(tmp_path / "state.sqlite3") as state:
+            promote(state, [card("Evan is a nurse.", kind="identity", doc="a")])
+            assert await refresh_peer_cards(refresh_config(tmp_path, enabled=False), state) == []
+            with pytest.raises(PolicyError, match=r"unknown profile 'nope' \(known: coder, research\)"):
+                await refresh_peer_cards(refresh_config(tmp_path), state, profiles=["nope"])

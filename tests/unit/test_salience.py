@@ -1,0 +1,198 @@
+"""Ranking new units by recency, proof, information and the profile directive.
+
+Where the wording of a real memory matters, the unit is a sentence of the LoCoMo benchmark conversations
+(snap-research/locomo) loaded from the dataset by position (`tests.locomo`), and the test is skipped when the
+dataset is absent; the other texts are written for these tests.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dreamer.rollup.salience import (
+    InvalidSalienceInputError,
+    SalienceInput,
+    SalienceWeights,
+    directive_keywords,
+    score_units,
+    top_n,
+)
+from tests.locomo import sentence
+
+T0 = datetime(2022, 5, 20, 19, 49, tzinfo=UTC)
+
+
+def unit(uid: str, text: str, minutes: int = 0, proof: int = 1) -> SalienceInput:
+    """A unit created `minutes` after T0."""
+    return SalienceInput(uid, text, T0 + timedelta(minutes=minutes), proof)
+
+
+ONLY_RECENCY = SalienceWeights(recency=1, proof=0, information=0, directive=0)
+ONLY_PROOF = SalienceWeights(recency=0, proof=1, information=0, directive=0)
+ONLY_INFORMATION = SalienceWeights(recency=0, proof=0, information=1, directive=0)
+ONLY_DIRECTIVE = SalienceWeights(recency=0, proof=0, information=0, directive=1)
+
+
+class TestParts:
+    def test_recency_is_relative_within_the_batch(self) -> None:
+        """The newest unit scores recency 1 and the oldest 0, however old the batch is."""
+        units = [unit("old", "Nate adopts a dog.", 0), unit("new", "Nate buys a tank.", 60)]
+        scored = {s.unit.id: s.parts["recency"] for s in score_units(units, None)}
+        assert scored == {"old": 0.0, "new": 1.0}
+
+    def test_recency_against_now(self) -> None:
+        """With `now`, recency runs from the oldest unit to now."""
+        units = [unit("a", "Nate adopts a dog.", 0), unit("b", "Nate buys a tank.", 30)]
+        scored = score_units(units, None, now=T0 + timedelta(minutes=60))
+        assert {s.unit.id: s.parts["recency"] for s in scored} == {"a": 0.0, "b": 0.5}
+
+    def test_newer_unit_ranks_first(self) -> None:
+        """With recency alone, the newest unit comes first."""
+        units = [
+            unit("a", "Joanna writes.", 0),
+            unit("b", "Joanna hikes.", 10),
+            unit("c", "Joanna reads.", 5),
+        ]
+        assert [s.id for s in score_units(units, None, weights=ONLY_RECENCY)] == ["b", "c", "a"]
+
+    def test_more_proof_ranks_first_and_saturates(self) -> None:
+        """More proof ranks higher, on a log scale that stops growing at the cap."""
+        units = [
+            unit("one", "A fact.", proof=1),
+            unit("four", "A fact.", proof=4),
+            unit("many", "A fact.", proof=500),
+        ]
+        scored = score_units(units, None, weights=ONLY_PROOF)
+        assert [s.id for s in scored] == ["many", "four", "one"]
+        assert scored[0].parts["proof"] == 1.0
+        assert 0 < scored[2].parts["proof"] < scored[1].parts["proof"] < 1
+
+    def test_zero_proof_scores_nothing(self) -> None:
+        """A unit never confirmed scores 0 for proof."""
+        assert score_units([unit("a", "A fact.", proof=0)], None)[0].parts["proof"] == 0.0
+
+    def test_long_text_does_not_dominate(self) -> None:
+        """Information is capped: a rambling unit scores no more than a dense dataset event at the cap."""
+        dense = unit("dense", sentence(("42", "events_session_12", "Joanna", 0)))
+        rambling = unit(
+            "rambling", " ".join(["Joanna talked about screenplays and festivals and letters"] * 40)
+        )
+        scored = {s.id: s.parts["information"] for s in score_units([dense, rambling], None)}
+        assert scored["dense"] == 1.0
+        assert scored["rambling"] <= scored["dense"]
+
+    def test_more_distinct_words_rank_higher_below_the_cap(self) -> None:
+        """Below the cap, a unit with more distinct content words ranks higher."""
+        units = [
+            unit("short", "Nate has turtles."),
+            unit("longer", "Nate has two turtles named Mario and Luigi."),
+        ]
+        assert [s.id for s in score_units(units, None, weights=ONLY_INFORMATION)] == ["longer", "short"]
+
+    def test_directive_terms_raise_matching_units(self) -> None:
+        """Units that mention the directive's keywords rank above those that do not (dataset facts)."""
+        submitted = sentence(("42", "session_16_observation", "Joanna", 0))
+        to_a_festival = submitted.replace("contest recently", "festival")
+        assert to_a_festival != submitted
+        units = [
+            unit("pets", sentence(("42", "events_session_12", "Nate", 0))),
+            unit("writing", to_a_festival),
+        ]
+        ranked = score_units(
+            units, "Track the user's writing: screenplays, scripts and festivals.", weights=ONLY_DIRECTIVE
+        )
+        assert [s.id for s in ranked] == ["writing", "pets"]
+        assert ranked[0].parts["directive"] == 1.0
+        assert ranked[1].parts["directive"] == 0.0
+
+    def test_directive_as_a_list_of_terms(self) -> None:
+        """A directive can be a list of terms; they are stemmed like unit text."""
+        assert directive_keywords(["Screenplays", "festival"]) == directive_keywords("screenplay festivals")
+
+    def test_no_directive_scores_zero(self) -> None:
+        """Without a directive, the directive part is 0 for everyone."""
+        assert score_units([unit("a", "Joanna writes screenplays.")], None)[0].parts["directive"] == 0.0
+
+
+class TestOrdering:
+    def test_ties_break_by_created_at_then_id(self) -> None:
+        """Equal scores are ordered by creation time, then id: oldest first."""
+        units = [unit("b", "Same fact.", 5), unit("c", "Same fact.", 0), unit("a", "Same fact.", 5)]
+        ranked = score_units(units, None, weights=ONLY_INFORMATION)
+        assert [s.id for s in ranked] == ["c", "a", "b"]
+
+    @given(st.permutations(list(range(8))))
+    def test_order_does_not_depend_on_input_order(self, order: list[int]) -> None:
+        """Any permutation of the same units gives the same ranking."""
+        units = [
+            unit(
+                f"u{i}", f"Nate won tournament number {i % 3} with team {i % 2}.", minutes=i % 4, proof=i % 3
+            )
+            for i in range(8)
+        ]
+        baseline = [s.id for s in score_units(units, "tournament")]
+        assert [s.id for s in score_units([units[i] for i in order], "tournament")] == baseline
+
+    def test_scores_are_sorted_best_first(self) -> None:
+        """The returned scores never increase down the list."""
+        units = [
+            unit(str(i), f"Fact number {i} about Joanna's writing " + "and more " * i, i, i)
+            for i in range(10)
+        ]
+        scores = [s.score for s in score_units(units, "writing")]
+        assert scores == sorted(scores, reverse=True)
+
+
+class TestTopN:
+    def test_keeps_the_best_n(self) -> None:
+        """`top_n` keeps the first n of the ranking."""
+        units = [unit(str(i), "A fact.", minutes=i) for i in range(5)]
+        assert [s.id for s in top_n(units, 2, None)] == ["4", "3"]
+
+    def test_n_larger_than_the_batch(self) -> None:
+        """Asking for more units than exist returns them all."""
+        units = [unit("a", "A fact."), unit("b", "Another fact.")]
+        assert len(top_n(units, 10, None)) == 2
+
+    def test_empty_batch_and_zero(self) -> None:
+        """An empty batch, or n = 0, gives an empty list."""
+        assert top_n([], 5, None) == []
+        assert top_n([unit("a", "A fact.")], 0, None) == []
+
+    def test_negative_n_is_refused(self) -> None:
+        """A negative n is a typed error."""
+        with pytest.raises(InvalidSalienceInputError, match="0 or more"):
+            top_n([unit("a", "A fact.")], -1, None)
+
+
+class TestInputs:
+    def test_negative_proof_count_is_refused(self) -> None:
+        """A negative proof count is refused with the unit's id."""
+        with pytest.raises(InvalidSalienceInputError, match="'bad'"):
+            SalienceInput("bad", "text", T0, -1)
+
+    def test_mixed_naive_and_aware_timestamps_are_refused(self) -> None:
+        """Timestamps with and without a timezone cannot be compared; the error says to add one."""
+        units = [unit("a", "A fact."), SalienceInput("b", "B fact.", datetime(2022, 5, 20), 1)]
+        with pytest.raises(InvalidSalienceInputError, match="timezone"):
+            score_units(units, None)
+
+    def test_negative_weight_is_refused(self) -> None:
+        """A negative weight is refused; zero switches a part off."""
+        with pytest.raises(InvalidSalienceInputError, match="use 0"):
+            SalienceWeights(recency=-0.1)
+
+
+class TestChatter:
+    def test_filler_is_chatter_and_short_facts_are_not(self) -> None:
+        """'ok thanks, bye' carries nothing; 'Nate loves cats.' is a fact however short."""
+        from dreamer.rollup.salience import is_chatter
+
+        assert is_chatter("ok thanks, that's all for now")
+        assert is_chatter("Sounds good! See you tomorrow, bye")
+        assert not is_chatter("Nate loves cats.")
+        assert not is_chatter("Grafana listens on port 3000 on host hermes-mon.")
