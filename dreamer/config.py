@@ -140,6 +140,7 @@ class RollupConfig(_Model):
     use_reflect: Literal["auto", "never"] = "auto"
     reflect_budget: Budget = "low"
     post_consolidate: bool = True
+    watermark_overlap_s: NonNegativeFloat = 300.0
 
 
 class PeerCardConfig(_Model):

@@ -347,13 +347,13 @@ async def refresh_peer_cards(
     state: StateStore,
     *,
     profiles: Sequence[str] | None = None,
-    include_global: bool | None = None,
+    include_global: bool = True,
 ) -> list[Path]:
     """Rebuild and write the peer cards; returns the paths written.
 
-    ``profiles`` None means every enabled profile with ``peer_card_path``; the global card (at
-    ``peer_card.global_path``) is included when ``include_global`` is true, or by default when
-    ``profiles`` is None. An empty card is not written (a previous file stays as it was). Reads the
+    ``profiles`` None means every enabled profile with ``peer_card_path``. The global card (at
+    ``peer_card.global_path``) is refreshed too unless ``include_global`` is false: every profile's
+    promotion can change it. An empty card is not written (a previous file stays as it was). Reads the
     local ledger only. The global card drops superseded cards: a ledger card records what it
     supersedes only when its profile's policy is ``recency_wins``, so that follows each profile's
     own policy.
@@ -369,7 +369,6 @@ async def refresh_peer_cards(
             known = ", ".join(sorted(config.profiles)) or "none defined under [profiles]"
             raise PolicyError(f"unknown profile {unknown[0]!r} (known: {known})")
         names = list(dict.fromkeys(profiles))
-    with_global = profiles is None if include_global is None else include_global
 
     bounds = {
         "max_entries": settings.max_entries,
@@ -385,7 +384,7 @@ async def refresh_peer_cards(
         card = build_peer_card(ledger, profile=name, policy=profile.conflict_policy, **bounds)
         if card is not None:
             planned.append((profile.peer_card_path, card.render()))
-    if with_global and settings.global_path is not None:
+    if include_global and settings.global_path is not None:
         ledger = state.ledger(config.bank_id(config.topology.global_bank))
         card = build_peer_card(ledger, profile=None, policy="recency_wins", **bounds)
         if card is not None:

@@ -4,8 +4,9 @@ The watermark of a profile moves only in :meth:`StateStore.commit_rollup`, in th
 as the ledger rows and the run record of the promotion it covers: a crash before that commit makes
 the next run redo the same promotion, which content-derived document ids make harmless.
 
-A watermark is ``(created_at, boundary_ids)``: the newest ``created_at`` rolled up and the ids of
-every unit at exactly that instant, so units sharing a timestamp are neither skipped nor repeated.
+A watermark is the newest ``created_at`` rolled up plus the ids of the units rolled up shortly
+before it (see :class:`Watermark`), so units sharing a timestamp, or committed late with an older
+one, are neither skipped nor repeated.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -71,30 +72,47 @@ def _dt(text: str | None) -> datetime | None:
 
 @dataclass(frozen=True, slots=True)
 class Watermark:
-    """How far a profile's bank has been rolled up. ``created_at=None`` means never."""
+    """How far a profile's bank has been rolled up. ``created_at=None`` means never.
+
+    ``seen`` holds the ids (with their times) of the units rolled up within ``overlap`` of the
+    newest one. The next run reads from ``created_at - overlap`` and skips those ids, so a unit
+    that shares the boundary instant, or that a slow writer committed with a slightly older
+    timestamp, is neither skipped nor repeated.
+    """
 
     created_at: datetime | None = None
-    boundary_ids: frozenset[str] = frozenset()
+    seen: Mapping[str, datetime] = field(default_factory=dict)
     unit_count: int = 0
     last_write_at: datetime | None = None
     rolled_at: datetime | None = None
 
-    def is_new(self, created_at: datetime, unit_id: str) -> bool:
-        """True when a unit lies strictly after this watermark."""
+    def read_from(self, overlap: timedelta) -> datetime | None:
+        """Where the next listing starts."""
+        return None if self.created_at is None else self.created_at - overlap
+
+    def is_new(self, created_at: datetime, unit_id: str, overlap: timedelta = timedelta(0)) -> bool:
+        """True when a unit lies after this watermark (or inside its overlap, unseen)."""
         if self.created_at is None or created_at > self.created_at:
             return True
-        return created_at == self.created_at and unit_id not in self.boundary_ids
+        return created_at >= self.created_at - overlap and unit_id not in self.seen
 
-    def advanced_to(self, units: Iterable[tuple[datetime, str]]) -> Watermark:
+    def advanced_to(
+        self, units: Iterable[tuple[datetime, str]], overlap: timedelta = timedelta(0)
+    ) -> Watermark:
         """The watermark after rolling up ``units`` (pairs of created_at and id)."""
+        seen = dict(self.seen)
         newest = self.created_at
-        ids: set[str] = set(self.boundary_ids)
         for created_at, unit_id in units:
+            seen[unit_id] = created_at
             if newest is None or created_at > newest:
-                newest, ids = created_at, {unit_id}
-            elif created_at == newest:
-                ids.add(unit_id)
-        return Watermark(newest, frozenset(ids), self.unit_count, self.last_write_at, self.rolled_at)
+                newest = created_at
+        if newest is not None:
+            seen = {i: t for i, t in seen.items() if t >= newest - overlap}
+        return Watermark(newest, seen, self.unit_count, self.last_write_at, self.rolled_at)
+
+    @property
+    def boundary_ids(self) -> frozenset[str]:
+        return frozenset(self.seen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +236,16 @@ class StateStore:
         ).fetchone()
         if row is None:
             return Watermark()
-        return Watermark(_dt(row[0]), frozenset(json.loads(row[1])), row[2], _dt(row[3]), _dt(row[4]))
+        seen = json.loads(row[1])
+        if isinstance(seen, list):  # written by an earlier version: ids at the boundary instant
+            seen = {i: row[0] for i in seen}
+        return Watermark(
+            _dt(row[0]),
+            {i: datetime.fromisoformat(t) for i, t in seen.items()},
+            row[2],
+            _dt(row[3]),
+            _dt(row[4]),
+        )
 
     # --- ledger ------------------------------------------------------------------------------
 
@@ -286,7 +313,7 @@ class StateStore:
                     profile,
                     bank_id,
                     _iso(watermark.created_at),
-                    json.dumps(sorted(watermark.boundary_ids)),
+                    json.dumps({i: _iso(t) for i, t in sorted(watermark.seen.items())}),
                     watermark.unit_count,
                     _iso(watermark.last_write_at),
                     now,

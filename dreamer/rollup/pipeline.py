@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import structlog
@@ -282,7 +282,8 @@ class Rollup:
             return await call_with_retry(operation, fn, self.policy, stats=retry_stats, on_retry=on_retry)
 
         # 2./3. Collect the units after the watermark, never Dreamer's own cards.
-        start = since if since is not None else watermark.created_at
+        overlap = timedelta(seconds=cfg.rollup.watermark_overlap_s)
+        start = since if since is not None else watermark.read_from(overlap)
         effective = Watermark(since) if since is not None else watermark
         units = await call(
             "list",
@@ -294,14 +295,17 @@ class Rollup:
         new_units = [
             u
             for u in units
-            if ROLLUP_TAG not in u.tags and effective.is_new(u.created_at, u.id) and u.text.strip()
+            if ROLLUP_TAG not in u.tags
+            and effective.is_new(u.created_at, u.id, overlap)
+            and u.id not in watermark.seen
+            and u.text.strip()
         ]
         report.units_seen = len(new_units)
         self._step("collected", profile)
-        new_watermark = watermark.advanced_to((u.created_at, u.id) for u in new_units)
+        new_watermark = watermark.advanced_to(((u.created_at, u.id) for u in new_units), overlap)
         new_watermark = Watermark(
             new_watermark.created_at,
-            new_watermark.boundary_ids,
+            new_watermark.seen,
             activity.unit_count if activity is not None else watermark.unit_count,
             activity.last_write_at if activity is not None else watermark.last_write_at,
             watermark.rolled_at,

@@ -23,7 +23,7 @@ class TestGate:
 
     def test_no_write_since_watermark_is_idle(self) -> None:
         """Same unit count and no newer write than the watermark saw: idle."""
-        wm = Watermark(NOW, frozenset({"a"}), 5, NOW, NOW)
+        wm = Watermark(NOW, {"a": NOW}, 5, NOW, NOW)
         d = gate(wm, act(5, NOW), min_new_units=1, max_quiet_hours=24, now=NOW)
         assert not d.run and d.outcome == "idle"
 
@@ -33,7 +33,7 @@ class TestGate:
 
     def test_below_min_waits_then_runs_after_max_quiet(self) -> None:
         """One new unit with min_new_units=5 waits, until max_quiet_hours since the last roll-up."""
-        wm = Watermark(NOW, frozenset({"a"}), 5, NOW - timedelta(hours=1), NOW - timedelta(hours=2))
+        wm = Watermark(NOW, {"a": NOW}, 5, NOW - timedelta(hours=1), NOW - timedelta(hours=2))
         d = gate(wm, act(6), min_new_units=5, max_quiet_hours=6, now=NOW)
         assert not d.run and d.pending == 1 and d.outcome == "waiting"
         later = NOW + timedelta(hours=5)
@@ -41,6 +41,6 @@ class TestGate:
 
     def test_enough_new_units_run(self) -> None:
         """pending >= min_new_units runs at once."""
-        wm = Watermark(NOW, frozenset({"a"}), 5, NOW - timedelta(hours=1), NOW)
+        wm = Watermark(NOW, {"a": NOW}, 5, NOW - timedelta(hours=1), NOW)
         d = gate(wm, act(10), min_new_units=5, max_quiet_hours=24, now=NOW)
         assert d.run and d.pending == 5

@@ -1,4 +1,4 @@
-"""The peer card: which cards, in which order, within which bounds, rendered as Hermes does, written atomically."""
+"""The peer card: which cards, in what order, within what bounds, rendered as Hermes does, written safely."""
 
 from __future__ import annotations
 
@@ -240,7 +240,10 @@ class TestSelection:
         """No card, or no card with words, gives no peer card at all."""
         assert build_peer_card([], profile=None, policy="recency_wins") is None
         assert build_peer_card([card("!!! ???")], profile="research", policy="keep_both") is None
-        assert build_peer_card([card("Elsewhere.", profile="coder")], profile="research", policy="keep_both") is None
+        assert (
+            build_peer_card([card("Elsewhere.", profile="coder")], profile="research", policy="keep_both")
+            is None
+        )
 
     def test_bad_bounds_are_refused(self) -> None:
         """Entry limits below what a marker needs, or zero budgets, are refused."""
@@ -294,7 +297,9 @@ class TestRender:
         }
 
 
-KINDS = st.sampled_from(["identity", "attribute", "preference", "relationship", "instruction", "fact", "event", "x"])
+KINDS = st.sampled_from(
+    ["identity", "attribute", "preference", "relationship", "instruction", "fact", "event", "x"]
+)
 TEXTS = st.lists(st.sampled_from(HOSTILE) | st.text(min_size=1, max_size=60), min_size=1, max_size=4).map(
     "".join
 )
@@ -321,7 +326,7 @@ def ledgers(draw: st.DrawFn) -> list[LedgerCard]:
 
 
 class TestProperties:
-    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(
         ledgers(),
         st.sampled_from(["research", None]),
@@ -483,8 +488,16 @@ class TestRefresh:
             assert await refresh_peer_cards(config, state) == []
             promote(state, [card("Evan is a nurse.", kind="identity", doc="a")])
             written = await refresh_peer_cards(config, state, profiles=["coder", "research"])
-        assert written == [tmp_path / "cards" / "research.md"]
+        assert written == [tmp_path / "cards" / "research.md", tmp_path / "cards" / "global.md"]
         assert not (tmp_path / "cards" / "coder.md").exists()
+
+    async def test_global_card_can_be_left_alone(self, tmp_path: Path) -> None:
+        """include_global=False refreshes only the named profiles' cards."""
+        config = refresh_config(tmp_path)
+        with StateStore.open(tmp_path / "state.sqlite3") as state:
+            promote(state, [card("Evan is a nurse.", kind="identity", doc="a")])
+            written = await refresh_peer_cards(config, state, profiles=["research"], include_global=False)
+        assert written == [tmp_path / "cards" / "research.md"]
         assert not (tmp_path / "cards" / "global.md").exists()
 
     async def test_settings_bound_the_card(self, tmp_path: Path) -> None:

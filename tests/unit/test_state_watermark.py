@@ -23,12 +23,35 @@ class TestWatermark:
         assert wm.is_new(T0 + timedelta(microseconds=1), "a")
         assert not wm.is_new(T0 - timedelta(seconds=1), "z")
 
-    def test_advancing_to_a_newer_instant_resets_the_boundary(self) -> None:
-        """Only ids at the newest instant are kept."""
+    def test_without_overlap_only_the_newest_instant_is_remembered(self) -> None:
+        """With no overlap, only ids at the newest instant are kept."""
         wm = Watermark().advanced_to([(T0, "a"), (T0 + timedelta(seconds=1), "b")])
         assert wm.boundary_ids == {"b"}
         again = wm.advanced_to([(T0 + timedelta(seconds=1), "c")])
         assert again.boundary_ids == {"b", "c"}
+
+    def test_a_late_commit_inside_the_overlap_is_new_once(self) -> None:
+        """A unit stamped slightly before the watermark but never seen is picked up, then remembered."""
+        overlap = timedelta(minutes=5)
+        wm = Watermark().advanced_to([(T0, "a"), (T0 + timedelta(minutes=2), "b")], overlap)
+        assert wm.read_from(overlap) == T0 + timedelta(minutes=2) - overlap
+        late = T0 + timedelta(minutes=1)
+        assert wm.is_new(late, "late", overlap)
+        assert not wm.is_new(T0, "a", overlap)
+        assert not wm.is_new(T0 - timedelta(minutes=10), "old", overlap)
+        after = wm.advanced_to([(late, "late")], overlap)
+        assert not after.is_new(late, "late", overlap)
+        assert after.created_at == T0 + timedelta(minutes=2)
+
+    def test_ids_older_than_the_overlap_are_forgotten(self) -> None:
+        """The remembered set stays bounded by the overlap window."""
+        overlap = timedelta(minutes=5)
+        wm = (
+            Watermark()
+            .advanced_to([(T0, "a")], overlap)
+            .advanced_to([(T0 + timedelta(hours=1), "b")], overlap)
+        )
+        assert wm.boundary_ids == {"b"}
 
 
 class TestStateStore:
@@ -37,7 +60,7 @@ class TestStateStore:
         with StateStore.open(tmp_path / "s.sqlite3") as st:
             st.record_run_start("r1", "rollup:p", T0)
             card = LedgerCard("d1", "p", "global", "Text", "text", source_ids=("u1",), profiles=("p",))
-            wm = Watermark(T0, frozenset({"u1"}), 1, T0)
+            wm = Watermark(T0, {"u1": T0}, 1, T0)
             st.commit_rollup(
                 profile="p",
                 bank_id="b",
@@ -72,7 +95,7 @@ class TestStateStore:
         """If the transaction fails midway, the watermark does not move."""
         with StateStore.open(tmp_path / "s.sqlite3") as st:
             bad = LedgerCard("d1", "p", "global", "T", "t")
-            wm = Watermark(T0, frozenset({"u1"}), 1, T0)
+            wm = Watermark(T0, {"u1": T0}, 1, T0)
             st._conn.execute(
                 "CREATE TRIGGER boom BEFORE INSERT ON ledger BEGIN SELECT RAISE(ABORT, 'x'); END"
             )

@@ -1,0 +1,238 @@
+"""Memory tools for an agent framework: JSON definitions, and running a call against the router.
+
+:func:`tool_schemas` returns OpenAI-style function tools (``{"type": "function", "function":
+{"name", "description", "parameters"}}``):
+
+- ``memory_recall(query, bank?, banks?)``
+- ``memory_retain(content, context?, tags?, bank?)``, only when some bank is writable
+- ``memory_reflect(query, bank?)``
+
+``bank`` is an enum of exactly the aliases the profile may use for that operation (see
+:class:`~dreamer.routing.BankPolicy`), so a model cannot name a bank that does not exist, and its
+description lists each alias with what the bank is for, so the model can pick the right domain.
+Without ``bank``, recall reads the profile's read-union (or the default bank when there is no
+profile); reflect and retain use the default bank. When an operation has no usable default,
+``bank`` is required.
+
+``strict=True`` produces OpenAI strict mode: ``"strict": true``, ``additionalProperties: false``,
+every property required, optional ones nullable (a model passes ``null`` to leave one out), and no
+keywords strict mode rejects (``minItems``, ``uniqueItems``).
+
+:func:`run_tool_call` executes one call with those semantics (``null`` meaning "not given").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dreamer.config import Config
+from dreamer.errors import PolicyError
+from dreamer.routing import (
+    BankPolicy,
+    BankRouter,
+    RecallAnswer,
+    ReflectAnswer,
+    RetainAnswer,
+)
+
+__all__ = ["TOOL_NAMES", "run_tool_call", "tool_schemas"]
+
+RECALL_TOOL = "memory_recall"
+RETAIN_TOOL = "memory_retain"
+REFLECT_TOOL = "memory_reflect"
+TOOL_NAMES = (RECALL_TOOL, RETAIN_TOOL, REFLECT_TOOL)
+
+
+def tool_schemas(config: Config, profile: str | None = None, strict: bool = False) -> list[dict[str, Any]]:
+    """The memory tools ``profile`` (None: no profile) may use, as JSON-ready dicts."""
+    policy = BankPolicy(config, profile)
+    tools: list[dict[str, Any]] = []
+    if policy.aliases_for("recall"):
+        tools.append(_recall_tool(policy, strict))
+    if policy.aliases_for("retain"):
+        tools.append(_retain_tool(policy, strict))
+    if policy.aliases_for("reflect"):
+        tools.append(_reflect_tool(policy, strict))
+    return tools
+
+
+# --- the three tools ----------------------------------------------------------------------------
+
+
+def _recall_tool(policy: BankPolicy, strict: bool) -> dict[str, Any]:
+    readable = policy.aliases_for("recall")
+    if policy.profile is not None:
+        union = ", ".join(policy.union_aliases())
+        default = f"Leave bank and banks out to search your usual banks together ({union})."
+    elif (alias := policy.default_for("recall")) is not None:
+        default = f"Leave bank and banks out to search the default bank {alias!r}."
+    else:
+        default = "Name a bank (or several with banks)."
+    description = (
+        "Search long-term memory for facts relevant to a query. Each result line starts with the "
+        "bank it came from, e.g. [ops] or [code,research] when several banks hold it; weigh facts by "
+        f"their bank. {default}"
+    )
+    properties: dict[str, dict[str, Any]] = {
+        "query": {"type": "string", "description": "What to look for, in plain words."},
+        "bank": _bank_property(policy, readable, "The one bank to search."),
+    }
+    if len(readable) > 1:
+        banks: dict[str, Any] = {
+            "type": "array",
+            "items": {"type": "string", "enum": list(readable)},
+            "description": "Several banks to search at once (aliases as listed for bank); "
+            "results are merged and labelled.",
+        }
+        if not strict:
+            banks.update(minItems=1, uniqueItems=True)
+        properties["banks"] = banks
+    return _function(RECALL_TOOL, description, properties, required=["query"], strict=strict)
+
+
+def _retain_tool(policy: BankPolicy, strict: bool) -> dict[str, Any]:
+    writable = policy.aliases_for("retain")
+    default = policy.default_for("retain")
+    where = (
+        f"Leave bank out to store it in {default!r}."
+        if default is not None
+        else "Name the bank to store it in."
+    )
+    description = (
+        "Store one durable fact, decision or preference in long-term memory, self-contained and in "
+        f"plain words. Pick the bank whose domain fits the fact. {where}"
+    )
+    properties: dict[str, dict[str, Any]] = {
+        "content": {"type": "string", "description": "The fact to remember, self-contained."},
+        "context": {
+            "type": "string",
+            "description": "Where the fact comes from or what it is about (e.g. 'repo convention').",
+        },
+        "tags": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Optional labels to filter by later.",
+        },
+        "bank": _bank_property(policy, writable, "The bank to store the fact in."),
+    }
+    required = ["content"] if default is not None else ["content", "bank"]
+    return _function(RETAIN_TOOL, description, properties, required=required, strict=strict)
+
+
+def _reflect_tool(policy: BankPolicy, strict: bool) -> dict[str, Any]:
+    readable = policy.aliases_for("reflect")
+    default = policy.default_for("reflect")
+    where = f"Leave bank out to ask {default!r}." if default is not None else "Name the bank to ask."
+    description = (
+        "Ask one memory bank a question and get an answer synthesised from what it holds (slower "
+        f"than memory_recall; use it for questions that need several facts put together). {where}"
+    )
+    properties: dict[str, dict[str, Any]] = {
+        "query": {"type": "string", "description": "The question to answer from memory."},
+        "bank": _bank_property(policy, readable, "The bank to ask."),
+    }
+    required = ["query"] if default is not None else ["query", "bank"]
+    return _function(REFLECT_TOOL, description, properties, required=required, strict=strict)
+
+
+# --- building blocks ----------------------------------------------------------------------------
+
+
+def _bank_property(policy: BankPolicy, aliases: Sequence[str], lead: str) -> dict[str, Any]:
+    lines = [f"{lead} One of:"]
+    lines.extend(f"- {alias}: {policy.summary(alias)}" for alias in aliases)
+    return {"type": "string", "enum": list(aliases), "description": "\n".join(lines)}
+
+
+def _function(
+    name: str,
+    description: str,
+    properties: dict[str, dict[str, Any]],
+    *,
+    required: list[str],
+    strict: bool,
+) -> dict[str, Any]:
+    if strict:
+        properties = {
+            key: schema if key in required else _nullable(schema) for key, schema in properties.items()
+        }
+        required = list(properties)
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }
+    function: dict[str, Any] = {"name": name, "description": description, "parameters": parameters}
+    if strict:
+        function["strict"] = True
+    return {"type": "function", "function": function}
+
+
+def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
+    """The same property, also accepting null (strict mode's way of saying "optional")."""
+    out = dict(schema)
+    out["type"] = [schema["type"], "null"]
+    if "enum" in schema:
+        out["enum"] = [*schema["enum"], None]
+    out["description"] = schema.get("description", "") + "\nnull: not given."
+    return out
+
+
+# --- running a call -----------------------------------------------------------------------------
+
+
+async def run_tool_call(
+    router: BankRouter, name: str, arguments: Mapping[str, Any]
+) -> RecallAnswer | ReflectAnswer | RetainAnswer:
+    """Execute one memory tool call; ``null`` arguments mean "not given". Refusals are PolicyError."""
+    args = {key: value for key, value in arguments.items() if value is not None}
+    if name == RECALL_TOOL:
+        query = _string(args, "query", name)
+        bank = _optional_string(args, "bank", name)
+        banks = _strings(args, "banks", name)
+        if bank is not None and banks is not None:
+            raise PolicyError(f"{name}: give bank or banks, not both")
+        if bank is not None:
+            return await router.recall(query, banks=[bank])
+        if banks is not None:
+            return await router.recall(query, banks=banks)
+        if router.profile is not None:
+            return await router.read_union(query)
+        return await router.recall(query)
+    if name == REFLECT_TOOL:
+        query = _string(args, "query", name)
+        bank = _optional_string(args, "bank", name)
+        return await router.reflect_each(query, None if bank is None else [bank])
+    if name == RETAIN_TOOL:
+        return await router.retain(
+            _string(args, "content", name),
+            bank=_optional_string(args, "bank", name),
+            context=_optional_string(args, "context", name),
+            tags=_strings(args, "tags", name) or (),
+        )
+    raise PolicyError(f"unknown tool {name!r} (known: {', '.join(TOOL_NAMES)})")
+
+
+def _string(args: Mapping[str, Any], key: str, tool: str) -> str:
+    value = args.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise PolicyError(f"{tool}: {key!r} must be a non-empty string")
+    return value
+
+
+def _optional_string(args: Mapping[str, Any], key: str, tool: str) -> str | None:
+    value = args.get(key)
+    if value is not None and not isinstance(value, str):
+        raise PolicyError(f"{tool}: {key!r} must be a string")
+    return value
+
+
+def _strings(args: Mapping[str, Any], key: str, tool: str) -> list[str] | None:
+    value = args.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise PolicyError(f"{tool}: {key!r} must be a list of strings")
+    return list(value)

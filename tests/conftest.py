@@ -1,0 +1,11 @@
+"""Fixtures shared by every test tier: the real Hindsight server and its LLM stub (when configured)."""
+
+from __future__ import annotations
+
+from tests.hindsight_fixtures import (  # noqa: F401
+    fresh_bank_id,
+    hindsight_admission_url,
+    hindsight_api_key,
+    hindsight_url,
+    llm_stub,
+)
