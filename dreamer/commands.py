@@ -14,7 +14,7 @@ from typing import Any, TextIO
 
 from dreamer.backends import open_backend
 from dreamer.backends.base import BankActivity
-from dreamer.config import Config
+from dreamer.config import Budget, Config
 from dreamer.errors import BackendError
 from dreamer.rollup.pipeline import Rollup, RollupReport, job_id_for
 from dreamer.state import StateStore
@@ -97,7 +97,8 @@ def format_report(report: RollupReport) -> str:
     if report.units_seen:
         lines.append(
             f"  units {report.units_seen} seen, {report.units_selected} selected; "
-            f"{report.cards} cards ({report.summariser}); {report.promoted} promoted, "
+            f"{report.cards} cards ({report.summariser}); {report.promoted} "
+            f"{'to promote' if report.dry_run else 'promoted'}, "
             f"{report.reinforced} reinforced, {report.conflicts} conflicts; "
             f"{report.duration_s:.2f}s"
         )
@@ -192,3 +193,166 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
 
 def _iso(ts: datetime | None) -> str | None:
     return None if ts is None else ts.astimezone(UTC).isoformat(timespec="seconds")
+
+
+# --- the read side: banks, recall, reflect, retain, card -------------------------------------------
+
+
+async def banks_command(
+    config: Config, profile: str | None, *, as_json: bool, out: TextIO = sys.stdout
+) -> int:
+    """Aliases, bank ids, access and roles, with each bank's activity (units, last write)."""
+    from dreamer.routing import BankPolicy, render_banks
+
+    infos = BankPolicy(config, profile).describe(include_disabled=True)
+    activity: dict[str, BankActivity] = {}
+    activity_error = None
+    backend = open_backend(config)
+    try:
+        activity = await backend.activity([i.bank_id for i in infos])
+    except BackendError as exc:
+        activity_error = str(exc)
+    finally:
+        await backend.aclose()
+    if as_json:
+        docs = []
+        for info in infos:
+            act = activity.get(info.bank_id)
+            doc = info.to_json()
+            doc["units"] = act.unit_count if act else None
+            doc["last_write_at"] = _iso(act.last_write_at) if act else None
+            doc["exists"] = act.exists if act else None
+            docs.append(doc)
+        json.dump({"banks": docs, "activity_error": activity_error}, out, indent=2)
+        out.write("\n")
+        return EX_OK
+    out.write(render_banks(infos) + "\n\n")
+    if activity_error:
+        out.write(f"activity unavailable: {activity_error}\n")
+        return EX_OK
+    out.write("ACTIVITY\n")
+    width = max((len(i.alias) for i in infos), default=5)
+    for info in infos:
+        act = activity.get(info.bank_id)
+        if act is None or not act.exists:
+            out.write(f"  {info.alias:<{width}}  not created yet (banks appear on their first write)\n")
+        else:
+            out.write(
+                f"  {info.alias:<{width}}  {act.unit_count} units, last write {_iso(act.last_write_at)}\n"
+            )
+    return EX_OK
+
+
+async def recall_command(
+    config: Config,
+    query: str,
+    *,
+    banks: Sequence[str],
+    profile: str | None,
+    budget: Budget | None,
+    limit: int | None,
+    as_json: bool,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Labelled recall: the named banks, else the profile's read-union, else the default bank.
+    Exit 75 when a bank could not be read (the others' results are still printed)."""
+    from dreamer.routing import BankRouter
+
+    backend = open_backend(config)
+    try:
+        router = BankRouter(config, backend, profile=profile)
+        if not banks and profile is not None:
+            answer = await router.read_union(query, limit=limit, budget=budget)
+        else:
+            answer = await router.recall(query, banks=list(banks) or None, limit=limit, budget=budget)
+    finally:
+        await backend.aclose()
+    _emit(answer.to_json() if as_json else answer.render(), as_json, out)
+    return EX_OK if answer.complete else EX_TEMPFAIL
+
+
+async def reflect_command(
+    config: Config,
+    query: str,
+    *,
+    banks: Sequence[str],
+    profile: str | None,
+    budget: Budget | None,
+    as_json: bool,
+    out: TextIO = sys.stdout,
+) -> int:
+    """One reflect per bank, each answer labelled with its alias."""
+    from dreamer.routing import BankRouter
+
+    backend = open_backend(config)
+    try:
+        router = BankRouter(config, backend, profile=profile)
+        answer = await router.reflect_each(query, list(banks) or None, budget=budget)
+    finally:
+        await backend.aclose()
+    _emit(answer.to_json() if as_json else answer.render(), as_json, out)
+    return EX_OK if answer.complete else EX_TEMPFAIL
+
+
+async def retain_command(
+    config: Config,
+    text: str,
+    *,
+    bank: str,
+    profile: str | None,
+    context: str | None,
+    tags: Sequence[str],
+    as_json: bool,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Store one memory in a writable bank (never a roll-up bank)."""
+    from dreamer.routing import BankRouter
+
+    backend = open_backend(config)
+    try:
+        answer = await BankRouter(config, backend, profile=profile).retain(
+            text, bank=bank, context=context, tags=tuple(tags)
+        )
+    finally:
+        await backend.aclose()
+    _emit(answer.to_json() if as_json else answer.render(), as_json, out)
+    return EX_OK
+
+
+async def card_command(
+    config: Config, profiles: Sequence[str], *, write: bool, as_json: bool, out: TextIO = sys.stdout
+) -> int:
+    """Print the peer cards from the local promotion ledger; with ``write``, write them too."""
+    from dreamer.peercard import peer_cards, refresh_peer_cards
+
+    chosen = select_profiles(config, profiles)
+    with StateStore.open(config.state_path) as state:
+        cards = peer_cards(config, state, profiles=chosen, include_global=not profiles)
+        written = (
+            await refresh_peer_cards(config, state, profiles=chosen, include_global=not profiles)
+            if write
+            else []
+        )
+    if as_json:
+        doc = {name: (card.to_json() if card else None) for name, _path, card in cards}
+        _emit({"cards": doc, "written": [str(p) for p in written]}, True, out)
+        return EX_OK
+    for name, _path, card in cards:
+        out.write(f"{card.render()}\n\n" if card else f"({name}: no promoted cards yet)\n\n")
+    if write:
+        out.write(_written(written) + "\n")
+    return EX_OK
+
+
+def _written(paths: Sequence[Any]) -> str:
+    if not paths:
+        return "no peer card written (set profiles.<name>.peer_card_path or peer_card.global_path)"
+    return "\n".join(f"wrote {p}" for p in paths)
+
+
+def _emit(payload: Any, as_json: bool, out: TextIO) -> None:
+    if as_json:
+        json.dump(payload, out, indent=2, ensure_ascii=False)
+    else:
+        out.write(str(payload).rstrip("\n"))
+    out.write("\n")

@@ -199,9 +199,10 @@ class Config(_Model):
             if alias is not None and alias not in self.banks:
                 problems.append((key, f"unknown bank alias {alias!r} (known: {known_text})"))
 
-        check_alias("topology.global", self.topology.global_bank)
-        check_alias("topology.shared", self.topology.shared)
-        check_alias("topology.default_bank", self.topology.default_bank)
+        if self.banks or self.profiles:  # an audit-only install needs no banks at all
+            check_alias("topology.global", self.topology.global_bank)
+            check_alias("topology.shared", self.topology.shared)
+            check_alias("topology.default_bank", self.topology.default_bank)
         seen: dict[str, str] = {}
         for alias, bank in self.banks.items():
             if bank.bank_id in seen:

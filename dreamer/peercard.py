@@ -342,25 +342,21 @@ def _fsync_directory(directory: Path) -> None:
 # --- refreshing from the ledger -----------------------------------------------------------------
 
 
-async def refresh_peer_cards(
+def peer_cards(
     config: Config,
     state: StateStore,
     *,
     profiles: Sequence[str] | None = None,
     include_global: bool = True,
-) -> list[Path]:
-    """Rebuild and write the peer cards; returns the paths written.
+) -> list[tuple[str, Path | None, PeerCard | None]]:
+    """``(name, configured path, card)`` for each profile and (unless excluded) the global card.
 
-    ``profiles`` None means every enabled profile with ``peer_card_path``. The global card (at
-    ``peer_card.global_path``) is refreshed too unless ``include_global`` is false: every profile's
-    promotion can change it. An empty card is not written (a previous file stays as it was). Reads the
-    local ledger only. The global card drops superseded cards: a ledger card records what it
+    ``profiles`` None means every enabled profile; ``card`` is None when it would be empty. Reads
+    the local ledger only. The global card drops superseded cards: a ledger card records what it
     supersedes only when its profile's policy is ``recency_wins``, so that follows each profile's
     own policy.
     """
     settings = config.peer_card
-    if not settings.enabled:
-        return []
     if profiles is None:
         names = list(config.enabled_profiles())
     else:
@@ -369,29 +365,41 @@ async def refresh_peer_cards(
             known = ", ".join(sorted(config.profiles)) or "none defined under [profiles]"
             raise PolicyError(f"unknown profile {unknown[0]!r} (known: {known})")
         names = list(dict.fromkeys(profiles))
-
     bounds = {
         "max_entries": settings.max_entries,
         "max_entry_chars": settings.max_entry_chars,
         "budget_chars": settings.budget_chars,
     }
-    planned: list[tuple[Path, str]] = []
+    out: list[tuple[str, Path | None, PeerCard | None]] = []
     for name in names:
         profile = config.profiles[name]
-        if profile.peer_card_path is None:
-            continue
         ledger = state.ledger(config.bank_id(config.upstream_alias(name)))
         card = build_peer_card(ledger, profile=name, policy=profile.conflict_policy, **bounds)
-        if card is not None:
-            planned.append((profile.peer_card_path, card.render()))
-    if include_global and settings.global_path is not None:
+        out.append((name, profile.peer_card_path, card))
+    if include_global:
         ledger = state.ledger(config.bank_id(config.topology.global_bank))
         card = build_peer_card(ledger, profile=None, policy="recency_wins", **bounds)
-        if card is not None:
-            planned.append((settings.global_path, card.render()))
+        out.append((GLOBAL_CARD_NAME, settings.global_path, card))
+    return out
 
+
+async def refresh_peer_cards(
+    config: Config,
+    state: StateStore,
+    *,
+    profiles: Sequence[str] | None = None,
+    include_global: bool = True,
+) -> list[Path]:
+    """Rebuild and write the peer cards that have a configured path; returns the paths written.
+
+    An empty card is not written (a previous file stays as it was). See :func:`peer_cards`.
+    """
+    if not config.peer_card.enabled:
+        return []
     written: list[Path] = []
-    for path, text in planned:
-        await anyio.to_thread.run_sync(write_peer_card, path, text)
+    for _name, path, card in peer_cards(config, state, profiles=profiles, include_global=include_global):
+        if path is None or card is None:
+            continue
+        await anyio.to_thread.run_sync(write_peer_card, path, card.render())
         written.append(path)
     return written

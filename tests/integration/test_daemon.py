@@ -282,3 +282,29 @@ class TestJobFailures:
             assert stop(daemon, notify) == 0
         assert timeouts[0][1]["run_id"] != timeouts[1][1]["run_id"]
         assert "job_timeout_s" in timeouts[0][1]["detail"]
+
+
+class TestAuditJob:
+    def test_threshold_trigger_audits_within_one_cycle(self, tmp_path: Path, notify: NotifySocket) -> None:
+        """A MEMORY.md above 85% of its limit is audited by the daemon's next check: the ledger grows."""
+        memories = tmp_path / "mumuni"
+        memories.mkdir()
+        canary = "CANARY: Do not modify this line"
+        filler = [
+            f"Note {i}: the staging host keeps build cache number {i} for the CI runners." for i in range(30)
+        ]
+        (memories / "MEMORY.md").write_text("\n§\n".join([canary, *filler]))
+        (memories / "USER.md").write_text(canary)
+        assert len((memories / "MEMORY.md").read_text()) > 0.85 * 2200
+        extra = f'\n[agents.mumuni]\nmemories_dir = "{memories}"\n\n[audit]\ncheck_every_minutes = 0.02\n'
+        config = write_config(tmp_path / "config.toml", tmp_path / "state", profiles=(), extra=extra)
+        env = {"NOTIFY_SOCKET": notify.path}
+        with DaemonProcess(run_args(config), log_path=tmp_path / "out.log", env=env) as daemon:
+            ready = notify.wait_for(has("READY", "1"), what="READY=1")
+            assert notify.fields(ready)["STATUS"].startswith("0 profiles, 1 agent")
+            _, record = daemon.wait_for_record(
+                lambda r: r.get("event") == "job finished" and r.get("kind") == "audit"
+            )
+            assert record["outcome"] in ("complete", "dry_run"), record
+            assert (memories / "MEMORY_AUDIT_LEDGER.md").exists()
+            assert stop(daemon, notify) == 0

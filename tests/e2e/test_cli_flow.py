@@ -1,0 +1,155 @@
+"""The `dreamer` command as a user runs it: a whole flow on the embedded store, in subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+CONFIG = """
+[topology]
+global = "global"
+shared = "shared"
+[banks.global]
+bank_id = "private__hermes"
+access = "read_write"
+[banks.shared]
+bank_id = "shared"
+[banks.homelab]
+bank_id = "private__hermes__homelab"
+access = "read_write"
+description = "Hosts and services."
+[banks.coder]
+bank_id = "private__hermes__coder"
+access = "read_write"
+enabled = false
+[profiles.homelab]
+bank = "homelab"
+peer_card_path = "cards/homelab.md"
+[agents.mumuni]
+memories_dir = "mumuni"
+"""
+
+
+def dreamer(tmp: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DREAMER_CONFIG": str(tmp / "config.toml")}
+    env.pop("NOTIFY_SOCKET", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "dreamer", *args],
+        cwd=tmp,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if check:
+        assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    (tmp_path / "config.toml").write_text(CONFIG)
+    return tmp_path
+
+
+@pytest.mark.slow
+class TestRollupFlow:
+    def test_retain_rollup_status_card_recall(self, home: Path) -> None:
+        """Memories retained into a profile bank are rolled up, counted, carded and recalled with labels."""
+        dreamer(home, "retain", "Grafana listens on port 3000 on host hermes-mon.", "--bank", "homelab")
+        dreamer(home, "retain", "Host atlas runs its nightly restic backup at 02:30.", "--bank", "homelab")
+        dreamer(home, "retain", "The nightly restic backup of atlas runs at 02:30.", "--bank", "homelab")
+
+        plan = json.loads(dreamer(home, "rollup", "--dry-run", "--json").stdout)
+        [report] = plan["reports"]
+        assert report["outcome"] == "dry_run" and report["cards"] == 2
+
+        done = json.loads(dreamer(home, "rollup", "--json").stdout)["reports"][0]
+        assert done["outcome"] == "promoted" and done["promoted"] == 2
+
+        again = json.loads(dreamer(home, "rollup", "--json").stdout)["reports"][0]
+        assert again["outcome"] == "idle"
+
+        status = json.loads(dreamer(home, "status", "--json").stdout)
+        assert status["ledger_cards"] == 2
+        [row] = status["profiles"]
+        assert row["last_run"]["outcome"] == "idle" and row["units_pending"] == 0
+
+        written = json.loads(dreamer(home, "card", "--write", "--json").stdout)["written"]
+        card = (home / "cards" / "homelab.md").read_text()
+        assert str(home / "cards" / "homelab.md") in written
+        assert card.startswith("═" * 46 + "\nPEER CARD (homelab) [")
+        assert oct((home / "cards" / "homelab.md").stat().st_mode & 0o777) == "0o600"
+
+        hits = json.loads(dreamer(home, "recall", "restic backup", "--profile", "homelab", "--json").stdout)
+        labels = {label for item in hits["items"] for label in item["labels"]}
+        assert {"homelab", "global"} <= labels
+
+    def test_refusals_are_clear_and_exit_2(self, home: Path) -> None:
+        """A disabled bank is invisible like a misspelt alias; the global roll-up bank is append-only."""
+        for bank, words in (
+            ("coder", "unknown bank 'coder'"),
+            ("globl", "unknown bank"),
+            ("global", "roll-up"),
+        ):
+            proc = dreamer(home, "retain", "x", "--bank", bank, check=False)
+            assert proc.returncode == 2 and words in proc.stderr, proc.stderr
+        assert not (home / "state" / "memory.sqlite3").exists(), "nothing may be written on a refusal"
+
+    def test_bad_option_values_name_the_option(self, home: Path) -> None:
+        """--since and --profile errors say which option is wrong and what is allowed."""
+        proc = dreamer(home, "rollup", "--since", "yesterday-ish", check=False)
+        assert proc.returncode == 2 and "--since" in proc.stderr
+        proc = dreamer(home, "rollup", "--profile", "nope", check=False)
+        assert proc.returncode == 2 and "known: homelab" in proc.stderr
+
+
+@pytest.mark.slow
+class TestMemoryFiles:
+    def test_memory_add_stats_render_and_over_budget(self, home: Path) -> None:
+        """`dreamer memory` edits MEMORY.md with Hermes' semantics; over the limit it shows the entries."""
+        (home / "mumuni").mkdir()
+        dreamer(home, "memory", "add", "Deploys go through staging first.", "--agent", "mumuni")
+        assert "Deploys go through staging first." in (home / "mumuni" / "MEMORY.md").read_text()
+        stats = dreamer(home, "memory", "stats", "--agent", "mumuni").stdout
+        assert "/2,200 chars" in stats
+        block = dreamer(home, "memory", "render", "--agent", "mumuni").stdout
+        assert "MEMORY (your personal notes)" in block
+        proc = dreamer(home, "memory", "add", "y" * 2300, "--agent", "mumuni", check=False)
+        assert proc.returncode == 1 and "Deploys go through staging first." in proc.stderr
+
+    def test_audit_of_missing_canary_is_critical_and_changes_nothing(self, home: Path) -> None:
+        """An agent whose files lack the canary line is CRITICAL (exit 1) and its files are untouched."""
+        mem = home / "mumuni"
+        mem.mkdir()
+        (mem / "MEMORY.md").write_text("Some note")
+        (mem / "USER.md").write_text("Some preference")
+        before = {p.name: p.read_bytes() for p in mem.iterdir()}
+        proc = dreamer(home, "audit", "--force", "--json", check=False)
+        assert proc.returncode == 1
+        assert json.loads(proc.stdout)["agents"]["mumuni"]["status"] == "CRITICAL"
+        assert {p.name: p.read_bytes() for p in mem.iterdir() if p.name in before} == before
+
+
+@pytest.mark.slow
+class TestQuickStart:
+    def test_demo_runs_and_shows_each_kind_of_verdict(self, tmp_path: Path) -> None:
+        """`dreamer demo` (the quick start) promotes, reinforces, resolves a conflict and skips idle."""
+        proc = subprocess.run(
+            [sys.executable, "-m", "dreamer", "demo", "--dir", str(tmp_path / "demo")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
+        assert proc.returncode == 0, proc.stderr
+        out = proc.stdout
+        for word in ("promoted:", "reinforced:", "conflict", "idle:", "memories merged"):
+            assert word in out, out
