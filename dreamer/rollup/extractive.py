@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from dreamer.rollup.cards import CardDraft, SourceUnit
 from dreamer.rollup.dedup import DedupThresholds, TextProfile, compare, lexical_duplicate, profile_text
 
 __all__ = [
     "MAX_CARD_CHARS",
-    "CardDraft",
     "CardKind",
     "InvalidExtractionError",
-    "SourceText",
     "SourceUnit",
     "classify",
     "extract_cards",
@@ -47,31 +45,14 @@ class CardKind(StrEnum):
     EVENT = "event"
 
 
-class SourceUnit(Protocol):
-    """Anything with an id and a text: a `SourceText`, a `salience.SalienceInput`, a backend unit."""
+class TextUnit(Protocol):
+    """Anything with an id and a text: a `SourceUnit`, a `salience.SalienceInput`, a backend unit."""
 
     @property
     def id(self) -> str: ...
 
     @property
     def text(self) -> str: ...
-
-
-@dataclass(frozen=True, slots=True)
-class SourceText:
-    """A unit to summarise, reduced to what extraction needs."""
-
-    id: str
-    text: str
-
-
-@dataclass(frozen=True, slots=True)
-class CardDraft:
-    """A card before dedup: its text, kind and the ids of the units it summarises."""
-
-    text: str
-    kind: CardKind
-    source_ids: tuple[str, ...]
 
 
 _WHITESPACE = re.compile(r"\s+")
@@ -144,7 +125,7 @@ def _restate(a: TextProfile, b: TextProfile, thresholds: DedupThresholds) -> boo
 
 
 def extract_cards(
-    units: Sequence[SourceUnit],
+    units: Sequence[TextUnit],
     max_cards: int,
     thresholds: DedupThresholds | None = None,
 ) -> list[CardDraft]:
@@ -157,7 +138,7 @@ def extract_cards(
     if max_cards < 0:
         raise InvalidExtractionError(f"cannot extract {max_cards} cards: pass 0 or more")
     limits = thresholds if thresholds is not None else DedupThresholds()
-    clusters: list[list[tuple[SourceUnit, TextProfile]]] = []
+    clusters: list[list[tuple[TextUnit, TextProfile]]] = []
     for unit in units:
         if not unit.text.strip():
             continue

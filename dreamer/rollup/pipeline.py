@@ -516,12 +516,7 @@ class Rollup:
                 log.info("reflect had nothing to summarise", answer=result.text[:200])
             return drafts
         report.summariser = "extractive"
-        return [
-            CardDraft(d.text, d.kind, tuple(d.source_ids))
-            for d in extractive.extract_cards(
-                [extractive.SourceText(u.id, u.text) for u in selected], pcfg.top_n
-            )
-        ]
+        return extractive.extract_cards(sources, pcfg.top_n)
 
     def _commit(
         self,

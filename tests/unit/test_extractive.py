@@ -15,7 +15,7 @@ from dreamer.rollup.extractive import (
     MAX_CARD_CHARS,
     CardKind,
     InvalidExtractionError,
-    SourceText,
+    SourceUnit,
     classify,
     extract_cards,
     trim_card_text,
@@ -33,18 +33,18 @@ MENTORING: tuple[Ref, Ref, Ref] = (
 TURTLE_WALK: tuple[Ref, Ref] = (("42", "events_session_5", "Nate", 0), ("42", "events_session_25", "Nate", 0))
 
 
-def units() -> list[SourceText]:
+def units() -> list[SourceUnit]:
     """Paraphrased dataset units, and a variant of one with another count (a protected detail)."""
     walk = sentence(TURTLE_WALK[1])
     other_count = walk.replace("two", "three")
     assert other_count != walk
     return [
-        SourceText("u1", sentence(MENTORING[0])),
-        SourceText("u2", sentence(TURTLE_WALK[0])),
-        SourceText("u3", sentence(MENTORING[1])),
-        SourceText("u4", walk),
-        SourceText("u5", other_count),
-        SourceText("u6", sentence(MENTORING[2])),
+        SourceUnit("u1", sentence(MENTORING[0])),
+        SourceUnit("u2", sentence(TURTLE_WALK[0])),
+        SourceUnit("u3", sentence(MENTORING[1])),
+        SourceUnit("u4", walk),
+        SourceUnit("u5", other_count),
+        SourceUnit("u6", sentence(MENTORING[2])),
     ]
 
 
@@ -63,10 +63,10 @@ class TestExtractCards:
     def test_protected_detail_keeps_units_apart(self) -> None:
         """Units differing in a number or in who did what stay separate cards."""
         units = [
-            SourceText("a", "Evan plans a painting session with Sam"),
-            SourceText("b", "Sam plans a painting session with Evan"),
-            SourceText("c", "Nate has two turtles."),
-            SourceText("d", "Nate has three turtles."),
+            SourceUnit("a", "Evan plans a painting session with Sam"),
+            SourceUnit("b", "Sam plans a painting session with Evan"),
+            SourceUnit("c", "Nate has two turtles."),
+            SourceUnit("d", "Nate has three turtles."),
         ]
         assert [card.source_ids for card in extract_cards(units, max_cards=10)] == [
             ("a",),
@@ -78,9 +78,9 @@ class TestExtractCards:
     def test_no_chaining_through_an_intermediate_unit(self) -> None:
         """A unit close to one member but not to all of a cluster starts its own card."""
         units = [
-            SourceText("a", "Nate feeds his turtles lettuce, carrots and apples."),
-            SourceText("b", "Nate feeds his turtles lettuce, carrots, apples, pears and grapes."),
-            SourceText("c", "Nate feeds his turtles carrots, apples, pears, grapes and melons."),
+            SourceUnit("a", "Nate feeds his turtles lettuce, carrots and apples."),
+            SourceUnit("b", "Nate feeds his turtles lettuce, carrots, apples, pears and grapes."),
+            SourceUnit("c", "Nate feeds his turtles carrots, apples, pears, grapes and melons."),
         ]
         assert [card.source_ids for card in extract_cards(units, max_cards=10)] == [("a", "b"), ("c",)]
 
@@ -95,7 +95,7 @@ class TestExtractCards:
 
     def test_blank_units_are_skipped(self) -> None:
         """A unit without text makes no card."""
-        cards = extract_cards([SourceText("blank", "  "), SourceText("x", "Joanna writes screenplays.")], 5)
+        cards = extract_cards([SourceUnit("blank", "  "), SourceUnit("x", "Joanna writes screenplays.")], 5)
         assert [card.source_ids for card in cards] == [("x",)]
 
     def test_accepts_salience_inputs(self) -> None:
@@ -106,14 +106,14 @@ class TestExtractCards:
     def test_long_unit_is_trimmed(self) -> None:
         """A card longer than the limit is cut at a word boundary."""
         text = "Joanna wrote " + "a long and winding screenplay " * 30
-        card = extract_cards([SourceText("long", text)], 1)[0]
+        card = extract_cards([SourceUnit("long", text)], 1)[0]
         assert len(card.text) <= MAX_CARD_CHARS
         assert card.text.endswith("…")
 
     def test_negative_max_cards_is_refused(self) -> None:
         """A negative card count is a typed error."""
         with pytest.raises(InvalidExtractionError, match="0 or more"):
-            extract_cards([SourceText("x", "Joanna writes screenplays.")], -1)
+            extract_cards([SourceUnit("x", "Joanna writes screenplays.")], -1)
 
 
 class TestTrimCardText:
