@@ -203,7 +203,11 @@ def configure_logging(
         final.append(_lead_with_common_keys)
         inner = structlog.processors.JSONRenderer(sort_keys=False)
     else:
-        inner = structlog.dev.ConsoleRenderer(colors=_wants_color(out, environ))
+        inner = structlog.dev.ConsoleRenderer(
+            colors=_wants_color(out, environ),
+            # Plain tracebacks: the same output whether or not `rich` happens to be installed.
+            exception_formatter=structlog.dev.plain_traceback,
+        )
     final.append(redactor)
     final.append(LineRenderer(inner, redactor=redactor, journal_prefix=journal))
 

@@ -350,6 +350,7 @@ class Rollup:
                     upstream_id,
                     d.text,
                     budget="low",
+                    types=INPUT_FACT_TYPES,
                     tags=(ROLLUP_TAG,),
                     tags_match="any_strict",
                     limit=cfg.rollup.semantic_top_k,
