@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 from dreamer.backends import open_backend
@@ -150,6 +150,10 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
                         "counts": dict(last.counts),
                     },
                     "deferred_in_a_row": state.consecutive(job_id_for(name), "deferred"),
+                    # The daemon runs each job every interval (plus up to jitter_s) after the last.
+                    "next_run_due": None
+                    if last is None or not profile.enabled
+                    else _iso(last.started_at + timedelta(minutes=config.schedule.interval_minutes)),
                 }
             )
         ledger_size = state.ledger_size()
@@ -185,6 +189,8 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
             f"{row['profile']}{flag}: {row['bank']} -> {row['upstream']}; watermark "
             f"{row['watermark'] or 'none'}; pending {pending}; {last_text}"
         )
+        if row["next_run_due"]:
+            out.write(f"; next due {row['next_run_due']}")
         if row["deferred_in_a_row"]:
             out.write(f"; deferred {row['deferred_in_a_row']}x in a row")
         out.write("\n")

@@ -45,6 +45,9 @@ ROLLUP_TAG = "rollup"
 #: Raw facts are rolled up; Hindsight's own ``observation`` units are derived from them
 #: (``source_memory_ids``), so taking both would count one fact twice.
 INPUT_FACT_TYPES = ("world", "experience")
+#: Dreamer's cards upstream are these fact types; Hindsight also derives ``observation`` units from
+#: them (same tags, no document id) which must not stand in for the card in dedup matches.
+CARD_FACT_TYPES = ("world", "experience")
 STEPS = ("gated", "slot", "collected", "summarised", "judged", "promoted", "committed", "consolidated")
 
 
@@ -350,7 +353,7 @@ class Rollup:
                     upstream_id,
                     d.text,
                     budget="low",
-                    types=INPUT_FACT_TYPES,
+                    types=CARD_FACT_TYPES,
                     tags=(ROLLUP_TAG,),
                     tags_match="any_strict",
                     limit=cfg.rollup.semantic_top_k,

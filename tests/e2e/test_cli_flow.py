@@ -81,6 +81,7 @@ class TestRollupFlow:
         assert status["ledger_cards"] == 2
         [row] = status["profiles"]
         assert row["last_run"]["outcome"] == "idle" and row["units_pending"] == 0
+        assert row["watermark"] and row["next_run_due"] > row["last_run"]["started_at"]
 
         written = json.loads(dreamer(home, "card", "--write", "--json").stdout)["written"]
         card = (home / "cards" / "homelab.md").read_text()
