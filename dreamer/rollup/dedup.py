@@ -336,6 +336,8 @@ _SENTENCE_STARTERS = frozenset(
         "currently",
     ]
 )
+#: Third-person pronouns that can stand for a name the other text spells out.
+_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "they", "them", "their"})
 _SENTENCE_END = re.compile(r"[.!?:;]\s*$")
 
 
@@ -634,10 +636,15 @@ def _changed_details(new: TextProfile, old: TextProfile) -> tuple[Detail, ...]:
         changed.add(Detail.NEGATION)
     if _role_swapped(new, old):
         changed.add(Detail.ROLE)
-    # A name in one text that the other never mentions: another person, place or thing.
-    if any(name not in old.words for name in new.details.names) or any(
-        name not in new.words for name in old.details.names
-    ):
+    # A name in one text that the other never mentions: another person, place or thing -- unless
+    # the other text has a third-person pronoun where the name would stand and no name of its own
+    # ("... made Caroline feel accepted" / "... made her feel accepted").
+    only_new = [name for name in new.details.names if name not in old.words]
+    only_old = [name for name in old.details.names if name not in new.words]
+    pronoun_stands_in = (bool(only_new) and not only_old and bool(old.words & _PRONOUNS)) or (
+        bool(only_old) and not only_new and bool(new.words & _PRONOUNS)
+    )
+    if (only_new or only_old) and not pronoun_stands_in:
         changed.add(Detail.ENTITY)
     return tuple(kind for kind in Detail if kind in changed)
 

@@ -565,3 +565,21 @@ class TestSentenceStarters:
             [CardText("x", "Melanie went to the support group meeting on Friday evening.")], ledger, [[]]
         )
         assert verdict.kind != "duplicate"
+
+
+class TestPronounStandIn:
+    def test_a_pronoun_for_the_name_is_not_another_entity(self) -> None:
+        """'... made Sam feel welcome' and '... made her feel welcome' are one fact, not two people."""
+        ledger = [CardText("a", "The climbing club has made Sam feel welcome and less alone.")]
+        [verdict] = judge_batch(
+            [CardText("x", "The climbing club made her feel welcome and less alone.")], ledger, [[]]
+        )
+        assert verdict.kind == "duplicate" and verdict.matched_id == "a"
+
+    def test_two_different_names_stay_two_entities(self) -> None:
+        """A pronoun does not excuse a name swapped for another name."""
+        ledger = [CardText("a", "The climbing club has made Sam feel welcome and less alone.")]
+        [verdict] = judge_batch(
+            [CardText("x", "The climbing club has made Ada feel welcome and less alone.")], ledger, [[]]
+        )
+        assert verdict.kind != "duplicate"
