@@ -58,6 +58,9 @@ CREATE INDEX IF NOT EXISTS ledger_by_bank ON ledger (upstream_bank, promoted_at)
 """
 
 
+_END_RUN = "UPDATE runs SET finished_at = ?, outcome = ?, detail = ?, counts = ? WHERE run_id = ?"
+
+
 def _iso(ts: datetime | None) -> str | None:
     if ts is None:
         return None
@@ -197,7 +200,7 @@ class StateStore:
         finished_at: datetime,
     ) -> None:
         self._conn.execute(
-            "UPDATE runs SET finished_at = ?, outcome = ?, detail = ?, counts = ? WHERE run_id = ?",
+            _END_RUN,
             (_iso(finished_at), outcome, detail, json.dumps(dict(counts)), run_id),
         )
 
@@ -354,7 +357,7 @@ class StateStore:
                     (json.dumps(sources), json.dumps(profiles), now, r.document_id),
                 )
             conn.execute(
-                "UPDATE runs SET finished_at = ?, outcome = ?, detail = ?, counts = ? WHERE run_id = ?",
+                _END_RUN,
                 (now, outcome, detail, json.dumps(dict(counts)), run_id),
             )
             conn.execute("COMMIT")
