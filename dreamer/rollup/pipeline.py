@@ -300,7 +300,6 @@ class Rollup:
             for u in units
             if ROLLUP_TAG not in u.tags
             and effective.is_new(u.created_at, u.id, overlap)
-            and u.id not in watermark.seen
             and u.text.strip()
         ]
         report.units_seen = len(new_units)

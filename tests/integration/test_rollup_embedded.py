@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -192,3 +193,17 @@ class TestCrashSafety:
         assert sorted(ids) == expected, "missing or extra card"
         with StateStore.open(cfg.state_path) as st:
             assert sorted(c.document_id for c in st.ledger("private__hermes")) == expected
+
+
+class TestSince:
+    async def test_since_rereads_units_the_watermark_already_covers(self, tmp_path: Path) -> None:
+        """--since overrides the watermark for one run: already rolled-up units are read (and reinforce)."""
+        cfg = write_config(tmp_path)
+        await seed(cfg, MEMORIES)
+        first = await run_once(cfg)
+        n = len(await upstream_cards(cfg))
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)
+        again = await run_once(cfg, since=epoch)
+        assert again.units_seen == first.units_seen == len(MEMORIES)
+        assert again.outcome == "reinforced" and again.promoted == 0
+        assert len(await upstream_cards(cfg)) == n
