@@ -1,0 +1,617 @@
+"""What gating and one run cost as an install grows: many profiles, and large banks.
+
+    python -m bench.gating [--quick] [--json] [--backend hindsight --url URL --api-key-env VAR]
+
+**Gating.** N profiles (10, 100, 1000; ``--quick``: 10, 100), each bank rolled up once, then new
+units written into 5% of them. One cycle runs the way the daemon runs it: every profile's job asks
+the shared :class:`~dreamer.rollup.activity.ActivityCache` for its bank's activity and
+``Rollup.decide`` gates it; the active ones run the real pipeline. Backend requests are counted
+where they leave (HTTP requests for Hindsight, store calls for the embedded backend). Side by
+side, on the same banks: the baseline a scheduler without the shared snapshot would pay, one
+activity request per profile.
+
+**Scale** (embedded store). A bank of 1k, 10k, 100k units (``--quick``: 1k, 10k) already rolled
+up, then 20 new units: time and peak Python memory (``tracemalloc``) of one run, against the
+baseline of a run that reads the whole bank (``since`` = the beginning, as without a watermark).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import shutil
+import tempfile
+import time
+import tracemalloc
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+import httpx
+
+from bench._common import (
+    BenchError,
+    RequestCounter,
+    add_backend_arguments,
+    backend_section,
+    machine_info,
+    machine_line,
+    open_counted_backend,
+    print_json,
+    progress,
+    quiet_logs,
+    render_table,
+)
+from dreamer.backends.base import MemoryBackend, RetainItem
+from dreamer.config import Config, parse_config
+from dreamer.rollup.activity import ActivityCache
+from dreamer.rollup.pipeline import Rollup
+from dreamer.state import StateStore, Watermark
+
+T = TypeVar("T")
+
+#: Share of profiles that get new units before the measured cycle.
+ACTIVE_SHARE = 0.05
+NEW_UNITS_PER_ACTIVE = 3
+#: The per-profile baseline is measured on at most this many profiles, then scaled to N.
+BASELINE_SAMPLE = 100
+SCALE_NEW_UNITS = 20
+#: The watermark overlap of the scale part (see ``scale_once``).
+SCALE_OVERLAP_S = 1.0
+
+_HOSTS = ("atlas", "hermes", "nova", "orion", "vega", "lyra", "draco", "cygnus", "perseus", "auriga")
+_SERVICES = ("nginx", "postgres", "grafana", "restic", "redis", "minio", "gitea", "nextcloud", "jellyfin")
+_VERBS = ("runs", "backs up", "proxies", "monitors", "serves", "rotates logs of", "restarts", "updates")
+
+
+def synthetic_text(i: int) -> str:
+    """A distinct, plausible memory sentence for index ``i`` (deterministic)."""
+    host = _HOSTS[i % len(_HOSTS)]
+    service = _SERVICES[(i // len(_HOSTS)) % len(_SERVICES)]
+    verb = _VERBS[(i // 7) % len(_VERBS)]
+    return f"Host {host}-{i % 997} {verb} {service} on port {1024 + i % 50000} since build {i}."
+
+
+def active_profiles(names: Sequence[str], share: float = ACTIVE_SHARE) -> list[str]:
+    """Every ``1/share``-th profile, at least one: the ones that get new units."""
+    count = max(1, round(len(names) * share))
+    step = len(names) / count
+    return [names[int(i * step)] for i in range(count)]
+
+
+def profile_names(n: int) -> list[str]:
+    width = max(4, len(str(n)))
+    return [f"p{i:0{width}d}" for i in range(n)]
+
+
+def gating_config(
+    names: Sequence[str],
+    state_dir: Path,
+    backend: Mapping[str, Any],
+    prefix: str,
+    top_n: int = 20,
+    rollup: Mapping[str, Any] | None = None,
+) -> Config:
+    banks: dict[str, Any] = {
+        "global": {"bank_id": f"{prefix}global"},
+        "shared": {"bank_id": f"{prefix}shared"},
+    }
+    profiles: dict[str, Any] = {}
+    for name in names:
+        banks[name] = {"bank_id": f"{prefix}bank_{name}", "access": "read_write"}
+        profiles[name] = {"bank": name, "top_n": top_n}
+    data = {
+        "state_dir": str(state_dir),
+        "backend": dict(backend),
+        "banks": banks,
+        "profiles": profiles,
+        "slot": {"acquire_timeout_s": 60},
+        "rollup": dict(rollup or {}),
+    }
+    return parse_config(data, source="<bench.gating>", base_dir=state_dir)
+
+
+async def bounded_gather(jobs: Sequence[Callable[[], Awaitable[T]]], limit: int) -> list[T]:
+    """Run ``jobs`` with at most ``limit`` at once; results in order."""
+    results: list[T | None] = [None] * len(jobs)
+    semaphore = anyio.Semaphore(limit)
+
+    async def one(index: int) -> None:
+        async with semaphore:
+            results[index] = await jobs[index]()
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(jobs)):
+            group.start_soon(one, index)
+    return [r for r in results if r is not None]
+
+
+async def settle(backend: MemoryBackend, bank_ids: Sequence[str], *, timeout_s: float = 120.0) -> None:
+    """Wait until the banks' activity stops changing (Hindsight consolidates after a retain, later)."""
+    previous = await backend.activity(list(bank_ids))
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        await anyio.sleep(1.0)
+        current = await backend.activity(list(bank_ids))
+        if current == previous:
+            return
+        previous = current
+    raise BenchError(
+        f"the banks were still being written {timeout_s:g} s after the setup; is the server busy?"
+    )
+
+
+async def mark_rolled_up(
+    config: Config, backend: MemoryBackend, state: StateStore, names: Sequence[str]
+) -> None:
+    """Leave each profile's watermark where a completed roll-up of its whole bank would."""
+    bank_ids = {name: config.bank_id(config.profiles[name].bank) for name in names}
+    activity = await backend.activity(list(bank_ids.values()))
+    now = datetime.now(UTC)
+    for name in names:
+        act = activity[bank_ids[name]]
+        units = await backend.list_units_since(bank_ids[name], None)
+        # Built through the watermark's own API, so its boundary bookkeeping is the pipeline's.
+        watermark = replace(
+            Watermark().advanced_to(
+                ((u.created_at, u.id) for u in units),
+                timedelta(seconds=config.rollup.watermark_overlap_s),
+            ),
+            unit_count=act.unit_count,
+            last_write_at=act.last_write_at,
+        )
+        run_id = f"setup-{name}"
+        state.record_run_start(run_id, f"rollup:{name}", now)
+        state.commit_rollup(
+            profile=name,
+            bank_id=bank_ids[name],
+            watermark=watermark,
+            promoted=[],
+            reinforced=[],
+            run_id=run_id,
+            outcome="nothing_new",
+            detail="benchmark setup",
+            counts={},
+            finished_at=now,
+        )
+
+
+@dataclass
+class GatingRow:
+    backend: str
+    profiles: int
+    active: int
+    server_banks: int | None
+    page_size: int | None
+    baseline_sampled: bool
+    gate_requests: int
+    gate_s: float
+    baseline_requests: int
+    baseline_s: float
+    decided_run: int
+    cycle_requests: int
+    runs: int
+    reflect_calls: int
+    summarise_calls: int
+    cycle_s: float
+    requests_by_kind: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+async def server_bank_count(args: argparse.Namespace) -> int | None:
+    """How many banks the Hindsight server holds (the bank-list walk covers all of them)."""
+    if args.backend != "hindsight":
+        return None
+    import os
+
+    headers = {"Authorization": f"Bearer {os.environ[args.api_key_env]}"}
+    async with httpx.AsyncClient(base_url=args.url, headers=headers, trust_env=False, timeout=30) as client:
+        response = await client.get("/v1/default/banks", params={"limit": 1, "offset": 0})
+        response.raise_for_status()
+        total = response.json().get("total")
+        return int(total) if isinstance(total, int) else None
+
+
+async def gating_once(args: argparse.Namespace, n: int) -> GatingRow:
+    names = profile_names(n)
+    workdir = Path(tempfile.mkdtemp(prefix="dreamer-bench-gating-"))
+    prefix = f"bench_{uuid.uuid4().hex[:8]}__" if args.backend == "hindsight" else ""
+    counter = RequestCounter()
+    try:
+        config = gating_config(names, workdir / "state", backend_section(args), prefix)
+        backend = open_counted_backend(config, counter)
+        try:
+            with StateStore.open(config.state_path) as state:
+                progress(f"gating: {n} profiles on {args.backend}: writing one unit into every bank")
+                await bounded_gather(
+                    [
+                        (
+                            lambda name=name: backend.retain(  # type: ignore[misc]
+                                config.bank_id(name), [RetainItem(content=synthetic_text(int(name[1:])))]
+                            )
+                        )
+                        for name in names
+                    ],
+                    limit=8,
+                )
+                all_banks = [config.bank_id(p.bank) for p in config.enabled_profiles().values()]
+                await settle(backend, all_banks)
+                await mark_rolled_up(config, backend, state, names)
+                active = active_profiles(names)
+                for name in active:
+                    items = [
+                        RetainItem(content=synthetic_text(int(name[1:]) * 100 + k + 1))
+                        for k in range(NEW_UNITS_PER_ACTIVE)
+                    ]
+                    await backend.retain(config.bank_id(name), items)
+                await settle(backend, all_banks)
+                server_banks = await server_bank_count(args)
+                rollup = Rollup(config, backend, state)
+
+                # Baseline first (it only reads): one activity request per profile. Past
+                # BASELINE_SAMPLE profiles it is measured on a sample and scaled to N.
+                sample = names[:BASELINE_SAMPLE]
+                before = counter.snapshot()
+                started = time.monotonic()
+                for name in sample:
+                    activity = (await backend.activity([config.bank_id(name)])).get(config.bank_id(name))
+                    rollup.decide(name, activity)
+                scale_up = len(names) / len(sample)
+                baseline_s = (time.monotonic() - started) * scale_up
+                baseline_requests = round(sum(counter.since(before).values()) * scale_up)
+
+                # The daemon's way: one shared snapshot per cycle, then the active profiles run.
+                progress(f"gating: {n} profiles: one cycle")
+                cache = ActivityCache(ttl_s=3600)
+                cycle_before = counter.snapshot()
+                gate_s = 0.0
+                gate_requests = 0
+                decided_run = runs = reflect_calls = summarise_calls = 0
+                cycle_started = time.monotonic()
+                for name in names:
+                    gate_before = counter.snapshot()
+                    t0 = time.monotonic()
+                    activity = await cache.get(backend, all_banks, config.bank_id(name))
+                    decision = rollup.decide(name, activity)
+                    gate_s += time.monotonic() - t0
+                    gate_requests += sum(counter.since(gate_before).values())
+                    if decision.run:
+                        decided_run += 1
+                        report = await rollup.run(name, activity=activity)
+                        runs += 1
+                        reflect_calls += report.reflect_attempts
+                        summarise_calls += 1 if report.summariser else 0
+                        if report.outcome not in ("promoted", "reinforced", "nothing_new"):
+                            raise BenchError(f"the roll-up of {name} ended {report.outcome}: {report.reason}")
+                cycle_s = time.monotonic() - cycle_started
+                by_kind = counter.since(cycle_before)
+        finally:
+            await backend.aclose()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return GatingRow(
+        backend=args.backend,
+        profiles=n,
+        active=len(active),
+        server_banks=server_banks,
+        page_size=config.backend.hindsight.page_size if args.backend == "hindsight" else None,
+        baseline_sampled=len(names) > BASELINE_SAMPLE,
+        gate_requests=gate_requests,
+        gate_s=gate_s,
+        baseline_requests=baseline_requests,
+        baseline_s=baseline_s,
+        decided_run=decided_run,
+        cycle_requests=sum(by_kind.values()),
+        runs=runs,
+        reflect_calls=reflect_calls,
+        summarise_calls=summarise_calls,
+        cycle_s=cycle_s,
+        requests_by_kind=dict(sorted(by_kind.items())),
+    )
+
+
+# --- scale: one run on a large bank ------------------------------------------------------------------
+
+
+@dataclass
+class ScaleRow:
+    units_before: int
+    new_units: int
+    run_s: float
+    run_recall_s: float
+    run_peak_mib: float
+    units_seen: int
+    outcome: str
+    full_scan_s: float
+    full_scan_peak_mib: float
+    full_scan_units: int
+    setup_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+async def traced(work: Callable[[], Awaitable[T]]) -> tuple[T, float]:
+    """``work``'s result and the peak of Python allocations while it ran, in MiB."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        result = await work()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return result, peak / 1024 / 1024
+
+
+async def timed(work: Callable[[], Awaitable[T]]) -> tuple[T, float]:
+    started = time.monotonic()
+    result = await work()
+    return result, time.monotonic() - started
+
+
+async def scale_once(size: int) -> ScaleRow:
+    workdir = Path(tempfile.mkdtemp(prefix="dreamer-bench-scale-"))
+    counter = RequestCounter()
+    try:
+        # The bank is loaded seconds before the run; with the default 300 s watermark overlap every
+        # run would re-read all of it. A 1 s overlap and a 2 s pause put the old units outside the
+        # window, as hours-old units are in service.
+        config = gating_config(
+            ["scale"],
+            workdir / "state",
+            {"kind": "embedded"},
+            "",
+            rollup={"watermark_overlap_s": SCALE_OVERLAP_S},
+        )
+        backend = open_counted_backend(config, counter)
+        bank_id = config.bank_id("scale")
+        try:
+            with StateStore.open(config.state_path) as state:
+                progress(f"scale: writing {size} units")
+                setup_started = time.monotonic()
+                batch = 5000
+                for start in range(0, size, batch):
+                    await backend.retain(
+                        bank_id,
+                        [
+                            RetainItem(content=synthetic_text(i))
+                            for i in range(start, min(size, start + batch))
+                        ],
+                    )
+                await mark_rolled_up(config, backend, state, ["scale"])
+                setup_s = time.monotonic() - setup_started
+                await anyio.sleep(2 * SCALE_OVERLAP_S)
+                await backend.retain(
+                    bank_id,
+                    [RetainItem(content=synthetic_text(size + 1000 + k)) for k in range(SCALE_NEW_UNITS)],
+                )
+                rollup = Rollup(config, backend, state)
+                epoch = datetime(1970, 1, 1, tzinfo=UTC)
+                progress(f"scale: {size} units: the baseline without a watermark (dry runs)")
+                full, full_s = await timed(lambda: rollup.run("scale", dry_run=True, since=epoch))
+                _, full_peak = await traced(lambda: rollup.run("scale", dry_run=True, since=epoch))
+                progress(f"scale: {size} units: one run")
+                _, run_peak = await traced(lambda: rollup.run("scale", dry_run=True))
+                seconds_before = counter.seconds_snapshot()
+                report, run_s = await timed(lambda: rollup.run("scale"))
+                recall_s = counter.seconds.get("embedded.recall", 0.0) - seconds_before.get(
+                    "embedded.recall", 0.0
+                )
+        finally:
+            await backend.aclose()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return ScaleRow(
+        units_before=size,
+        new_units=SCALE_NEW_UNITS,
+        run_s=run_s,
+        run_recall_s=recall_s,
+        run_peak_mib=run_peak,
+        units_seen=report.units_seen,
+        outcome=report.outcome,
+        full_scan_s=full_s,
+        full_scan_peak_mib=full_peak,
+        full_scan_units=full.units_seen,
+        setup_s=setup_s,
+    )
+
+
+# --- the command ---------------------------------------------------------------------------------
+
+
+def render(result: Mapping[str, Any]) -> str:
+    gating = result["gating"]
+    gate_table = render_table(
+        "Gating: one cycle over N profiles, 5% with new units",
+        [
+            "backend",
+            "profiles",
+            "active",
+            "gate req",
+            "gate s",
+            "per-profile req",
+            "per-profile s",
+            "runs",
+            "reflect",
+            "summarise",
+            "cycle req",
+            "cycle s",
+        ],
+        [
+            [
+                r["backend"],
+                r["profiles"],
+                r["active"],
+                r["gate_requests"],
+                r["gate_s"],
+                r["baseline_requests"],
+                r["baseline_s"],
+                r["runs"],
+                r["reflect_calls"],
+                r["summarise_calls"],
+                r["cycle_requests"],
+                r["cycle_s"],
+            ]
+            for r in gating
+        ],
+        [
+            "gate req/s: the daemon's gating (shared ActivityCache snapshot + Rollup.decide), all N;",
+            "per-profile req/s: the baseline asking each profile's activity on its own (same banks);",
+            "cycle req: every backend request of the cycle, the active profiles' runs included.",
+            *[
+                f"{r['backend']} {r['profiles']}: the server's bank list held {r['server_banks']} banks, "
+                f"{r['page_size']} per page"
+                for r in gating
+                if r["server_banks"] is not None
+            ],
+            *[
+                f"{r['backend']} {r['profiles']}: per-profile baseline measured on "
+                f"{BASELINE_SAMPLE} profiles, scaled to N"
+                for r in gating
+                if r["baseline_sampled"]
+            ],
+            *gating_targets(gating),
+        ],
+    )
+    scale = result["scale"]
+    scale_table = render_table(
+        f"Scale: one run with {SCALE_NEW_UNITS} new units as the bank grows (embedded store)",
+        [
+            "units in bank",
+            "new",
+            "units seen",
+            "run s",
+            "of which recall s",
+            "run peak MiB",
+            "no-watermark s",
+            "no-watermark MiB",
+            "seen",
+        ],
+        [
+            [
+                r["units_before"],
+                r["new_units"],
+                r["units_seen"],
+                r["run_s"],
+                r["run_recall_s"],
+                r["run_peak_mib"],
+                r["full_scan_s"],
+                r["full_scan_peak_mib"],
+                r["full_scan_units"],
+            ]
+            for r in scale
+        ],
+        [
+            "run: the real run after a watermark (time), and its dry run under tracemalloc (peak memory);",
+            f"watermark_overlap_s = {SCALE_OVERLAP_S:g} here (the bank is loaded seconds before the run);",
+            "of which recall s: the run's upstream recalls (the dedup candidates), one per drafted card;",
+            "no-watermark: the baseline, a dry run that reads the whole bank (since = the beginning).",
+            machine_line(),
+        ],
+    )
+    return gate_table + "\n\n" + scale_table
+
+
+def walks(row: Mapping[str, Any]) -> float:
+    """Bank-list walks the gating made: its requests over the pages one walk of the server's list needs."""
+    banks, page_size = row.get("server_banks"), row.get("page_size")
+    pages = max(1, math.ceil(banks / page_size)) if banks and page_size else 1
+    return float(row["gate_requests"]) / pages
+
+
+def gating_targets(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = []
+    for backend in sorted({r["backend"] for r in rows}):
+        mine = [r for r in rows if r["backend"] == backend]
+        constant = all(walks(r) == 1 for r in mine)
+        detail = ", ".join(
+            f"N={r['profiles']}: {r['gate_requests']} request(s) = {walks(r):g} walk(s)" for r in mine
+        )
+        lines.append(
+            f"{'met   ' if constant else 'MISSED'} {backend}: gating costs one bank-list walk "
+            f"whatever N: {detail}"
+        )
+        llm = [r for r in mine if r["reflect_calls"] or backend == "hindsight"]
+        if llm:
+            ok = all(r["reflect_calls"] == r["active"] for r in llm)
+            lines.append(
+                f"{'met   ' if ok else 'MISSED'} {backend}: reflect calls equal the active profiles: "
+                + ", ".join(f"{r['reflect_calls']}/{r['active']}" for r in llm)
+            )
+        else:
+            lines.append(
+                f"       {backend}: summarise calls (extractive) per active profile: "
+                + ", ".join(f"{r['summarise_calls']}/{r['active']}" for r in mine)
+            )
+    return lines
+
+
+async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    counts = [10, 100] if args.quick else [10, 100, 1000]
+    if args.profiles:
+        counts = [int(x) for x in args.profiles.split(",")]
+    sizes = [1000, 10_000] if args.quick else [1000, 10_000, 100_000]
+    if args.sizes:
+        sizes = [int(x) for x in args.sizes.split(",")]
+    started = time.monotonic()
+    gating = []
+    backends = [] if args.skip_gating else ["embedded"] + (["hindsight"] if args.url else [])
+    for backend in backends:
+        run_args = argparse.Namespace(**{**vars(args), "backend": backend})
+        for n in counts:
+            gating.append((await gating_once(run_args, n)).to_json())
+    scale = [(await scale_once(size)).to_json() for size in sizes] if not args.skip_scale else []
+    return {
+        "benchmark": "gating",
+        "quick": args.quick,
+        "gating": gating,
+        "scale": scale,
+        "targets": gating_targets(gating),
+        "total_wall_s": time.monotonic() - started,
+        "machine": machine_info(),
+    }
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.gating",
+        description="Gating cost over many profiles, and one run's cost as a bank grows.",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="10 and 100 profiles; 1k and 10k units (CI size)"
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of tables")
+    parser.add_argument("--profiles", help="comma-separated profile counts (default 10,100,1000)")
+    parser.add_argument(
+        "--sizes", help="comma-separated bank sizes for the scale part (default 1000,10000,100000)"
+    )
+    parser.add_argument("--skip-scale", action="store_true", help="only the gating part")
+    parser.add_argument("--skip-gating", action="store_true", help="only the scale part")
+    add_backend_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    quiet_logs()
+    try:
+        result = asyncio.run(run_benchmark(args))
+    except BenchError as exc:
+        progress(f"bench.gating: {exc}")
+        return 2
+    if args.json:
+        print_json(result)
+    else:
+        print(render(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,240 @@
+"""The LoCoMo benchmark's own correctness: parsing, baselines, metrics, and a replay of a tiny fixture.
+
+The fixture is a LoCoMo-shaped conversation written here (no dataset text), so these tests run
+without the data directory.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench import locomo
+from bench._common import BenchError, HashedEmbedder
+from bench.locomo import (
+    Card,
+    ExactHashPolicy,
+    HonchoPolicy,
+    Policy,
+    Question,
+    coverage,
+    dia_ids,
+    evidence_sessions,
+    is_hit,
+    near_duplicate_pairs,
+    parse_conversation,
+    parse_session_time,
+    per_100,
+    provenance,
+    split_sentences,
+)
+
+
+def fixture_conversation() -> dict[str, Any]:
+    """Two sessions with dialogue, one date-only session, and questions of every kind."""
+    return {
+        "speaker_a": "Ada",
+        "speaker_b": "Ben",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ada", "dia_id": "D1:1", "text": "hi"}],
+        "session_2_date_time": "9:05 am on 20 June, 2023",
+        "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "hello"}],
+        "session_3_date_time": "3:00 pm on 1 July, 2023",
+        "session_1_observation": {
+            "Ada": [
+                ["Ada keeps bees on the roof of her flat in Leeds.", "D1:3"],
+                ["Ada sells the honey at the Saturday market.", ["D1:5", "D1:6"]],
+            ],
+            "Ben": [["Ben is training for the Berlin marathon.", "D1:8"]],
+        },
+        "session_1_summary": "Ada and Ben talked about bees. Ada sells honey! Ben runs a lot.",
+        "events_session_1": {
+            "Ada": ["Ada harvests honey for the first time."],
+            "Ben": [],
+            "date": "8 May, 2023",
+        },
+        "session_2_observation": {
+            "Ada": [["Ada keeps bees on the roof of her flat in Leeds.", "D2:2"]],
+            "Ben": [["Ben finished the Berlin marathon in four hours.", "D2:4"]],
+        },
+        "session_2_summary": "Ben ran the marathon.",
+        "events_session_2": {"Ben": ["Ben runs the Berlin marathon."], "date": "20 June, 2023"},
+        "qa": [
+            {"question": "Where does Ada keep bees?", "answer": "Leeds", "evidence": ["D1:3"], "category": 1},
+            {"question": "Where is the honey sold?", "answer": "market", "evidence": ["D1:5"], "category": 4},
+            {"question": "What did Ben eat?", "answer": "", "evidence": ["D2:9"], "category": 5},
+            {"question": "What is in session 3?", "answer": "", "evidence": ["D3:1"], "category": 2},
+        ],
+    }
+
+
+class TestParsing:
+    def test_session_time_afternoon(self) -> None:
+        """A LoCoMo session time becomes an aware UTC datetime with the 12-hour clock resolved."""
+        assert parse_session_time("1:56 pm on 8 May, 2023") == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+    def test_session_time_midnight_and_noon(self) -> None:
+        """12 am is hour 0 and 12 pm is hour 12."""
+        assert parse_session_time("12:05 am on 1 January, 2024").hour == 0
+        assert parse_session_time("12:30 pm on 1 January, 2024").hour == 12
+
+    def test_session_time_date_only_is_refused(self) -> None:
+        """A date without a time of day is not a session time."""
+        with pytest.raises(ValueError, match="session time"):
+            parse_session_time("8 May, 2023")
+
+    @pytest.mark.parametrize(
+        ("raw", "expected"),
+        [
+            ("D1:3", ("D1:3",)),
+            (["D1:3", "D1:5"], ("D1:3", "D1:5")),
+            ("D8:6; D9:17", ("D8:6", "D9:17")),
+            ("D:11:26", ("D11:26",)),
+            ("D", ()),
+            (["D1:3", "D1:3"], ("D1:3",)),
+            (None, ()),
+        ],
+    )
+    def test_dia_ids_variants(self, raw: object, expected: tuple[str, ...]) -> None:
+        """Every evidence shape of the data gives canonical dialogue ids; malformed ones are dropped."""
+        assert dia_ids(raw) == expected
+
+    def test_split_sentences_keeps_initials(self) -> None:
+        """Summaries are cut at sentence ends but not after an initial."""
+        assert split_sentences("She read J.K. Rowling. Then she slept! Fine?") == [
+            "She read J.K. Rowling.",
+            "Then she slept!",
+            "Fine?",
+        ]
+
+    def test_conversation_skips_date_only_sessions(self) -> None:
+        """A session that has only a date_time key (no dialogue) is not replayed."""
+        conv = parse_conversation("7", fixture_conversation())
+        assert [s.number for s in conv.sessions] == [1, 2]
+        assert conv.profile == "c7"
+
+    def test_session_units_in_order_with_kinds(self) -> None:
+        """Observations (with dia ids), then summary sentences, then events (never the date key)."""
+        session = parse_conversation("7", fixture_conversation()).sessions[0]
+        assert [u.kind for u in session.units] == ["observation"] * 3 + ["summary"] * 3 + ["event"]
+        assert session.units[1].dia_ids == ("D1:5", "D1:6")
+        assert session.units[-1].text == "Ada harvests honey for the first time."
+        assert all(u.dia_ids == () for u in session.units if u.kind != "observation")
+
+    def test_questions_parsed_with_category(self) -> None:
+        """Questions keep their evidence and category; category 5 is adversarial."""
+        conv = parse_conversation("7", fixture_conversation())
+        assert [q.adversarial for q in conv.questions] == [False, False, True, False]
+        assert evidence_sessions(conv.questions[3].evidence) == {3}
+
+    def test_missing_directory_says_what_to_pass(self, tmp_path: Path) -> None:
+        """A wrong --data path fails with a message naming the option."""
+        with pytest.raises(BenchError, match="--data"):
+            locomo.load_conversations(tmp_path / "nope")
+
+
+class TestPolicies:
+    def test_no_dedup_admits_everything(self) -> None:
+        """The no-dedup baseline promotes every drafted card, repeats included."""
+        assert Policy().admit(["a b", "a b"]) == [True, True]
+
+    def test_exact_hash_ignores_case_and_outer_space(self) -> None:
+        """mem0's md5 rule drops a card equal once stripped and lowercased, across batches."""
+        policy = ExactHashPolicy()
+        assert policy.admit(["Ada keeps bees.", "  ada keeps BEES. "]) == [True, False]
+        assert policy.admit(["Ada keeps bees."]) == [False]
+        assert policy.admit(["Ada keeps wasps."]) == [True]
+
+    def test_honcho_drops_only_at_095_of_the_nearest(self) -> None:
+        """Honcho's rule drops a card whose nearest promoted card is at cosine >= 0.95, keeps others."""
+        policy = HonchoPolicy(HashedEmbedder())
+        verdicts = policy.admit(
+            [
+                "Evan plans a painting session with Sam.",
+                "Sam plans a painting session with Evan.",  # same words: cosine 1.0 on unigrams
+                "Evan bought a red kayak last summer.",
+            ]
+        )
+        assert verdicts == [True, False, True]
+
+    def test_honcho_exact_text_is_dropped(self) -> None:
+        """An exact (stripped, lowercased) repeat is dropped before any similarity."""
+        policy = HonchoPolicy(HashedEmbedder())
+        policy.admit(["Ada keeps bees."])
+        assert policy.admit(["ADA KEEPS BEES."]) == [False]
+
+
+class TestMetrics:
+    def test_provenance_unions_source_units(self) -> None:
+        """A card's provenance is the union of its source units' dialogue ids."""
+        units = {"u1": frozenset({("7", "D1:3")}), "u2": frozenset({("7", "D1:5")})}
+        assert provenance(["u1", "u2", "unknown"], units) == {("7", "D1:3"), ("7", "D1:5")}
+
+    def test_coverage_any_and_all_skip_adversarial(self) -> None:
+        """Coverage counts non-adversarial questions with any / all of their evidence covered."""
+        questions = [
+            ("7", Question("q1", ("D1:3",), 1)),
+            ("7", Question("q2", ("D1:3", "D1:9"), 2)),
+            ("7", Question("q3", ("D1:3",), 5)),
+            ("8", Question("q4", ("D1:3",), 1)),
+        ]
+        any_share, all_share = coverage(questions, {("7", "D1:3")})
+        assert (any_share, all_share) == (2 / 3, 1 / 3)
+
+    def test_near_duplicates_only_within_a_profile(self) -> None:
+        """Identical cards of two profiles are not a pair; within one profile they are."""
+        embedder = HashedEmbedder()
+        cards = [
+            Card("a", "Ada keeps bees in Leeds.", "c1", ()),
+            Card("b", "Ada keeps bees in Leeds.", "c2", ()),
+            Card("c", "Ada keeps bees in Leeds.", "c2", ()),
+            Card("d", "Ben runs marathons every spring.", "c2", ()),
+        ]
+        assert near_duplicate_pairs(cards, embedder, 0.90) == 1
+        assert per_100(1, 4) == 25.0
+
+    def test_hit_only_in_top_k(self) -> None:
+        """A hit counts only when one of the first k results holds some of the evidence."""
+        evidence = frozenset({("7", "D1:3")})
+        ranked = [frozenset(), frozenset(), frozenset(), frozenset(), frozenset(), evidence]
+        assert not is_hit(ranked, evidence, k=5)
+        assert is_hit(ranked, evidence, k=6)
+
+
+class TestReplay:
+    def test_replay_of_a_tiny_conversation(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """The real pipeline and the baselines run on the same drafts; repeats are deduplicated."""
+        data = tmp_path / "data"
+        data.mkdir()
+        (data / "7.json").write_text(json.dumps(fixture_conversation()), encoding="utf-8")
+        assert locomo.main(["--data", str(data), "--json"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        rows = {r["policy"]: r for r in result["policies"]}
+        assert set(rows) == {"dreamer", "none", "exact", "honcho"}
+        assert result["cycles"] == 2
+        assert result["drafts_checked"] == 2 and result["drafts_differ"] == 0
+        # Session 2 repeats an observation of session 1 word for word.
+        assert rows["none"]["cards"] == rows["exact"]["cards"] + 1
+        assert rows["dreamer"]["reinforced"] >= 1
+        assert rows["dreamer"]["cards"] <= rows["exact"]["cards"]
+        # Two non-adversarial questions have their evidence in the replayed sessions.
+        assert result["questions"] == 2
+        assert rows["none"]["coverage_any"] == 1.0
+        assert all(r["units_in"] == 11 for r in rows.values())
+
+
+class TestNearDuplicateBreakdown:
+    def test_changed_date_is_a_detail_difference(self) -> None:
+        """A pair that differs only in its date is reported as differing in a protected detail."""
+        assert locomo.differs_in_detail(
+            "Gina and Jon caught up at 9:32 am on 8 February, 2023.",
+            "Gina and Jon caught up at 7:18 pm on 27 May, 2023.",
+        )
+
+    def test_reworded_same_fact_is_not(self) -> None:
+        """A rewording with the same details is not a detail difference."""
+        assert not locomo.differs_in_detail("Ada keeps bees on her roof.", "Ada keeps bees on the roof.")
