@@ -80,7 +80,7 @@ class LLMStub:
         self._post("/control/fault", {**fault, "delay_s": delay_s, "match": match, "owner": self.owner})
 
     def clear(self) -> None:
-        """Disarm the faults armed through this helper (other sessions' faults stay)."""
+        """Disarm the faults armed through this helper (other test runs' faults stay)."""
         self._post("/control/clear", {"owner": self.owner})
 
     def requests(self, since: int = 0) -> list[dict[str, Any]]:

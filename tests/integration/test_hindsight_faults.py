@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.hindsight, pytest.mark.slow]
 #: at a time: while one is held (its fact extraction parked in the stub), a second waits a second for
 #: the slot and is then refused with 503 + Retry-After.
 EXTRACTION_HOLD_S = 5.0
-#: The holder may itself meet a 503 when another session's retain has the slot; it waits its turn.
+#: The holder may itself meet a 503 when another test run's retain has the slot; it waits its turn.
 HOLDER_RETRY = RetryPolicy(max_attempts=20, base_delay_s=0.5, max_delay_s=5.0, retry_after_cap_s=5.0)
 
 

@@ -185,7 +185,7 @@ class TestInjectedFaults:
         first: dict[str, httpx.Response] = {}
 
         def hold_the_slot() -> None:
-            # Another session's retain may have the slot for a moment: wait for our turn.
+            # Another test run's retain may have the slot for a moment: wait for our turn.
             for _ in range(20):
                 first["response"] = retain_sync(admission, fresh_bank_id, f"{ALICE} Marker {fresh_bank_id}.")
                 if first["response"].status_code != 503:

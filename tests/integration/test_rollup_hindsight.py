@@ -3,7 +3,7 @@ Retry-After and crash safety.
 
 Needs the test server of ``scripts/hindsight-dev up`` (``DREAMER_TEST_HINDSIGHT_URL``,
 ``DREAMER_TEST_HINDSIGHT_API_KEY``, ``DREAMER_TEST_LLM_STUB_URL``); every test skips without it.
-Other sessions share that server, so each test keeps to itself: its banks are named after its own
+Other test runs share that server, so each test keeps to itself: its banks are named after its own
 ``fresh_bank_id`` (the *marker*), every sentence it retains carries the marker, and every fault it arms
 in the LLM stub is limited to requests containing the marker (``match=``). Hindsight writes the bank
 id into its reflect prompts as well, so a reflect on one of the test's banks always carries the marker.
@@ -138,7 +138,7 @@ class ForwardingTransport(httpx.AsyncBaseTransport):
     cannot produce here: it answers ``POST .../reflect`` itself with 503 and ``Retry-After:
     <reflect_503>``. Hindsight 1.1 does gate reflect by admission control, but the test servers narrow
     only the retain lane; the reflect lane admits 16 requests per core and queues for 5 s, so a reflect
-    503 would take dozens of reflects parked at once on a server other sessions share.
+    503 would take dozens of reflects parked at once on a server other test runs share.
     """
 
     def __init__(self) -> None:
