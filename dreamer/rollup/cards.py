@@ -80,18 +80,20 @@ def reflect_query(units: Sequence[SourceUnit], directive: str, max_cards: int) -
     if directive.strip():
         lines.append(f"Profile directive: {directive.strip()}")
     lines.append("New memories:")
-    lines.extend(f"- [{u.id}] {_one_line(u.text, 600)}" for u in units)
+    lines.extend(f"- [{u.id}] {trim_card_text(u.text, 600)}" for u in units)
     return "\n".join(lines)
 
 
-def _one_line(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1].rsplit(" ", 1)[0] + "…"
-
-
-def clip_card_text(text: str, limit: int = MAX_CARD_CHARS) -> str:
-    """Whitespace-normalised text, cut on a word boundary when longer than ``limit``."""
-    return _one_line(text, limit)
+def trim_card_text(text: str, limit: int = MAX_CARD_CHARS) -> str:
+    """Collapse whitespace and cut to at most ``limit`` characters at a word boundary."""
+    collapsed = " ".join(text.split())
+    if len(collapsed) <= limit:
+        return collapsed
+    cut = collapsed[: limit - 1]
+    boundary = cut.rfind(" ")
+    if boundary > 0:
+        cut = cut[:boundary]
+    return cut.rstrip(" ,;:-") + "…"
 
 
 def parse_reflect_cards(
@@ -120,7 +122,7 @@ def parse_reflect_cards(
         card_text = raw.get("text")
         if not isinstance(card_text, str) or is_content_free(card_text):
             continue
-        card_text = clip_card_text(card_text)
+        card_text = trim_card_text(card_text)
         kind = raw.get("kind")
         kind = kind.lower() if isinstance(kind, str) and kind.lower() in CARD_KINDS else "fact"
         ids_raw = raw.get("source_ids")

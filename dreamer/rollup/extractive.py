@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Protocol
 
-from dreamer.rollup.cards import CardDraft, SourceUnit
+from dreamer.rollup.cards import MAX_CARD_CHARS, CardDraft, SourceUnit, trim_card_text
 from dreamer.rollup.dedup import DedupThresholds, TextProfile, compare, lexical_duplicate, profile_text
 
 __all__ = [
@@ -27,7 +27,6 @@ __all__ = [
 ]
 
 #: Longest card text; longer text is cut at a word boundary and marked with "…".
-MAX_CARD_CHARS = 400
 
 
 class InvalidExtractionError(ValueError):
@@ -56,18 +55,6 @@ class TextUnit(Protocol):
 
 
 _WHITESPACE = re.compile(r"\s+")
-
-
-def trim_card_text(text: str, limit: int = MAX_CARD_CHARS) -> str:
-    """Collapse whitespace and cut to at most `limit` characters at a word boundary."""
-    collapsed = _WHITESPACE.sub(" ", text).strip()
-    if len(collapsed) <= limit:
-        return collapsed
-    cut = collapsed[: limit - 1]
-    boundary = cut.rfind(" ")
-    if boundary > 0:
-        cut = cut[:boundary]
-    return cut.rstrip(" ,;:-") + "…"
 
 
 # Cue words per kind, checked in this order: the first kind with a cue wins.
