@@ -693,7 +693,7 @@ def _add_global_options(parser: argparse.ArgumentParser, *, top_level: bool) -> 
         "--log-level",
         choices=LOG_LEVELS,
         default=default(None),
-        help="override the configuration's log.level",
+        help="log level (default: warning for commands; log.level from the configuration for run)",
     )
 
 

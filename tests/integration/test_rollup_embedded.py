@@ -207,3 +207,15 @@ class TestSince:
         assert again.units_seen == first.units_seen == len(MEMORIES)
         assert again.outcome == "reinforced" and again.promoted == 0
         assert len(await upstream_cards(cfg)) == n
+
+
+class TestChatter:
+    async def test_filler_passes_the_watermark_without_becoming_a_card(self, tmp_path: Path) -> None:
+        """'ok thanks, bye' is read and covered by the watermark, but nothing is promoted."""
+        cfg = write_config(tmp_path)
+        await seed(cfg, ["ok thanks, that's all for now", "Sounds good, see you tomorrow!"])
+        report = await run_once(cfg)
+        assert report.outcome == "nothing_new" and report.units_seen == 2
+        assert await upstream_cards(cfg) == []
+        with StateStore.open(cfg.state_path) as st:
+            assert st.watermark("research").created_at is not None
