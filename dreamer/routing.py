@@ -20,7 +20,9 @@ Merging recall hits (:func:`merge_recalls`) folds duplicates across banks and ke
 - the same ``document_id`` folds only when every bank returned at most one hit for it. One retained
   document can become several distinct facts (Hindsight extracts facts per document), and those
   must not collapse into one line;
-- the folded hit shows the best-scoring member's text; hits are ranked by score (descending), then
+- the folded hit shows the best-scoring member's text, and the document id of the best-scoring
+  member that has one (Hindsight's derived observations carry none, and they can outrank the fact
+  they came from); hits are ranked by score (descending), then
   by the position in the queried order of their first label, then by id, so equal input gives an
   equal answer.
 """
@@ -567,11 +569,12 @@ def merge_recalls(
 
     merged: list[tuple[tuple[float, int, str], LabelledRecall]] = []
     for members in groups.values():
-        best = min(members, key=lambda i: (-entries[i][2].score, entries[i][0], entries[i][2].id))
-        _, _, item = entries[best]
+        by_rank = sorted(members, key=lambda i: (-entries[i][2].score, entries[i][0], entries[i][2].id))
+        _, _, item = entries[by_rank[0]]
         ordered = sorted(members, key=lambda i: (entries[i][0], i))
         labels = tuple(dict.fromkeys(entries[i][1] for i in ordered))
         first_order = entries[ordered[0]][0]
+        document_id = next((entries[i][2].document_id for i in by_rank if entries[i][2].document_id), None)
         labelled = LabelledRecall(
             labels=labels,
             id=item.id,
@@ -579,7 +582,7 @@ def merge_recalls(
             text=item.text,
             score=item.score,
             fact_type=item.fact_type,
-            document_id=item.document_id,
+            document_id=document_id,
             ids=tuple(dict.fromkeys(entries[i][2].id for i in ordered)),
             bank_ids=tuple(dict.fromkeys(entries[i][2].bank_id for i in ordered)),
             mentioned_at=item.mentioned_at,

@@ -306,6 +306,24 @@ class TestMerge:
         )
         assert [(m.labels, m.text) for m in merged] == [(("a", "b"), "final text")]
 
+    def test_folded_hit_keeps_a_document_id_when_the_best_member_has_none(self) -> None:
+        """A derived observation (no document id) outranking its fact still leaves the fold its document."""
+        merged = merge_recalls(
+            [
+                (
+                    "a",
+                    [
+                        hit("obs", "The paper is under review.", 0.9),
+                        hit("fact", "the paper is under review", 0.5, document_id="memo-7"),
+                    ],
+                ),
+                ("b", [hit("up", "The paper was accepted.", 0.4, document_id="memo-7")]),
+            ]
+        )
+        assert len(merged) == 1
+        assert (merged[0].id, merged[0].document_id) == ("obs", "memo-7")
+        assert merged[0].labels == ("a", "b")
+
     def test_document_split_into_facts_is_not_folded(self) -> None:
         """A document with several hits in one bank was split into facts: nothing folds by its id."""
         merged = merge_recalls(
