@@ -52,7 +52,8 @@ CREATE TABLE IF NOT EXISTS ledger (
     promoted_at    TEXT NOT NULL,
     last_seen_at   TEXT NOT NULL,
     supersedes     TEXT,
-    run_id         TEXT NOT NULL
+    run_id         TEXT NOT NULL,
+    sketch         TEXT
 );
 CREATE INDEX IF NOT EXISTS ledger_by_bank ON ledger (upstream_bank, promoted_at);
 """
@@ -135,6 +136,9 @@ class LedgerCard:
     last_seen_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     supersedes: str | None = None
     run_id: str = ""
+    #: The dedup sketch of `text` (`dreamer.rollup.dedup.Sketch.dumps`), kept so later runs can rule
+    #: this card out cheaply; None for rows written before sketches existed.
+    sketch: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +176,10 @@ class StateStore:
         conn.execute("PRAGMA synchronous=FULL")
         conn.execute("PRAGMA busy_timeout=30000")
         conn.executescript(_SCHEMA)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(ledger)")}
+        if "sketch" not in columns:
+            # A state file from before sketches: the column is added empty and filled as runs read it.
+            conn.execute("ALTER TABLE ledger ADD COLUMN sketch TEXT")
         return cls(conn, path)
 
     def close(self) -> None:
@@ -255,7 +263,7 @@ class StateStore:
     def ledger(self, upstream_bank: str | None = None) -> list[LedgerCard]:
         sql = (
             "SELECT document_id, profile, upstream_bank, text, normalized, kind, source_ids, profiles, "
-            "reinforcements, promoted_at, last_seen_at, supersedes, run_id FROM ledger"
+            "reinforcements, promoted_at, last_seen_at, supersedes, run_id, sketch FROM ledger"
         )
         args: tuple[str, ...] = ()
         if upstream_bank is not None:
@@ -277,9 +285,29 @@ class StateStore:
                 last_seen_at=_dt(r[10]) or datetime.min,
                 supersedes=r[11],
                 run_id=r[12],
+                sketch=r[13],
             )
             for r in self._conn.execute(sql, args).fetchall()
         ]
+
+    def store_sketches(self, sketches: Mapping[str, str]) -> None:
+        """Fill in the dedup sketches of ledger cards (document id -> sketch), in one transaction.
+
+        Only the derived `sketch` column changes; a card's text and provenance are never rewritten.
+        """
+        if not sketches:
+            return
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(
+                "UPDATE ledger SET sketch = ? WHERE document_id = ?",
+                [(sketch, document_id) for document_id, sketch in sketches.items()],
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
 
     def ledger_size(self) -> int:
         return int(self._conn.execute("SELECT count(*) FROM ledger").fetchone()[0])
@@ -325,8 +353,9 @@ class StateStore:
             for card in promoted:
                 conn.execute(
                     "INSERT INTO ledger (document_id, profile, upstream_bank, text, normalized, kind, "
-                    "source_ids, profiles, reinforcements, promoted_at, last_seen_at, supersedes, run_id) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(document_id) DO NOTHING",
+                    "source_ids, profiles, reinforcements, promoted_at, last_seen_at, supersedes, run_id, "
+                    "sketch) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(document_id) DO NOTHING",
                     (
                         card.document_id,
                         card.profile,
@@ -341,6 +370,7 @@ class StateStore:
                         _iso(card.last_seen_at),
                         card.supersedes,
                         card.run_id,
+                        card.sketch,
                     ),
                 )
             for r in reinforced:

@@ -14,6 +14,12 @@ URL, host, path, a negation, who did what to whom, or a named entity) are never 
 such a pair is otherwise the same statement about the same subject, the verdict is `conflict`: the
 new card restates the fact with a changed value and supersedes the old one (nothing is deleted).
 
+Comparing a card with every ledger card is the costly part of a run: a full `TextProfile` takes
+about half a millisecond. So a ledger card is first met by its `Sketch` (its content words and the
+words outside its protected details), which the state store keeps beside the card; only the few
+ledger cards whose sketch passes a Jaccard gate are analysed in full. Results are the same as a full
+comparison with every card: below the gate no rule could call the pair a duplicate or a conflict.
+
 Thresholds were measured on paraphrase pairs from real conversation memories; see `DedupThresholds`.
 Embedding similarity alone is a blunt instrument ("Evan plans a painting session with Sam" and its
 role swap score 0.996), which is why protected details veto every route to `duplicate`.
@@ -21,6 +27,7 @@ role swap score 0.996), which is why protected details veto every route to `dupl
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections import Counter
@@ -44,6 +51,7 @@ __all__ = [
     "Detail",
     "InvalidThresholdsError",
     "ProtectedDetails",
+    "Sketch",
     "TextProfile",
     "UpstreamCandidate",
     "Verdict",
@@ -53,6 +61,7 @@ __all__ = [
     "lexical_duplicate",
     "profile_text",
     "protected_details",
+    "sketch_of",
 ]
 
 
@@ -127,6 +136,8 @@ class CardText:
 
     card_id: str
     text: str
+    #: The card's stored sketch, if the caller has one (ledger cards); computed from `text` if None.
+    sketch: Sketch | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -477,17 +488,25 @@ def _count_negations(text: str) -> int:
     return sum(1 for word in words if word in _NEGATION_WORDS or word.endswith("n't"))
 
 
+@functools.lru_cache(maxsize=8192)
+def _fold_word(word: str) -> str:
+    # Names repeat across cards; one word's normal form is worth remembering (a few MB at most).
+    return normalize_text(word)
+
+
 def _names(text: str) -> tuple[tuple[str, ...], tuple[frozenset[str], ...]]:
     """Capitalised names in order, and the same names grouped where joined by "and"."""
     ordered: list[str] = []
     groups: list[set[str]] = []
     current: set[str] = set()
+    previous_end = 0
     for match in _NAME_WORD.finditer(text):
         word = _POSSESSIVE_SUFFIX.sub("", match.group(0))
-        folded = normalize_text(word)
-        starts_sentence = not text[: match.start()].strip() or bool(
-            _SENTENCE_END.search(text[: match.start()])
-        )
+        folded = _fold_word(word)
+        # Only the gap since the previous word can end a sentence (words hold no punctuation).
+        gap = text[previous_end : match.start()]
+        starts_sentence = (previous_end == 0 and not gap.strip()) or bool(_SENTENCE_END.search(gap))
+        previous_end = match.end()
         is_name = (
             word[:1].isupper()
             and folded not in _NOT_NAMES
@@ -570,6 +589,43 @@ def profile_text(text: str) -> TextProfile:
         shingles=_char_shingles(content),
         details=protected_details(text),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Sketch:
+    """The two word sets the cheap gate compares: enough to rule a pair out without a full profile.
+
+    Stored beside each ledger card as a string (`dumps`); a string from another format version reads
+    as None and the card is sketched again from its text.
+    """
+
+    normalized: str
+    content: frozenset[str]
+    residual: frozenset[str]
+
+    #: Bump when normalisation or protected-detail extraction changes what a sketch holds.
+    VERSION = "s1"
+
+    def dumps(self) -> str:
+        """One line: version, normalised text, content words, residual words, tab-separated."""
+        return "\t".join(
+            (self.VERSION, self.normalized, " ".join(sorted(self.content)), " ".join(sorted(self.residual)))
+        )
+
+    @classmethod
+    def loads(cls, stored: str | None) -> Sketch | None:
+        """The sketch in `stored`, or None when it is missing, malformed or of another version."""
+        if not stored:
+            return None
+        parts = stored.split("\t")
+        if len(parts) != 4 or parts[0] != cls.VERSION:
+            return None
+        return cls(parts[1], frozenset(parts[2].split()), frozenset(parts[3].split()))
+
+
+def sketch_of(profile: TextProfile) -> Sketch:
+    """The sketch of an analysed text."""
+    return Sketch(profile.normalized, profile.content_set, frozenset(profile.details.residual_tokens))
 
 
 @dataclass(frozen=True, slots=True)
@@ -698,16 +754,55 @@ def _is_conflict(comparison: Comparison, thresholds: DedupThresholds) -> bool:
 # --- judging a batch ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
 class _Existing:
-    """Something a card can repeat: a ledger card, an earlier card of the batch, or an upstream candidate."""
+    """Something a card can repeat: a ledger card, an earlier card of the batch, or an upstream candidate.
+
+    Known by its sketch; the full profile is computed on first use and kept.
+    """
+
+    __slots__ = ("_profile", "_same_text", "card_id", "origin", "repeats", "semantic_score", "sketch", "text")
 
     card_id: str
     origin: str
-    profile: TextProfile
-    semantic_score: float | None = None
-    #: For an earlier batch card that was itself a duplicate: the card it repeats.
-    repeats: str | None = None
+    text: str
+    sketch: Sketch
+    semantic_score: float | None
+    repeats: str | None
+    _profile: TextProfile | None
+    _same_text: _Existing | None
+
+    def __init__(
+        self,
+        card_id: str,
+        origin: str,
+        text: str,
+        *,
+        profile: TextProfile | None = None,
+        sketch: Sketch | None = None,
+        same_text: _Existing | None = None,
+        semantic_score: float | None = None,
+        repeats: str | None = None,
+    ) -> None:
+        self.card_id = card_id
+        self.origin = origin
+        self.text = text
+        self._profile = profile
+        #: Another entry with this very text, whose analysis this one shares.
+        self._same_text = same_text
+        if sketch is None:
+            sketch = same_text.sketch if same_text is not None else sketch_of(self.profile)
+        self.sketch = sketch
+        self.semantic_score = semantic_score
+        #: For an earlier batch card that was itself a duplicate: the card it repeats.
+        self.repeats = repeats
+
+    @property
+    def profile(self) -> TextProfile:
+        if self._profile is None:
+            self._profile = (
+                self._same_text.profile if self._same_text is not None else profile_text(self.text)
+            )
+        return self._profile
 
 
 def _describe(existing: _Existing) -> str:
@@ -768,12 +863,8 @@ def _judge_one(
     for existing in pool:
         semantic = existing.semantic_score
         if semantic is None:
-            jaccard = _jaccard(card.content_set, existing.profile.content_set)
-            if (
-                jaccard < lexical_gate
-                and _jaccard(residual, frozenset(existing.profile.details.residual_tokens))
-                < thresholds.conflict
-            ):
+            jaccard = _jaccard(card.content_set, existing.sketch.content)
+            if jaccard < lexical_gate and _jaccard(residual, existing.sketch.residual) < thresholds.conflict:
                 if jaccard > 0 and (nearest_unscored is None or jaccard > nearest_unscored[0]):
                     nearest_unscored = (jaccard, existing)
                 continue
@@ -843,6 +934,17 @@ def _judge_one(
     return Verdict(kind=VerdictKind.NEW, reason="no existing card shares a content word with it")
 
 
+def _upstream(candidate: UpstreamCandidate, same_text: _Existing | None) -> _Existing:
+    # An upstream candidate is mostly one of our own cards: share its analysis when the text matches.
+    return _Existing(
+        candidate.card_id,
+        "upstream",
+        candidate.text,
+        same_text=same_text,
+        semantic_score=candidate.semantic_score,
+    )
+
+
 def judge_batch(
     cards: Sequence[CardText],
     ledger_cards: Sequence[CardText],
@@ -857,10 +959,12 @@ def judge_batch(
     (or of whatever it repeats). Returns one verdict per card, in the order of `cards`.
     """
     limits = thresholds if thresholds is not None else DedupThresholds()
-    ledger = [_Existing(card.card_id, "promoted", profile_text(card.text)) for card in ledger_cards]
+    ledger = [_Existing(card.card_id, "promoted", card.text, sketch=card.sketch) for card in ledger_cards]
     exact_index: dict[str, _Existing] = {}
+    by_text: dict[str, _Existing] = {}
     for existing in ledger:
-        exact_index.setdefault(existing.profile.normalized, existing)
+        exact_index.setdefault(existing.sketch.normalized, existing)
+        by_text.setdefault(existing.text, existing)
 
     earlier: list[_Existing] = []
     verdicts: list[Verdict] = []
@@ -871,16 +975,14 @@ def judge_batch(
             candidates = (
                 upstream_candidates_by_card[position] if position < len(upstream_candidates_by_card) else ()
             )
-        upstream = [
-            _Existing(candidate.card_id, "upstream", profile_text(candidate.text), candidate.semantic_score)
-            for candidate in candidates
-        ]
+        upstream = [_upstream(candidate, by_text.get(candidate.text)) for candidate in candidates]
         profile = profile_text(card.text)
         verdict = _judge_one(profile, exact_index, [*ledger, *earlier, *upstream], limits)
         verdicts.append(verdict)
         repeats = verdict.matched_id if verdict.kind is VerdictKind.DUPLICATE else None
-        mine = _Existing(card.card_id, "earlier batch", profile, repeats=repeats)
+        mine = _Existing(card.card_id, "earlier batch", card.text, profile=profile, repeats=repeats)
         earlier.append(mine)
+        by_text.setdefault(card.text, mine)
         # Promoted cards come first in the index, so an exact repeat names the promoted card.
         exact_index.setdefault(profile.normalized, mine)
     return verdicts

@@ -365,9 +365,19 @@ class Rollup:
                     for h in hits[: cfg.rollup.semantic_top_k]
                 ]
             )
+        ledger_texts = [dedup.CardText(c.document_id, c.text, dedup.Sketch.loads(c.sketch)) for c in ledger]
+        unsketched = {c.card_id: c.text for c in ledger_texts if c.sketch is None}
+        if unsketched:
+            # Cards from before sketches (or of an older format): sketch them once, for every later run.
+            sketches = {i: dedup.sketch_of(dedup.profile_text(t)) for i, t in unsketched.items()}
+            if not report.dry_run:
+                self.state.store_sketches({i: s.dumps() for i, s in sketches.items()})
+            ledger_texts = [
+                replace(c, sketch=sketches[c.card_id]) if c.card_id in sketches else c for c in ledger_texts
+            ]
         verdicts = dedup.judge_batch(
             [dedup.CardText(card_document_id(profile, d.text), d.text) for d in drafts],
-            [dedup.CardText(c.document_id, c.text) for c in ledger],
+            ledger_texts,
             candidates,
         )
         self._step("judged", profile)
@@ -469,6 +479,7 @@ class Rollup:
                 last_seen_at=now,
                 supersedes=item.metadata.get("supersedes"),
                 run_id=report.run_id,
+                sketch=dedup.sketch_of(dedup.profile_text(plan.text)).dumps(),
             )
             for plan, item in to_promote
         ]

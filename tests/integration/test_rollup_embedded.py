@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from collections import Counter
@@ -14,6 +15,7 @@ import pytest
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded import EmbeddedBackend
 from dreamer.config import Config, load_config
+from dreamer.rollup.dedup import Sketch, profile_text, sketch_of
 from dreamer.rollup.pipeline import Rollup
 from dreamer.state import StateStore
 
@@ -155,6 +157,33 @@ CRASH_STEPS = ["gated", "collected", "summarised", "judged", "promoted", "commit
 
 
 @pytest.mark.slow
+class TestLedgerSketches:
+    async def test_promoted_cards_are_kept_with_their_sketch(self, tmp_path: Path) -> None:
+        """Every ledger row a run commits carries the dedup sketch of its text."""
+        cfg = write_config(tmp_path)
+        await seed(cfg, MEMORIES)
+        await run_once(cfg)
+        with StateStore.open(cfg.state_path) as st:
+            rows = st.ledger("private__hermes")
+        assert rows
+        for row in rows:
+            assert Sketch.loads(row.sketch) == sketch_of(profile_text(row.text))
+
+    async def test_a_run_sketches_ledger_cards_that_have_none(self, tmp_path: Path) -> None:
+        """Cards kept without a sketch (an older state file) are sketched by the next judging run."""
+        cfg = write_config(tmp_path)
+        await seed(cfg, MEMORIES)
+        await run_once(cfg)
+        with sqlite3.connect(cfg.state_path) as conn:
+            conn.execute("UPDATE ledger SET sketch = NULL")
+        await seed(cfg, ["The restic backup of atlas to the NAS runs nightly at 02:30."])
+        report = await run_once(cfg)
+        assert report.outcome == "reinforced", [p.to_json() for p in report.plan]
+        with StateStore.open(cfg.state_path) as st:
+            rows = st.ledger("private__hermes")
+        assert all(Sketch.loads(row.sketch) == sketch_of(profile_text(row.text)) for row in rows)
+
+
 class TestCrashSafety:
     @pytest.mark.parametrize("step", CRASH_STEPS)
     async def test_sigkill_at_each_step_then_rerun_leaves_each_card_once(

@@ -15,11 +15,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dreamer.rollup import dedup
 from dreamer.rollup.dedup import (
     CardText,
     DedupThresholds,
     Detail,
     InvalidThresholdsError,
+    Sketch,
     UpstreamCandidate,
     Verdict,
     VerdictKind,
@@ -27,6 +29,7 @@ from dreamer.rollup.dedup import (
     judge_batch,
     profile_text,
     protected_details,
+    sketch_of,
 )
 from tests.locomo import Ref, edited, ref_id, requires_locomo, sentence
 
@@ -583,3 +586,104 @@ class TestPronounStandIn:
             [CardText("x", "The climbing club has made Ada feel welcome and less alone.")], ledger, [[]]
         )
         assert verdict.kind != "duplicate"
+
+
+#: Written sentences with paraphrases, changed details and unrelated facts among them.
+SKETCH_SENTENCES = [
+    "The nightly restic backup of host atlas runs at 02:30 to the NAS.",
+    "Host atlas runs its nightly restic backup to the NAS at 02:30.",
+    "Host atlas runs its nightly restic backup to the NAS at 03:30.",
+    "Grafana listens on port 3000 on host hermes-mon.",
+    "Grafana listens on port 3001 on host hermes-mon.",
+    "Nextcloud runs version 27.1 on host atlas behind nginx.",
+    "Evan is planning a painting session with Sam on 9 June.",
+    "Sam is planning a painting session with Evan on 9 June.",
+    "The user does not want answers without links to the documentation.",
+    "The user wants answers with links to the documentation.",
+]
+
+
+def stored(cards: list[CardText]) -> list[CardText]:
+    """The cards as a later run reads them back: with the sketch the state store kept."""
+    return [
+        dataclasses.replace(card, sketch=Sketch.loads(sketch_of(profile_text(card.text)).dumps()))
+        for card in cards
+    ]
+
+
+class TestSketch:
+    def test_round_trip(self) -> None:
+        """A dumped sketch loads back equal, protected-detail words kept apart from content words."""
+        sketch = sketch_of(profile_text("On 8 May 2023, Grafana listens on port 3000 on host hermes-mon."))
+        assert Sketch.loads(sketch.dumps()) == sketch
+        assert "3000" in sketch.content and "3000" not in sketch.residual
+        assert sketch.normalized == "grafana listens on port 3000 on host hermes mon"
+
+    @pytest.mark.parametrize("text", [None, "", "s0\ttext\ta b\ta", "s1\tonly two", "garbage"], ids=repr)
+    def test_missing_or_foreign_sketch_reads_as_none(self, text: str | None) -> None:
+        """A missing, malformed or other-version sketch is None, so the card is sketched again."""
+        assert Sketch.loads(text) is None
+
+    def test_empty_word_sets_survive(self) -> None:
+        """A card whose words are all stopwords or protected values keeps empty sets, not ['']."""
+        sketch = sketch_of(profile_text("On 3 May at 10:00."))
+        again = Sketch.loads(sketch.dumps())
+        assert again == sketch and "" not in again.residual
+
+    @pytest.mark.parametrize("index", range(len(SKETCH_SENTENCES)))
+    def test_verdicts_with_stored_sketches_equal_full_comparison(self, index: int) -> None:
+        """Judging against sketched ledger cards gives the very verdicts of analysing every card."""
+        card = [CardText("new", SKETCH_SENTENCES[index])]
+        ledger = [CardText(f"L{i}", text) for i, text in enumerate(SKETCH_SENTENCES) if i != index]
+        assert judge_batch(card, stored(ledger), [[]]) == judge_batch(card, ledger, [[]])
+
+    @requires_locomo
+    @pytest.mark.parametrize(
+        ("first_ref", "second_ref"), [*MERGED_PARAPHRASES, *MISSED_PARAPHRASES, *DIFFERENT_FACTS], ids=ref_id
+    )
+    def test_dataset_pairs_judge_alike_with_stored_sketches(self, first_ref: Ref, second_ref: Ref) -> None:
+        """On the labelled dataset pairs, both directions, stored sketches change no verdict."""
+        first, second = sentence(first_ref), sentence(second_ref)
+        for new, old in ((first, second), (second, first)):
+            card, ledger = [CardText("new", new)], [CardText("old", old)]
+            assert judge_batch(card, stored(ledger), [[]]) == judge_batch(card, ledger, [[]])
+
+    def test_sketched_ledger_cards_that_cannot_match_are_not_analysed(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Only the new card and the ledger cards passing the gate get a full profile."""
+        analysed: list[str] = []
+        real = dedup.profile_text
+
+        def counting(text: str) -> Any:
+            analysed.append(text)
+            return real(text)
+
+        ledger = stored([CardText(f"L{i}", text) for i, text in enumerate(SKETCH_SENTENCES)])
+        monkeypatch.setattr(dedup, "profile_text", counting)
+        new = "Grafana listens on port 3002 on host hermes-mon."
+        [verdict] = judge_batch([CardText("new", new)], ledger, [[]])
+
+        assert verdict.kind is VerdictKind.CONFLICT
+        assert analysed == [new, SKETCH_SENTENCES[3], SKETCH_SENTENCES[4]]
+
+    def test_upstream_candidate_with_a_ledger_text_reuses_its_analysis(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """An upstream candidate whose text is a ledger card's is not analysed a second time."""
+        analysed: list[str] = []
+        real = dedup.profile_text
+
+        def counting(text: str) -> Any:
+            analysed.append(text)
+            return real(text)
+
+        ledger = stored([CardText("L", SKETCH_SENTENCES[0])])
+        monkeypatch.setattr(dedup, "profile_text", counting)
+        [verdict] = judge_batch(
+            [CardText("new", SKETCH_SENTENCES[1])],
+            ledger,
+            [[UpstreamCandidate("L", SKETCH_SENTENCES[0], 0.95)]],
+        )
+        assert verdict.kind is VerdictKind.DUPLICATE and verdict.matched_id == "L"
+        assert analysed == [SKETCH_SENTENCES[1], SKETCH_SENTENCES[0]]

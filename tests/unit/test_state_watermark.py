@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -121,3 +122,61 @@ class TestStateStore:
                 st.record_run_start(f"r{i}", "rollup:p", T0 + timedelta(minutes=i))
                 st.record_run_end(f"r{i}", outcome, "", {}, T0 + timedelta(minutes=i))
             assert st.consecutive("rollup:p", "deferred") == 2
+
+
+#: The ledger table as state files written before dedup sketches have it.
+LEDGER_WITHOUT_SKETCH = """
+CREATE TABLE ledger (
+    document_id TEXT PRIMARY KEY, profile TEXT NOT NULL, upstream_bank TEXT NOT NULL,
+    text TEXT NOT NULL, normalized TEXT NOT NULL, kind TEXT NOT NULL DEFAULT 'fact',
+    source_ids TEXT NOT NULL DEFAULT '[]', profiles TEXT NOT NULL DEFAULT '[]',
+    reinforcements INTEGER NOT NULL DEFAULT 0, promoted_at TEXT NOT NULL, last_seen_at TEXT NOT NULL,
+    supersedes TEXT, run_id TEXT NOT NULL
+);
+INSERT INTO ledger (document_id, profile, upstream_bank, text, normalized, promoted_at, last_seen_at, run_id)
+VALUES ('d1', 'p', 'global', 'Old card.', 'old card', '2026-01-01T00:00:00+00:00',
+        '2026-01-01T00:00:00+00:00', 'r0');
+"""
+
+
+class TestLedgerSketches:
+    def test_old_state_file_gains_an_empty_sketch_column(self, tmp_path: Path) -> None:
+        """A ledger written before sketches opens, keeps its rows, and reads with no sketch."""
+        path = tmp_path / "s.sqlite3"
+        with sqlite3.connect(path) as conn:
+            conn.executescript(LEDGER_WITHOUT_SKETCH)
+        with StateStore.open(path) as st:
+            [row] = st.ledger("global")
+        assert (row.document_id, row.text, row.sketch) == ("d1", "Old card.", None)
+
+    def test_store_sketches_fills_only_the_sketch(self, tmp_path: Path) -> None:
+        """Filling sketches changes that column alone; text and provenance stay as they were."""
+        path = tmp_path / "s.sqlite3"
+        with sqlite3.connect(path) as conn:
+            conn.executescript(LEDGER_WITHOUT_SKETCH)
+        with StateStore.open(path) as st:
+            [before] = st.ledger("global")
+            st.store_sketches({"d1": "s1\told card\told card\told card"})
+            [after] = st.ledger("global")
+        assert after.sketch == "s1\told card\told card\told card"
+        assert after == dataclasses.replace(before, sketch=after.sketch)
+
+    def test_commit_keeps_the_sketch_of_a_promoted_card(self, tmp_path: Path) -> None:
+        """A ledger row committed with a sketch reads back with it."""
+        with StateStore.open(tmp_path / "s.sqlite3") as st:
+            st.record_run_start("r1", "rollup:p", T0)
+            card = LedgerCard("d1", "p", "global", "Text", "text", sketch="s1\ttext\ttext\ttext")
+            st.commit_rollup(
+                profile="p",
+                bank_id="b",
+                watermark=Watermark(T0, {"u1": T0}, 1, T0),
+                promoted=[card],
+                reinforced=[],
+                run_id="r1",
+                outcome="promoted",
+                detail="",
+                counts={"promoted": 1},
+                finished_at=T0,
+            )
+            [row] = st.ledger("global")
+        assert row.sketch == card.sketch
