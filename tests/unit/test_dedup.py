@@ -611,6 +611,19 @@ def stored(cards: list[CardText]) -> list[CardText]:
     ]
 
 
+def record_analysed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """From now on, the texts dedup analyses in full, in order."""
+    analysed: list[str] = []
+    real = dedup.profile_text
+
+    def recording(text: str) -> dedup.TextProfile:
+        analysed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(dedup, "profile_text", recording)
+    return analysed
+
+
 class TestSketch:
     def test_round_trip(self) -> None:
         """A dumped sketch loads back equal, protected-detail words kept apart from content words."""
@@ -652,15 +665,8 @@ class TestSketch:
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """Only the new card and the ledger cards passing the gate get a full profile."""
-        analysed: list[str] = []
-        real = dedup.profile_text
-
-        def counting(text: str) -> Any:
-            analysed.append(text)
-            return real(text)
-
         ledger = stored([CardText(f"L{i}", text) for i, text in enumerate(SKETCH_SENTENCES)])
-        monkeypatch.setattr(dedup, "profile_text", counting)
+        analysed = record_analysed(monkeypatch)
         new = "Grafana listens on port 3002 on host hermes-mon."
         [verdict] = judge_batch([CardText("new", new)], ledger, [[]])
 
@@ -671,15 +677,8 @@ class TestSketch:
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """An upstream candidate whose text is a ledger card's is not analysed a second time."""
-        analysed: list[str] = []
-        real = dedup.profile_text
-
-        def counting(text: str) -> Any:
-            analysed.append(text)
-            return real(text)
-
         ledger = stored([CardText("L", SKETCH_SENTENCES[0])])
-        monkeypatch.setattr(dedup, "profile_text", counting)
+        analysed = record_analysed(monkeypatch)
         [verdict] = judge_batch(
             [CardText("new", SKETCH_SENTENCES[1])],
             ledger,

@@ -139,22 +139,23 @@ VALUES ('d1', 'p', 'global', 'Old card.', 'old card', '2026-01-01T00:00:00+00:00
 """
 
 
+def old_state_file(tmp_path: Path) -> Path:
+    path = tmp_path / "s.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(LEDGER_WITHOUT_SKETCH)
+    return path
+
+
 class TestLedgerSketches:
     def test_old_state_file_gains_an_empty_sketch_column(self, tmp_path: Path) -> None:
         """A ledger written before sketches opens, keeps its rows, and reads with no sketch."""
-        path = tmp_path / "s.sqlite3"
-        with sqlite3.connect(path) as conn:
-            conn.executescript(LEDGER_WITHOUT_SKETCH)
-        with StateStore.open(path) as st:
+        with StateStore.open(old_state_file(tmp_path)) as st:
             [row] = st.ledger("global")
         assert (row.document_id, row.text, row.sketch) == ("d1", "Old card.", None)
 
     def test_store_sketches_fills_only_the_sketch(self, tmp_path: Path) -> None:
         """Filling sketches changes that column alone; text and provenance stay as they were."""
-        path = tmp_path / "s.sqlite3"
-        with sqlite3.connect(path) as conn:
-            conn.executescript(LEDGER_WITHOUT_SKETCH)
-        with StateStore.open(path) as st:
+        with StateStore.open(old_state_file(tmp_path)) as st:
             [before] = st.ledger("global")
             st.store_sketches({"d1": "s1\told card\told card\told card"})
             [after] = st.ledger("global")
