@@ -32,13 +32,9 @@ from typing import Protocol
 import anyio
 import structlog
 
-from dreamer.audit import audit_once
-from dreamer.backends import open_backend
 from dreamer.config import Config
 from dreamer.log import get_logger
-from dreamer.peercard import refresh_peer_cards
 from dreamer.rollup.activity import ActivityCache
-from dreamer.rollup.pipeline import Rollup
 from dreamer.state import StateStore
 
 log = get_logger("dreamer.jobs")
@@ -256,6 +252,11 @@ class RollupRunner:
         return self._caches.setdefault(ttl, ActivityCache(ttl))
 
     async def __call__(self, config: Config, job: JobSpec, run_id: str) -> JobOutcome:
+        # Imported at the first run, not at start: the daemon signals READY before paying for them.
+        from dreamer.backends import open_backend
+        from dreamer.peercard import refresh_peer_cards
+        from dreamer.rollup.pipeline import Rollup
+
         profile = job.key
         backend = open_backend(config)
         try:
@@ -285,6 +286,8 @@ class RollupRunner:
 
 async def run_audit_job(config: Config, job: JobSpec, run_id: str) -> JobOutcome:
     """Audit one agent's MEMORY.md / USER.md when due (interval or utilisation threshold)."""
+    from dreamer.audit import audit_once  # at the first audit, not at start (see RollupRunner)
+
     report = await audit_once(config, job.key)
     if report is None:
         return JobOutcome("not_due", "no audit due")

@@ -7,6 +7,8 @@ import dataclasses
 import io
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -333,3 +335,16 @@ class TestKindDispatcher:
         result = await execute_job(make_config(state_dir=str(tmp_path)), spec(), default_runner())
         assert result.outcome.outcome == "idle"
         assert "empty or not created" in result.outcome.detail
+
+
+class TestStartupImports:
+    def test_daemon_start_leaves_job_bodies_unimported(self) -> None:
+        """Importing the daemon does not load the roll-up pipeline, backends or audit: READY comes first."""
+        probe = (
+            "import sys, dreamer.daemon\n"
+            "heavy = ['dreamer.rollup.pipeline', 'dreamer.backends.hindsight', 'dreamer.hermes', "
+            "'dreamer.audit', 'dreamer.peercard', 'httpx']\n"
+            "print(' '.join(m for m in heavy if m in sys.modules))\n"
+        )
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+        assert done.stdout.strip() == ""
