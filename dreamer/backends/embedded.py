@@ -25,6 +25,29 @@ It mimics the parts of Hindsight's observable behaviour that Dreamer depends on 
   user text are just words) and the terms are OR-ed so partial matches rank. A query without an
   indexable term returns ``[]``. Score: ``s = -bm25``, ``score = s / (1 + s)``, which is monotonic in
   BM25 and lies in [0, 1); ties break by newest ``created_at``, then ``id``. ``semantic`` is ``None``.
+  BM25's statistics (row count, average length, how many rows hold each term) are those of the
+  whole index, i.e. of every bank in the file, so a score can move when another bank is written.
+- **Bank-scoped index.** All banks share one FTS5 index, but a unit's key (``units.seq``, which is
+  also its full-text rowid) is ``bank_no << BANK_KEY_BITS`` plus its number within the bank, so each
+  bank owns one contiguous rowid range. A recall passes that range to FTS5 along with the MATCH;
+  FTS5 seeks its term lists to the range's start and stops at its end, so the rows it scores, joins
+  and sorts are the bank's matching rows only, not every bank's. The index holds exactly the rows and
+  tokens it held before, so items, scores and order are bit for bit those of the unscoped search.
+  What still grows with the whole file is BM25's one count per query term over the whole index
+  (a scan of the term's postings, without row lookups), which identical scores require. Rejected:
+  an extra FTS column holding a per-bank token (``bank : "token" AND (...)``), because ``bm25()``
+  counts every column's tokens in a row's length and in the average length, so every score would
+  change; and one FTS table per bank, because per-bank statistics change every score as well and a
+  file with thousands of profiles would hold thousands of virtual tables (five shadow tables each).
+  A trigger refuses a unit whose key lies outside its bank's range, so the invariant the search
+  relies on holds even against a process still running older code.
+- **Schema upgrades.** ``PRAGMA user_version`` holds the schema version. Opening an older file
+  upgrades it in one ``BEGIN IMMEDIATE`` transaction, re-checking the version under the write lock
+  so concurrent openers upgrade it once; any failure rolls everything back and leaves the file as it
+  was. From version 1: banks get their ``bank_no`` (in creation order), units get bank-scoped keys
+  (in their old write order; ids, texts and times are untouched), and the full-text index is rebuilt
+  once and integrity-checked: about 4 s per 100k units, during which other processes wait for the
+  write lock (``BUSY_TIMEOUT_MS``). A file from a newer schema is refused and left untouched.
 - **Reflect.** Extractive, no LLM: the best recall hits for the query, or the bank's most recent
   units when the query matches nothing, rendered as bullet lines and, when the response schema asks
   for a list of cards (items with ``text``, ``kind`` and ``source_ids``), one card per unit.
@@ -65,7 +88,12 @@ __all__ = ["EmbeddedBackend"]
 
 _T = TypeVar("_T")
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: A unit's key is ``bank_no << BANK_KEY_BITS`` plus its number in the bank (see the module docstring):
+#: up to 2**40 - 1 units per bank and 2**23 - 1 banks per file.
+BANK_KEY_BITS = 40
+_KEY_MASK = (1 << BANK_KEY_BITS) - 1
+MAX_BANK_NO = (1 << (63 - BANK_KEY_BITS)) - 1
 #: How long a connection waits for another process's write lock before giving up.
 BUSY_TIMEOUT_MS = 30_000
 #: Longer queries are cut to their first terms: BM25 over hundreds of OR-ed terms ranks no better.
@@ -79,8 +107,10 @@ _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS banks (
     bank_id       TEXT PRIMARY KEY,
     created_at    TEXT NOT NULL,
-    last_write_at TEXT
+    last_write_at TEXT,
+    bank_no       INTEGER
 );
+CREATE UNIQUE INDEX IF NOT EXISTS banks_by_no ON banks (bank_no);
 CREATE TABLE IF NOT EXISTS units (
     seq         INTEGER PRIMARY KEY,
     id          TEXT NOT NULL UNIQUE,
@@ -117,6 +147,13 @@ END;
 CREATE TRIGGER IF NOT EXISTS units_fts_update AFTER UPDATE OF text ON units BEGIN
     INSERT INTO units_fts (units_fts, rowid, text) VALUES ('delete', old.seq, old.text);
     INSERT INTO units_fts (rowid, text) VALUES (new.seq, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS units_key_in_bank AFTER INSERT ON units
+WHEN new.seq >> {BANK_KEY_BITS} IS NOT (SELECT bank_no FROM banks WHERE bank_id = new.bank_id)
+BEGIN
+    SELECT RAISE(
+        ABORT, 'unit key outside its bank range: this store was upgraded; restart every Dreamer using it'
+    );
 END;
 PRAGMA user_version = {SCHEMA_VERSION};
 """
@@ -409,21 +446,107 @@ def _connect(path: Path) -> sqlite3.Connection:
     try:
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-        if version > SCHEMA_VERSION:
-            raise PermanentBackendError(
-                f"{path} was written by a newer Dreamer (store schema {version}, this one knows "
-                f"{SCHEMA_VERSION}); upgrade Dreamer or point the embedded backend at another file",
-                operation="open",
-            )
+        version = _schema_version(conn, path)
         _enable_wal(conn, path)
         if version < SCHEMA_VERSION:
             with _write_transaction(conn):
-                _create_schema(conn)
+                _upgrade_schema(conn, path)
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
+    """The file's schema version; a newer one than this code knows is refused."""
+    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise PermanentBackendError(
+            f"{path} was written by a newer Dreamer (store schema {version}, this one knows "
+            f"{SCHEMA_VERSION}); upgrade Dreamer or point the embedded backend at another file",
+            operation="open",
+        )
+    return version
+
+
+def _upgrade_schema(conn: sqlite3.Connection, path: Path) -> None:
+    """Create or upgrade the schema inside the caller's write transaction.
+
+    The version is read again under the write lock: another process may have upgraded the file
+    since this connection first looked, and must not be upgraded twice.
+    """
+    version = _schema_version(conn, path)
+    if version == SCHEMA_VERSION:
+        return
+    if version == 1:
+        _migrate_from_v1(conn, path)
+    _create_schema(conn)
+
+
+def _migrate_from_v1(conn: sqlite3.Connection, path: Path) -> None:
+    """Give banks their number and units bank-scoped keys, then rebuild the full-text index.
+
+    Runs inside the caller's transaction: it only adds a column and renumbers keys (ids, texts and
+    times are untouched), and any failure rolls all of it back.
+    """
+    conn.execute("ALTER TABLE banks ADD COLUMN bank_no INTEGER")
+    # Every unit needs a bank to get a key range; this module always writes the bank first, so this
+    # only repairs a file edited by hand rather than leaving its units out of recall.
+    conn.execute(
+        """
+        INSERT INTO banks (bank_id, created_at, last_write_at)
+        SELECT bank_id, MIN(created_at), MAX(created_at) FROM units
+        WHERE bank_id NOT IN (SELECT bank_id FROM banks) GROUP BY bank_id
+        """
+    )
+    bank_count = int(conn.execute("SELECT COUNT(*) FROM banks").fetchone()[0])
+    if bank_count > MAX_BANK_NO:
+        raise PermanentBackendError(
+            f"{path} holds {bank_count} banks, more than an embedded store supports ({MAX_BANK_NO}); "
+            "split the banks across several store files",
+            operation="open",
+        )
+    conn.execute("CREATE TEMP TABLE bank_numbers (bank_id TEXT PRIMARY KEY, bank_no INTEGER NOT NULL)")
+    conn.execute(
+        "INSERT INTO temp.bank_numbers (bank_id, bank_no)"
+        " SELECT bank_id, ROW_NUMBER() OVER (ORDER BY created_at, bank_id) FROM main.banks"
+    )
+    conn.execute(
+        "UPDATE banks SET bank_no ="
+        " (SELECT n.bank_no FROM temp.bank_numbers n WHERE n.bank_id = banks.bank_id)"
+    )
+    conn.execute("DROP TABLE temp.bank_numbers")
+
+    conn.execute("CREATE TEMP TABLE unit_keys (old_seq INTEGER PRIMARY KEY, new_seq INTEGER NOT NULL)")
+    conn.execute(
+        f"""
+        INSERT INTO temp.unit_keys (old_seq, new_seq)
+        SELECT u.seq,
+               (b.bank_no << {BANK_KEY_BITS}) + ROW_NUMBER() OVER (PARTITION BY u.bank_id ORDER BY u.seq)
+        FROM main.units u JOIN main.banks b ON b.bank_id = u.bank_id
+        """
+    )
+    highest = conn.execute("SELECT MAX(seq) FROM units").fetchone()[0]
+    if highest is not None and int(highest) > _KEY_MASK:
+        # An old key could equal a new one while the rows are being renumbered; negative keys cannot.
+        conn.execute("UPDATE units SET seq = -seq")
+    conn.execute(
+        "UPDATE units SET seq = (SELECT k.new_seq FROM temp.unit_keys k WHERE k.old_seq = abs(units.seq))"
+    )
+    conn.execute("DROP TABLE temp.unit_keys")
+    conn.execute("INSERT INTO units_fts (units_fts) VALUES ('rebuild')")
+    # Both checks raise (and so roll the upgrade back) rather than commit a store recall would misread.
+    misplaced = conn.execute(
+        f"SELECT COUNT(*) FROM units u WHERE u.seq >> {BANK_KEY_BITS}"
+        " IS NOT (SELECT b.bank_no FROM banks b WHERE b.bank_id = u.bank_id)"
+    ).fetchone()[0]
+    if misplaced:
+        raise PermanentBackendError(
+            f"upgrading {path} left {misplaced} units outside their bank's key range; the file was "
+            "not changed, report this with a copy of the file",
+            operation="open",
+        )
+    conn.execute("INSERT INTO units_fts (units_fts) VALUES ('integrity-check')")
 
 
 def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
@@ -566,15 +689,28 @@ def _is_encodable(text: str) -> bool:
 def _retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[RetainItem]) -> None:
     """Write the batch; the caller holds the write transaction."""
     now = datetime.now(UTC)
-    row = conn.execute("SELECT last_write_at FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
+    row = conn.execute("SELECT last_write_at, bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
     if row is None:
+        bank_no = int(conn.execute("SELECT COALESCE(MAX(bank_no), 0) + 1 FROM banks").fetchone()[0])
+        if bank_no > MAX_BANK_NO:
+            raise PermanentBackendError(
+                f"the embedded store holds the most banks it supports ({MAX_BANK_NO}); "
+                "keep further profiles in another store file",
+                operation="retain",
+            )
         conn.execute(
-            "INSERT INTO banks (bank_id, created_at, last_write_at) VALUES (?, ?, NULL)",
-            (bank_id, _format_time(now)),
+            "INSERT INTO banks (bank_id, created_at, last_write_at, bank_no) VALUES (?, ?, NULL, ?)",
+            (bank_id, _format_time(now), bank_no),
         )
         previous: datetime | None = None
     else:
+        bank_no = int(row["bank_no"])
         previous = _parse_time(row["last_write_at"])
+    first_key, last_key = _bank_key_range(bank_no)
+    highest = conn.execute(
+        "SELECT MAX(seq) FROM units WHERE seq BETWEEN ? AND ?", (first_key, last_key)
+    ).fetchone()[0]
+    next_key = (first_key if highest is None else int(highest)) + 1
     last_created: datetime | None = None
 
     for item in items:
@@ -610,16 +746,22 @@ def _retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[Retain
                 (bank_id, item.document_id, content_hash, stamp, stamp),
             )
 
+        if next_key > last_key:
+            raise PermanentBackendError(
+                f"bank {bank_id!r} holds the most units an embedded bank supports ({_KEY_MASK})",
+                operation="retain",
+            )
         created = now if previous is None else max(now, previous + timedelta(microseconds=1))
         previous = last_created = created
         mentioned = created if item.timestamp is None else _as_utc(item.timestamp)
         conn.execute(
             """
-            INSERT INTO units (id, bank_id, text, fact_type, context, document_id, tags, metadata,
+            INSERT INTO units (seq, id, bank_id, text, fact_type, context, document_id, tags, metadata,
                                created_at, mentioned_at, proof_count)
-            VALUES (?, ?, ?, 'world', ?, ?, ?, ?, ?, ?, 1)
+            VALUES (?, ?, ?, ?, 'world', ?, ?, ?, ?, ?, ?, 1)
             """,
             (
+                next_key,
                 str(uuid.uuid4()),
                 bank_id,
                 item.content,
@@ -631,6 +773,7 @@ def _retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[Retain
                 _format_time(mentioned),
             ),
         )
+        next_key += 1
 
     if last_created is not None:
         conn.execute(
@@ -693,9 +836,16 @@ def _search(
     tags: Sequence[str] | None,
     tags_match: TagsMatch,
 ) -> sqlite3.Cursor:
-    """Rows matching ``match`` in the bank, best BM25 first (lazily fetched)."""
-    where = ["units_fts MATCH ?", "u.bank_id = ?"]
-    params: list[object] = [match, bank_id]
+    """Rows matching ``match`` in the bank, best BM25 first (lazily fetched).
+
+    The rowid range confines FTS5 to the bank's rows (see the module docstring); ``u.bank_id`` is
+    checked as well, so the range only ever saves work and never decides what matches.
+    """
+    bank = conn.execute("SELECT bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
+    unknown = bank is None or bank["bank_no"] is None
+    first_key, last_key = (1, 0) if unknown else _bank_key_range(int(bank["bank_no"]))
+    where = ["units_fts MATCH ?", "units_fts.rowid BETWEEN ? AND ?", "u.bank_id = ?"]
+    params: list[object] = [match, first_key, last_key, bank_id]
     if types:
         where.append("u.fact_type IN (SELECT value FROM json_each(?))")
         params.append(json.dumps(list(types)))
@@ -710,6 +860,12 @@ def _search(
         """,
         params,
     )
+
+
+def _bank_key_range(bank_no: int) -> tuple[int, int]:
+    """The first and last unit key (``units.seq``, the full-text rowid) a bank may hold."""
+    first = bank_no << BANK_KEY_BITS
+    return first, first | _KEY_MASK
 
 
 def _tags_filter(tags: Sequence[str] | None, tags_match: TagsMatch) -> tuple[str, list[object]]:

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from dreamer.backends.base import MemoryBackend, RetainItem
-from dreamer.backends.embedded import EmbeddedBackend, fts_match_expression
+from dreamer.backends.embedded import EmbeddedBackend, bm25_to_score, fts_match_expression
 from dreamer.errors import PermanentBackendError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -546,3 +546,288 @@ class TestRecallLimits:
         assert await backend.recall("bank", "needle", limit=0) == []
         assert await backend.recall("bank", "needle", types=["observation"]) == []
         assert len(await backend.recall("bank", "needle", types=["world"])) == 3
+
+
+# The store schema as version 1 wrote it (one rowid sequence for all banks), kept verbatim so the
+# upgrade is tested against real old files rather than against whatever the current code creates.
+V1_SCHEMA = """
+PRAGMA journal_mode = WAL;
+CREATE TABLE IF NOT EXISTS banks (
+    bank_id       TEXT PRIMARY KEY,
+    created_at    TEXT NOT NULL,
+    last_write_at TEXT
+);
+CREATE TABLE IF NOT EXISTS units (
+    seq         INTEGER PRIMARY KEY,
+    id          TEXT NOT NULL UNIQUE,
+    bank_id     TEXT NOT NULL,
+    text        TEXT NOT NULL,
+    fact_type   TEXT NOT NULL DEFAULT 'world',
+    context     TEXT,
+    document_id TEXT,
+    tags        TEXT NOT NULL DEFAULT '[]',
+    metadata    TEXT NOT NULL DEFAULT '{}',
+    created_at  TEXT NOT NULL,
+    mentioned_at TEXT,
+    proof_count INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS units_by_bank_time ON units (bank_id, created_at, id);
+CREATE INDEX IF NOT EXISTS units_by_document ON units (bank_id, document_id);
+CREATE TABLE IF NOT EXISTS documents (
+    bank_id      TEXT NOT NULL,
+    document_id  TEXT NOT NULL,
+    content_hash TEXT NOT NULL,
+    created_at   TEXT NOT NULL,
+    updated_at   TEXT NOT NULL,
+    PRIMARY KEY (bank_id, document_id)
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(
+    text, content='units', content_rowid='seq', tokenize='unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER IF NOT EXISTS units_fts_insert AFTER INSERT ON units BEGIN
+    INSERT INTO units_fts (rowid, text) VALUES (new.seq, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS units_fts_delete AFTER DELETE ON units BEGIN
+    INSERT INTO units_fts (units_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+END;
+CREATE TRIGGER IF NOT EXISTS units_fts_update AFTER UPDATE OF text ON units BEGIN
+    INSERT INTO units_fts (units_fts, rowid, text) VALUES ('delete', old.seq, old.text);
+    INSERT INTO units_fts (rowid, text) VALUES (new.seq, new.text);
+END;
+PRAGMA user_version = 1;
+"""
+
+# The search version 1 ran: match in the shared index, then filter by bank.
+UNSCOPED_SEARCH = """
+SELECT u.id, bm25(units_fts) AS rank
+FROM units_fts JOIN units u ON u.seq = units_fts.rowid
+WHERE units_fts MATCH ? AND u.bank_id = ?
+ORDER BY rank, u.created_at DESC, u.id
+"""
+
+V1_BANKS = {
+    "profile-a": [f"host atlas runs nginx on port {8000 + i}, backup job {i} nightly" for i in range(12)],
+    "profile-b": [f"the backup of host vega goes to restic repository {i}" for i in range(7)],
+    "global": ["nginx serves every host", "restic backs up atlas and vega", "unrelated gardening note"],
+}
+QUERIES = ["nginx host", "backup restic vega", "atlas port 8003", "gardening", "nothing matches this"]
+
+
+def _write_v1_store(path: Path, *, first_seq: int | None = None) -> None:
+    """A version-1 store written with raw SQL, banks interleaved as concurrent profiles would be."""
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    with sqlite3.connect(path, isolation_level=None) as raw:
+        raw.executescript(V1_SCHEMA)
+        raw.execute("BEGIN")
+        for number, bank in enumerate(V1_BANKS):
+            created = (start + timedelta(minutes=number)).isoformat(timespec="microseconds")
+            raw.execute("INSERT INTO banks VALUES (?, ?, NULL)", (bank, created))
+        rows = [(index, bank, text) for bank, texts in V1_BANKS.items() for index, text in enumerate(texts)]
+        rows.sort(key=lambda row: (row[0], row[1]))
+        for step, (index, bank, text) in enumerate(rows):
+            seq = None if first_seq is None or step > 0 else first_seq
+            created = (start + timedelta(hours=1, microseconds=step)).isoformat(timespec="microseconds")
+            raw.execute(
+                "INSERT INTO units (seq, id, bank_id, text, document_id, tags, metadata, created_at,"
+                " mentioned_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    seq,
+                    f"{bank}-{index}",
+                    bank,
+                    text,
+                    f"doc-{bank}-{index}",
+                    '["t"]',
+                    '{"k": "v"}',
+                    created,
+                    created,
+                ),
+            )
+            raw.execute("UPDATE banks SET last_write_at = ? WHERE bank_id = ?", (created, bank))
+        raw.execute("COMMIT")
+
+
+def _unscoped_hits(path: Path) -> dict[tuple[str, str], list[tuple[str, float]]]:
+    """Every bank's hits for QUERIES by the unscoped search, as (id, score) best first."""
+    with sqlite3.connect(path) as raw:
+        hits: dict[tuple[str, str], list[tuple[str, float]]] = {}
+        for bank in V1_BANKS:
+            for query in QUERIES:
+                match = fts_match_expression(query)
+                rows = raw.execute(UNSCOPED_SEARCH, (match, bank)).fetchall()
+                hits[bank, query] = [(unit_id, bm25_to_score(rank)) for unit_id, rank in rows]
+        return hits
+
+
+async def _recalled(store: EmbeddedBackend) -> dict[tuple[str, str], list[tuple[str, float]]]:
+    return {
+        (bank, query): [(hit.id, hit.score) for hit in await store.recall(bank, query, max_tokens=10**9)]
+        for bank in V1_BANKS
+        for query in QUERIES
+    }
+
+
+def _raw_dump(path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], int]:
+    """Units and banks exactly as stored, and the schema version."""
+    with sqlite3.connect(path) as raw:
+        units = raw.execute("SELECT * FROM units ORDER BY seq").fetchall()
+        banks = raw.execute("SELECT * FROM banks ORDER BY bank_id").fetchall()
+        return units, banks, int(raw.execute("PRAGMA user_version").fetchone()[0])
+
+
+async def _vm_steps(store: EmbeddedBackend, bank: str, query: str) -> int:
+    """SQLite virtual-machine steps one recall takes on the backend's own connection."""
+    steps = 0
+
+    def count() -> int:
+        nonlocal steps
+        steps += 1
+        return 0
+
+    def watch(conn: sqlite3.Connection) -> None:
+        conn.set_progress_handler(count, 1)
+
+    def unwatch(conn: sqlite3.Connection) -> None:
+        conn.set_progress_handler(None, 1)
+
+    await store._call("watch", watch)
+    try:
+        await store.recall(bank, query)
+    finally:
+        await store._call("unwatch", unwatch)
+    return steps
+
+
+class TestBankScopedRecall:
+    async def test_recall_equals_the_unscoped_search_item_for_item(self, backend: EmbeddedBackend) -> None:
+        """Items, order and scores are exactly those of matching the whole index and filtering by bank."""
+        for index in range(12):
+            for bank, texts in V1_BANKS.items():
+                if index < len(texts):
+                    await backend.retain(bank, [RetainItem(texts[index])])
+        expected = _unscoped_hits(backend.path)
+        assert any(len(hits) > 1 for hits in expected.values())
+        assert await _recalled(backend) == expected
+
+    async def test_recall_work_does_not_grow_with_other_banks(self, tmp_path: Path) -> None:
+        """1,980 more matching units in another bank add fewer than 1,980 SQLite steps to a recall."""
+        steps = []
+        for other_size in (20, 2000):
+            store = await EmbeddedBackend.open(tmp_path / f"store-{other_size}.sqlite3")
+            try:
+                await store.retain("global", _items("nginx serves every host", "restic backs up hosts"))
+                await store.retain(
+                    "profile", _items(*(f"host {i} runs nginx and restic" for i in range(other_size)))
+                )
+                steps.append(await _vm_steps(store, "global", "host nginx restic"))
+                assert len(await store.recall("global", "host nginx restic")) == 2
+            finally:
+                await store.aclose()
+        # Matching then filtering took several steps per unit of every bank; what remains is BM25
+        # counting each term's rows in the whole index, a few steps per index page, not per unit.
+        assert steps[1] - steps[0] < 2000 - 20
+
+    async def test_a_unit_outside_its_bank_key_range_is_refused(self, backend: EmbeddedBackend) -> None:
+        """An insert without a bank-scoped key, as older code would write it, aborts and changes nothing."""
+        await backend.retain("first", _items("alpha"))
+        await backend.retain("second", _items("beta"))
+        before = _raw_dump(backend.path)
+        with sqlite3.connect(backend.path) as raw, pytest.raises(sqlite3.IntegrityError, match="restart"):
+            raw.execute(
+                "INSERT INTO units (id, bank_id, text, created_at) VALUES ('x', 'first', 'gamma', '2024')"
+            )
+        assert _raw_dump(backend.path) == before
+        assert [hit.text for hit in await backend.recall("first", "alpha gamma")] == ["alpha"]
+
+
+class TestSchemaUpgrade:
+    async def test_a_version_1_store_is_upgraded_and_recalls_as_before(self, tmp_path: Path) -> None:
+        """Opening a version-1 file keeps every unit and field; recall returns the same hits and scores."""
+        path = tmp_path / "memory.sqlite3"
+        _write_v1_store(path)
+        expected = _unscoped_hits(path)
+        old_units, _, _ = _raw_dump(path)
+        store = await EmbeddedBackend.open(path)
+        try:
+            units, banks, version = _raw_dump(path)
+            assert version == 2
+            assert sorted(unit[1:] for unit in units) == sorted(unit[1:] for unit in old_units)
+            assert [bank[-1] for bank in sorted(banks, key=lambda bank: bank[1])] == [1, 2, 3]
+            assert await _recalled(store) == expected
+            listed = await store.all_units("profile-a")
+            assert [unit.id for unit in listed] == [f"profile-a-{i}" for i in range(12)]
+            assert listed[0].tags == ("t",) and listed[0].metadata == {"k": "v"}
+
+            await store.retain("global", _items("nginx proxies the new host"))
+            await store.retain("new-bank", _items("nginx on a brand new bank"))
+            assert (await store.recall("global", "proxies"))[0].text == "nginx proxies the new host"
+            assert [hit.text for hit in await store.recall("new-bank", "nginx")] == [
+                "nginx on a brand new bank"
+            ]
+            assert (await store.activity(["global"]))["global"].unit_count == 4
+        finally:
+            await store.aclose()
+
+    async def test_version_1_keys_above_the_key_range_are_renumbered(self, tmp_path: Path) -> None:
+        """Old keys as large as the new bank-scoped ones still upgrade without a collision or a loss."""
+        path = tmp_path / "memory.sqlite3"
+        _write_v1_store(path, first_seq=(2 << 40) + 1)
+        expected = _unscoped_hits(path)
+        store = await EmbeddedBackend.open(path)
+        try:
+            assert await store.count_units("profile-a") == 12
+            assert await _recalled(store) == expected
+        finally:
+            await store.aclose()
+
+    async def test_a_failed_upgrade_leaves_the_version_1_store_untouched(self, tmp_path: Path) -> None:
+        """When the upgrade fails midway nothing of it is kept; once the cause is gone it succeeds."""
+        path = tmp_path / "memory.sqlite3"
+        _write_v1_store(path)
+        expected = _unscoped_hits(path)
+        with sqlite3.connect(path) as raw:
+            raw.execute(
+                "CREATE TRIGGER refuse_renumbering BEFORE UPDATE OF seq ON units"
+                " BEGIN SELECT RAISE(ABORT, 'renumbering refused'); END"
+            )
+        before = _raw_dump(path)
+        with pytest.raises(PermanentBackendError, match="renumbering refused"):
+            await EmbeddedBackend.open(path)
+        assert _raw_dump(path) == before
+        assert _unscoped_hits(path) == expected
+
+        with sqlite3.connect(path) as raw:
+            raw.execute("DROP TRIGGER refuse_renumbering")
+        store = await EmbeddedBackend.open(path)
+        try:
+            assert await _recalled(store) == expected
+        finally:
+            await store.aclose()
+
+    async def test_concurrent_openers_upgrade_the_file_once(self, tmp_path: Path) -> None:
+        """Two backends opening a version-1 file while its write lock is held both end on version 2."""
+        path = tmp_path / "memory.sqlite3"
+        _write_v1_store(path)
+        expected = _unscoped_hits(path)
+        raw = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        raw.execute("BEGIN IMMEDIATE")
+        stores: list[EmbeddedBackend] = []
+
+        async def open_one() -> None:
+            stores.append(await EmbeddedBackend.open(path))
+
+        async def release_later() -> None:
+            await anyio.sleep(0.3)
+            raw.execute("COMMIT")
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(open_one)
+                tg.start_soon(open_one)
+                tg.start_soon(release_later)
+            assert _raw_dump(path)[2] == 2
+            for store in stores:
+                assert await _recalled(store) == expected
+        finally:
+            raw.close()
+            for store in stores:
+                await store.aclose()
