@@ -21,7 +21,6 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -29,18 +28,9 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
-from dreamer.backends.base import (
-    BankActivity,
-    Budget,
-    MemoryBackend,
-    MemoryUnit,
-    RecallItem,
-    ReflectResult,
-    RetainItem,
-    RetainResult,
-    TagsMatch,
-)
+from dreamer.backends.base import MemoryBackend
 from dreamer.backends.embedded import EmbeddedBackend
+from dreamer.backends.forwarding import ForwardingBackend
 from dreamer.backends.hindsight import HindsightBackend
 from dreamer.config import Config
 from dreamer.log import configure_logging
@@ -222,94 +212,22 @@ class CountingTransport(httpx.AsyncBaseTransport):
         await self.inner.aclose()
 
 
-class CountingBackend:
-    """A :class:`MemoryBackend` that counts each call before passing it to the real backend."""
+class CountingBackend(ForwardingBackend):
+    """A :class:`MemoryBackend` that counts and times each call it passes to the real backend."""
 
     def __init__(self, inner: MemoryBackend, counter: RequestCounter) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.counter = counter
-        self.name = inner.name
-        self.reflect_uses_llm = inner.reflect_uses_llm
 
-    async def _count(self, operation: str, call: Awaitable[T]) -> T:
+    async def _forward(self, operation: str, call: Awaitable[T]) -> T:
+        if operation == "aclose":
+            # Closing releases the store's threads; it is no request to count.
+            return await call
         started = time.monotonic()
         try:
             return await call
         finally:
             self.counter.add(f"{self.inner.name}.{operation}", time.monotonic() - started)
-
-    async def activity(self, bank_ids: Sequence[str]) -> dict[str, BankActivity]:
-        return await self._count("activity", self.inner.activity(bank_ids))
-
-    async def list_units_since(
-        self,
-        bank_id: str,
-        since: datetime | None,
-        *,
-        exclude_tags: Sequence[str] = (),
-        fact_types: Sequence[str] | None = None,
-    ) -> list[MemoryUnit]:
-        return await self._count(
-            "list_units_since",
-            self.inner.list_units_since(bank_id, since, exclude_tags=exclude_tags, fact_types=fact_types),
-        )
-
-    async def recall(
-        self,
-        bank_id: str,
-        query: str,
-        *,
-        budget: Budget = "mid",
-        max_tokens: int = 4096,
-        types: Sequence[str] | None = None,
-        tags: Sequence[str] | None = None,
-        tags_match: TagsMatch = "any",
-        limit: int | None = None,
-    ) -> list[RecallItem]:
-        return await self._count(
-            "recall",
-            self.inner.recall(
-                bank_id,
-                query,
-                budget=budget,
-                max_tokens=max_tokens,
-                types=types,
-                tags=tags,
-                tags_match=tags_match,
-                limit=limit,
-            ),
-        )
-
-    async def reflect(
-        self,
-        bank_id: str,
-        query: str,
-        *,
-        budget: Budget = "low",
-        response_schema: Mapping[str, Any] | None = None,
-        tags: Sequence[str] | None = None,
-        tags_match: TagsMatch = "any",
-    ) -> ReflectResult:
-        return await self._count(
-            "reflect",
-            self.inner.reflect(
-                bank_id,
-                query,
-                budget=budget,
-                response_schema=response_schema,
-                tags=tags,
-                tags_match=tags_match,
-            ),
-        )
-
-    async def retain(self, bank_id: str, items: Sequence[RetainItem]) -> RetainResult:
-        return await self._count("retain", self.inner.retain(bank_id, items))
-
-    async def consolidate(self, bank_id: str) -> None:
-        await self._count("consolidate", self.inner.consolidate(bank_id))
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 def open_counted_backend(config: Config, counter: RequestCounter) -> MemoryBackend:

@@ -23,12 +23,10 @@ import json
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,23 +34,11 @@ from pathlib import Path
 from typing import Any
 
 from bench._common import BenchError, machine_info, machine_line, print_json, progress, render_table
+from bench.notify_socket import NotificationTimeout, NotifySocket, has, without_systemd
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEADLINE_S = 60.0
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-#: Environment variables a parent systemd unit could leak into the child; the child gets ours only.
-_SYSTEMD_VARS = (
-    "NOTIFY_SOCKET",
-    "WATCHDOG_USEC",
-    "WATCHDOG_PID",
-    "JOURNAL_STREAM",
-    "INVOCATION_ID",
-    "STATE_DIRECTORY",
-    "CONFIGURATION_DIRECTORY",
-    "CREDENTIALS_DIRECTORY",
-    "DREAMER_CONFIG",
-)
-
 TARGET_READY_S = 1.5
 TARGET_RSS_MIB = 60.0
 TARGET_IDLE_CPU_PCT = 0.5
@@ -83,88 +69,6 @@ def cpu_seconds(pid: int) -> float:
     return parse_cpu_seconds(Path(f"/proc/{pid}/stat").read_text(encoding="utf-8"))
 
 
-# --- the notify socket --------------------------------------------------------------------------------
-
-
-def parse_fields(message: str) -> dict[str, str]:
-    """The ``KEY=value`` lines of one sd_notify datagram."""
-    fields: dict[str, str] = {}
-    for line in message.split("\n"):
-        key, sep, value = line.partition("=")
-        if sep:
-            fields[key] = value
-    return fields
-
-
-class NotifySocket:
-    """The ``AF_UNIX``/``SOCK_DGRAM`` socket systemd would own; every datagram with its arrival time."""
-
-    def __init__(self) -> None:
-        # Socket paths must stay under 108 bytes: a short directory in /tmp.
-        self._dir = tempfile.mkdtemp(prefix="dn-", dir="/tmp")
-        self.path = os.path.join(self._dir, "notify")
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._sock.bind(self.path)
-        self._sock.settimeout(0.2)
-        self._messages: list[tuple[float, dict[str, str]]] = []
-        self._cond = threading.Condition()
-        self._closed = False
-        self._thread = threading.Thread(target=self._receive, name="notify-socket", daemon=True)
-        self._thread.start()
-
-    def _receive(self) -> None:
-        while not self._closed:
-            try:
-                data = self._sock.recv(65536)
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            arrived = time.monotonic()
-            with self._cond:
-                self._messages.append((arrived, parse_fields(data.decode("utf-8", errors="replace"))))
-                self._cond.notify_all()
-
-    def __len__(self) -> int:
-        with self._cond:
-            return len(self._messages)
-
-    def wait_for(
-        self,
-        predicate: Callable[[dict[str, str]], bool],
-        *,
-        after: int = 0,
-        what: str,
-        timeout: float = DEADLINE_S,
-    ) -> tuple[int, float]:
-        """Index and arrival time of the first message at or after ``after`` that satisfies ``predicate``."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for index in range(after, len(self._messages)):
-                    arrived, fields = self._messages[index]
-                    if predicate(fields):
-                        return index, arrived
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise BenchError(f"no {what} from the daemon within {timeout:g}s")
-                self._cond.wait(min(remaining, 0.5))
-
-    def count(self, key: str) -> int:
-        with self._cond:
-            return sum(1 for _, fields in self._messages if key in fields)
-
-    def close(self) -> None:
-        self._closed = True
-        self._sock.close()
-        self._thread.join(timeout=5)
-        shutil.rmtree(self._dir, ignore_errors=True)
-
-
-def has(key: str, value: str | None = None) -> Callable[[dict[str, str]], bool]:
-    return lambda fields: key in fields and (value is None or fields[key] == value)
-
-
 # --- the daemon process ----------------------------------------------------------------------------------
 
 
@@ -181,7 +85,7 @@ def config_text(state_dir: Path, profiles: Sequence[str], schedule: Mapping[str,
 
 
 def child_environment(notify: NotifySocket, watchdog_usec: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in _SYSTEMD_VARS}
+    env = without_systemd(os.environ)
     env.update({"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": str(watchdog_usec), "PYTHONUNBUFFERED": "1"})
     return env
 
@@ -248,7 +152,9 @@ class Daemon:
         exited = time.monotonic() - sent
         if code != 0:
             raise BenchError(f"the daemon exited with status {code}; see {self.log_path}")
-        _, stopping = self.notify.wait_for(has("STOPPING", "1"), after=after, what="STOPPING=1", timeout=1)
+        stopping = self.notify.arrived_at(
+            self.notify.wait_for(has("STOPPING", "1"), after=after, what="STOPPING=1", timeout=1)
+        )
         return stopping - sent, exited
 
     def close(self) -> None:
@@ -334,7 +240,7 @@ def measure_idle(workdir: Path, idle_s: float, reloads: int) -> dict[str, Any]:
     try:
         progress("daemon: start, time to READY=1")
         daemon.start()
-        _, ready_at = daemon.notify.wait_for(has("READY", "1"), what="READY=1")
+        ready_at = daemon.notify.arrived_at(daemon.notify.wait_for(has("READY", "1"), what="READY=1"))
         ready_s = ready_at - daemon.started_at
         rss_ready = rss_mib(daemon.pid)
         wait_until(lambda: daemon.finished_jobs() >= len(profiles), what="the first roll-up of every profile")
@@ -345,14 +251,16 @@ def measure_idle(workdir: Path, idle_s: float, reloads: int) -> dict[str, Any]:
         time.sleep(idle_s)
         idle_cpu = cpu_seconds(daemon.pid) - cpu_before
         rss_idle = rss_mib(daemon.pid)
-        watchdog_pings = daemon.notify.count("WATCHDOG")
+        watchdog_pings = daemon.notify.count(has("WATCHDOG"))
         progress(f"daemon: {reloads} SIGHUP reloads")
         latencies = []
         for _ in range(reloads):
             after = len(daemon.notify)
             sent = daemon.signal(signal.SIGHUP)
-            index, _ = daemon.notify.wait_for(has("RELOADING", "1"), after=after, what="RELOADING=1")
-            _, ready = daemon.notify.wait_for(has("READY", "1"), after=index + 1, what="READY=1 after reload")
+            index = daemon.notify.wait_for(has("RELOADING", "1"), after=after, what="RELOADING=1")
+            ready = daemon.notify.arrived_at(
+                daemon.notify.wait_for(has("READY", "1"), after=index + 1, what="READY=1 after reload")
+            )
             latencies.append(ready - sent)
             time.sleep(0.2)
         progress("daemon: SIGTERM drain")
@@ -568,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         result = run_benchmark(args)
-    except BenchError as exc:
+    except (BenchError, NotificationTimeout) as exc:
         progress(f"bench.daemon: {exc}")
         return 2
     if args.json:

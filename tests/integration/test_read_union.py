@@ -5,7 +5,8 @@ document id, or the same normalised text) keeping every label; a bank that fails
 answer intact and is reported missing with its reason; every policy refusal happens before any
 request reaches the backend.
 
-Two test doubles wrap the real backend and forward everything else to it:
+Two test doubles wrap the real backend in a :class:`~dreamer.backends.forwarding.ForwardingBackend`
+and override only the calls they intercept:
 
 - ``FaultInjectingBackend`` is a fault injection wrapper: its recall and reflect raise
   :class:`~dreamer.errors.TransientBackendError` (or never return) for chosen bank ids, the way a
@@ -24,7 +25,6 @@ import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,18 +32,9 @@ import anyio
 import pytest
 from pydantic import SecretStr
 
-from dreamer.backends.base import (
-    BankActivity,
-    Budget,
-    MemoryBackend,
-    MemoryUnit,
-    RecallItem,
-    ReflectResult,
-    RetainItem,
-    RetainResult,
-    TagsMatch,
-)
+from dreamer.backends.base import MemoryBackend, RecallItem, ReflectResult, RetainItem, RetainResult
 from dreamer.backends.embedded import EmbeddedBackend
+from dreamer.backends.forwarding import ForwardingBackend
 from dreamer.config import Config, parse_config
 from dreamer.errors import PolicyError, TransientBackendError
 from dreamer.retry import RetryPolicy, call_with_retry
@@ -60,76 +51,6 @@ _T = TypeVar("_T")
 
 
 # --- backend wrappers ---------------------------------------------------------------------------
-
-
-class ForwardingBackend:
-    """A MemoryBackend that forwards every call to ``inner``; subclasses intercept some of them."""
-
-    def __init__(self, inner: MemoryBackend) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.reflect_uses_llm = inner.reflect_uses_llm
-
-    async def activity(self, bank_ids: Sequence[str]) -> dict[str, BankActivity]:
-        return await self.inner.activity(bank_ids)
-
-    async def list_units_since(
-        self,
-        bank_id: str,
-        since: datetime | None,
-        *,
-        exclude_tags: Sequence[str] = (),
-        fact_types: Sequence[str] | None = None,
-    ) -> list[MemoryUnit]:
-        return await self.inner.list_units_since(
-            bank_id, since, exclude_tags=exclude_tags, fact_types=fact_types
-        )
-
-    async def recall(
-        self,
-        bank_id: str,
-        query: str,
-        *,
-        budget: Budget = "mid",
-        max_tokens: int = 4096,
-        types: Sequence[str] | None = None,
-        tags: Sequence[str] | None = None,
-        tags_match: TagsMatch = "any",
-        limit: int | None = None,
-    ) -> list[RecallItem]:
-        return await self.inner.recall(
-            bank_id,
-            query,
-            budget=budget,
-            max_tokens=max_tokens,
-            types=types,
-            tags=tags,
-            tags_match=tags_match,
-            limit=limit,
-        )
-
-    async def reflect(
-        self,
-        bank_id: str,
-        query: str,
-        *,
-        budget: Budget = "low",
-        response_schema: Mapping[str, Any] | None = None,
-        tags: Sequence[str] | None = None,
-        tags_match: TagsMatch = "any",
-    ) -> ReflectResult:
-        return await self.inner.reflect(
-            bank_id, query, budget=budget, response_schema=response_schema, tags=tags, tags_match=tags_match
-        )
-
-    async def retain(self, bank_id: str, items: Sequence[RetainItem]) -> RetainResult:
-        return await self.inner.retain(bank_id, items)
-
-    async def consolidate(self, bank_id: str) -> None:
-        await self.inner.consolidate(bank_id)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
 
 
 class RetryingBackend(ForwardingBackend):

@@ -1,7 +1,8 @@
 """Drive a real ``dreamer run`` process from a test: a notify socket, its logs, its signals.
 
-- :class:`NotifySocket` binds the ``AF_UNIX``/``SOCK_DGRAM`` socket systemd would own (in a short
-  directory: socket paths must stay under 108 bytes) and collects every datagram the daemon sends.
+- :class:`NotifySocket` (from :mod:`bench.notify_socket`, shared with the daemon benchmark) binds
+  the ``AF_UNIX``/``SOCK_DGRAM`` socket systemd would own and collects every datagram the daemon
+  sends; :func:`has` builds the predicates its ``wait_for`` takes.
 - :class:`DaemonProcess` starts the daemon with its stdout in a file and reads that file back as
   log records (one JSON object per line, optionally behind a journal ``<N>`` priority prefix).
 - :func:`write_config` writes a small, fast-cycling configuration.
@@ -14,95 +15,23 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from bench.notify_socket import NotifySocket as NotifySocket
+from bench.notify_socket import has as has
+from bench.notify_socket import without_systemd
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Generous: the machine running the tests may be busy with other work.
 DEADLINE_S = 60.0
 
 _PREFIX = re.compile(r"^<([0-7])>")
-
-
-class NotifySocket:
-    """A stand-in for systemd's notification socket; ``messages`` are the decoded datagrams."""
-
-    def __init__(self) -> None:
-        self._dir = tempfile.mkdtemp(prefix="dn-", dir="/tmp")
-        self.path = os.path.join(self._dir, "notify")
-        self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        self._sock.bind(self.path)
-        self._sock.settimeout(0.2)
-        self._messages: list[str] = []
-        self._cond = threading.Condition()
-        self._closed = False
-        self._thread = threading.Thread(target=self._receive, name="notify-socket", daemon=True)
-        self._thread.start()
-
-    def _receive(self) -> None:
-        while not self._closed:
-            try:
-                data = self._sock.recv(65536)
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with self._cond:
-                self._messages.append(data.decode("utf-8", errors="replace"))
-                self._cond.notify_all()
-
-    @property
-    def messages(self) -> list[str]:
-        with self._cond:
-            return list(self._messages)
-
-    def fields(self, index: int) -> dict[str, str]:
-        """The ``KEY=value`` assignments of message ``index``."""
-        return parse_fields(self.messages[index])
-
-    def wait_for(
-        self,
-        predicate: Callable[[dict[str, str]], bool],
-        *,
-        after: int = 0,
-        timeout: float = DEADLINE_S,
-        what: str = "a notification",
-    ) -> int:
-        """Index of the first message at or after ``after`` whose fields satisfy ``predicate``."""
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                for i in range(after, len(self._messages)):
-                    if predicate(parse_fields(self._messages[i])):
-                        return i
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"no {what} within {timeout:g}s; got: {self._messages!r}")
-                self._cond.wait(min(remaining, 0.5))
-
-    def count(self, predicate: Callable[[dict[str, str]], bool], *, after: int = 0) -> int:
-        return sum(1 for m in self.messages[after:] if predicate(parse_fields(m)))
-
-    def close(self) -> None:
-        self._closed = True
-        self._sock.close()
-        self._thread.join(timeout=5)
-        shutil.rmtree(self._dir, ignore_errors=True)
-
-    def __enter__(self) -> NotifySocket:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def wait_until(condition: Callable[[], bool], *, what: str, timeout: float = DEADLINE_S) -> None:
@@ -112,20 +41,6 @@ def wait_until(condition: Callable[[], bool], *, what: str, timeout: float = DEA
         if time.monotonic() > deadline:
             raise AssertionError(f"no {what} within {timeout:g}s")
         time.sleep(0.05)
-
-
-def parse_fields(message: str) -> dict[str, str]:
-    fields: dict[str, str] = {}
-    for line in message.split("\n"):
-        key, sep, value = line.partition("=")
-        if sep:
-            fields[key] = value
-    return fields
-
-
-def has(key: str, value: str | None = None) -> Callable[[dict[str, str]], bool]:
-    """Predicate: the message sets ``key`` (to ``value``, if given)."""
-    return lambda f: key in f and (value is None or f[key] == value)
 
 
 def parse_log_line(line: str) -> tuple[int | None, dict[str, Any]]:
@@ -152,7 +67,7 @@ class DaemonProcess:
     ) -> None:
         self.log_path = log_path
         self.stderr_path = log_path.with_suffix(".stderr")
-        environment = {k: v for k, v in os.environ.items() if k not in _SYSTEMD_VARS}
+        environment = without_systemd(os.environ)
         environment.update(env or {})
         environment["PYTHONUNBUFFERED"] = "1"
         self._out = open(log_path, "wb")  # noqa: SIM115 - closed in close()
@@ -245,21 +160,6 @@ class DaemonProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-_SYSTEMD_VARS = frozenset(
-    {
-        "NOTIFY_SOCKET",
-        "WATCHDOG_USEC",
-        "WATCHDOG_PID",
-        "JOURNAL_STREAM",
-        "INVOCATION_ID",
-        "STATE_DIRECTORY",
-        "CONFIGURATION_DIRECTORY",
-        "CREDENTIALS_DIRECTORY",
-        "DREAMER_CONFIG",
-    }
-)
 
 
 def job_finished(profile: str | None = None, outcome: str | None = None) -> Callable[[dict[str, Any]], bool]:
