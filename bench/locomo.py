@@ -704,7 +704,8 @@ class Replay:
                 hits += is_hit(ranked, evidence_of(conv_id, question), self.options.k)
             pair_texts = near_duplicate_texts(result.cards, self.options.embedder, self.options.threshold)
             pairs = len(pair_texts)
-            vetoed = sum(1 for older, newer in pair_texts if differs_in_detail(older, newer))
+            detailed = [(older, newer, differs_in_detail(older, newer)) for older, newer in pair_texts]
+            vetoed = sum(1 for *_, differs in detailed if differs)
             rows.append(
                 {
                     "policy": result.name,
@@ -715,7 +716,8 @@ class Replay:
                     "near_dup_pairs": pairs,
                     "near_dup_per_100": per_100(pairs, len(result.cards)),
                     "near_dup_differing_detail": vetoed,
-                    "near_dup_examples": [list(p) for p in pair_texts[:5]],
+                    # Every pair, for reading them: [older, newer, differs in a protected detail].
+                    "near_dup_texts": [list(p) for p in detailed],
                     "coverage_any": any_cov,
                     "coverage_all": all_cov,
                     "hit_at_k": hits / len(questions) if questions else 0.0,

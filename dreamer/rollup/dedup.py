@@ -659,8 +659,10 @@ class Comparison:
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    union = len(a | b)
-    return len(a & b) / union if union else 1.0
+    # Counted, not built: the gate calls this for every ledger card of every run.
+    common = len(a & b)
+    union = len(a) + len(b) - common
+    return common / union if union else 1.0
 
 
 def _role_swapped(new: TextProfile, old: TextProfile) -> bool:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from dreamer.rollup.dedup import Detail, protected_details
 from dreamer.rollup.normalize import content_tokens
 
 __all__ = [
@@ -222,6 +223,38 @@ CHATTER_WORDS = frozenset(
 )
 
 
+#: Words of a contact record: who talked with whom, and when ("Nate and Joanna caught up at 7:31 pm
+#: on 21 January, 2022"). Stemmed like content words.
+CONTACT_WORDS = frozenset(
+    content_tokens(
+        "conversation conversations talk talked talking chat chatted chatting speak spoke spoken "
+        "catch catching caught call called session sessions touch reconnect reconnected "
+        "long time while recent activities activity update updates"
+    )
+)
+#: "Met" is a contact record only beside a clock time ("Gina and Jon met at 4:04 pm"); without one it
+#: can be a fact worth keeping ("Alice met Bob at a conference in 2019" keeps its other words anyway).
+_MEETING_WORDS = frozenset(content_tokens("meet met meeting"))
+
+
+def is_contact_record(text: str) -> bool:
+    """True when a unit only records that people talked, and when: a session log line, not a fact.
+
+    Two or more names, and nothing else but dates, times and contact words. Such lines are what
+    the memory audit discards as session notes; promoted upstream, every session adds one more
+    ("X and Y caught up on <date>"), near-identical to the last.
+    """
+    details = protected_details(text)
+    if len(details.names) < 2:
+        return False
+    names = {word for name in details.names for word in content_tokens(name)}
+    rest = [word for word in details.residual_tokens if word not in names]
+    has_clock = any(":" in value for value in details.of_kind(Detail.DATE))
+    allowed = CONTACT_WORDS | CHATTER_WORDS | (_MEETING_WORDS if has_clock else frozenset())
+    return bool(rest) and all(word in allowed for word in rest) and not set(rest) <= CHATTER_WORDS
+
+
 def is_chatter(text: str) -> bool:
-    """True when a unit holds no content word outside conversational filler ("ok thanks, bye")."""
-    return all(word in CHATTER_WORDS for word in content_tokens(text))
+    """True when a unit carries no durable fact: only conversational filler ("ok thanks, bye") or
+    only a contact record ("Tim and John spoke at 10:29 am on 9 August, 2023")."""
+    return all(word in CHATTER_WORDS for word in content_tokens(text)) or is_contact_record(text)

@@ -240,11 +240,18 @@ class TestSince:
 
 class TestChatter:
     async def test_filler_passes_the_watermark_without_becoming_a_card(self, tmp_path: Path) -> None:
-        """'ok thanks, bye' is read and covered by the watermark, but nothing is promoted."""
+        """Filler and a contact record are read and covered by the watermark, but nothing is promoted."""
         cfg = write_config(tmp_path)
-        await seed(cfg, ["ok thanks, that's all for now", "Sounds good, see you tomorrow!"])
+        await seed(
+            cfg,
+            [
+                "ok thanks, that's all for now",
+                "Sounds good, see you tomorrow!",
+                "Nate and Joanna caught up at 7:31 pm on 21 January, 2022.",
+            ],
+        )
         report = await run_once(cfg)
-        assert report.outcome == "nothing_new" and report.units_seen == 2
+        assert report.outcome == "nothing_new" and report.units_seen == 3
         assert await upstream_cards(cfg) == []
         with StateStore.open(cfg.state_path) as st:
             assert st.watermark("research").created_at is not None

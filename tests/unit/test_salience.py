@@ -196,3 +196,35 @@ class TestChatter:
         assert is_chatter("Sounds good! See you tomorrow, bye")
         assert not is_chatter("Nate loves cats.")
         assert not is_chatter("Grafana listens on port 3000 on host hermes-mon.")
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "Caroline and Melanie had a conversation on 8 May 2023 at 1:56 pm.",
+            "Joanna and Nate caught up on January 23, 2022, at 2:01 pm.",
+            "Tim and John spoke at 10:29 am on 9 August, 2023.",
+            "Gina and Jon met at 4:04 pm on 20 January, 2023.",
+            "Caroline and Melanie catch up after a long time.",
+        ],
+    )
+    def test_contact_records_are_chatter(self, text: str) -> None:
+        """'X and Y caught up at <time> on <date>' records a session, not a fact: it is chatter."""
+        from dreamer.rollup.salience import is_chatter, is_contact_record
+
+        assert is_contact_record(text) and is_chatter(text)
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "Alice met Bob at the conference in 2019.",
+            "Alice met Bob in 2019.",
+            "Jon and Gina, at 10:43 am on 4 February, 2023, discussed Jon's business endeavors.",
+            "Caroline called Melanie about the adoption agency.",
+            "Nate caught a cold on 3 May.",
+        ],
+    )
+    def test_facts_about_meetings_are_not_contact_records(self, text: str) -> None:
+        """A meeting without a clock time, a topic, or a single person keeps the unit a fact."""
+        from dreamer.rollup.salience import is_chatter, is_contact_record
+
+        assert not is_contact_record(text) and not is_chatter(text)
