@@ -14,6 +14,7 @@ Ties are broken by `(created_at, id)`, oldest first, so the order never depends 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -235,6 +236,10 @@ CONTACT_WORDS = frozenset(
 #: "Met" is a contact record only beside a clock time ("Gina and Jon met at 4:04 pm"); without one it
 #: can be a fact worth keeping ("Alice met Bob at a conference in 2019" keeps its other words anyway).
 _MEETING_WORDS = frozenset(content_tokens("meet met meeting"))
+#: A cheap first look: a contact record holds one of these words (case-insensitive).
+_CONTACT_HINT = re.compile(
+    r"(?i)\b(?:conversations?|talk|chat|spok|speak|catch|caught|call|session|touch|reconnect|meet|met)"
+)
 
 
 def is_contact_record(text: str) -> bool:
@@ -244,6 +249,8 @@ def is_contact_record(text: str) -> bool:
     the memory audit discards as session notes; promoted upstream, every session adds one more
     ("X and Y caught up on <date>"), near-identical to the last.
     """
+    if not _CONTACT_HINT.search(text):
+        return False  # the common case, decided without the costlier analysis below
     details = protected_details(text)
     if len(details.names) < 2:
         return False

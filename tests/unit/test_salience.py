@@ -8,6 +8,7 @@ dataset is absent; the other texts are written for these tests.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -228,3 +229,21 @@ class TestChatter:
         from dreamer.rollup.salience import is_chatter, is_contact_record
 
         assert not is_contact_record(text) and not is_chatter(text)
+
+    def test_units_without_a_contact_word_skip_the_detail_analysis(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Only a unit holding a contact word gets the costly protected-detail analysis."""
+        from dreamer.rollup import salience
+
+        analysed: list[str] = []
+        real = salience.protected_details
+
+        def recording(text: str) -> Any:
+            analysed.append(text)
+            return real(text)
+
+        monkeypatch.setattr(salience, "protected_details", recording)
+        salience.is_chatter("Maria volunteers at the homeless shelter with her aunt.")
+        salience.is_chatter("Tim and John spoke at 10:29 am on 9 August, 2023.")
+        assert analysed == ["Tim and John spoke at 10:29 am on 9 August, 2023."]
