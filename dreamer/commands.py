@@ -10,6 +10,7 @@ import json
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, TextIO
 
 from dreamer.backends import open_backend
@@ -334,11 +335,17 @@ async def card_command(
     chosen = select_profiles(config, profiles)
     with StateStore.open(config.state_path) as state:
         cards = peer_cards(config, state, profiles=chosen, include_global=not profiles)
-        written = (
-            await refresh_peer_cards(config, state, profiles=chosen, include_global=not profiles)
-            if write
-            else []
-        )
+        written: list[Path] = []
+        if write:
+            # The polish (peer_card.polish) needs the backend; the cards printed are the cards as built.
+            backend = open_backend(config) if config.peer_card.polish else None
+            try:
+                written = await refresh_peer_cards(
+                    config, state, profiles=chosen, include_global=not profiles, backend=backend
+                )
+            finally:
+                if backend is not None:
+                    await backend.aclose()
     if as_json:
         doc = {name: (card.to_json() if card else None) for name, _path, card in cards}
         _emit({"cards": doc, "written": [str(p) for p in written]}, True, out)

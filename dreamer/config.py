@@ -149,6 +149,10 @@ class PeerCardConfig(_Model):
     max_entries: Annotated[int, Field(ge=1, le=40)] = 40
     max_entry_chars: Annotated[int, Field(ge=20, le=200)] = 200
     global_path: Path | None = None
+    #: Rewrite each card with one LLM reflect (merge overlaps, shorten, no new facts) before writing
+    #: it; only when the backend's reflect uses an LLM. The unpolished card is written either way.
+    polish: bool = False
+    polish_budget: Budget = "low"
 
 
 class AgentConfig(_Model):

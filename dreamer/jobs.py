@@ -276,7 +276,7 @@ class RollupRunner:
                         counts["deferred_in_a_row"] = in_a_row
                 if report.outcome in ("promoted", "reinforced") and config.peer_card.enabled:
                     try:
-                        await refresh_peer_cards(config, state, profiles=[profile])
+                        await refresh_peer_cards(config, state, profiles=[profile], backend=backend)
                     except OSError as exc:
                         log.warning("could not write the peer card", error=str(exc))
                 return JobOutcome(report.outcome, report.reason, counts)

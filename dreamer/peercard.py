@@ -27,7 +27,15 @@ Rendering is Hermes' snapshot layout (:func:`~dreamer.hermes.render.render_title
 title ``PEER CARD (<profile>)``, ``global`` for the global card. Writing is atomic
 (:func:`write_peer_card`): a reader sees the old file or the new one, never a mix.
 
-Polishing the card with an LLM (a reflect over the entries) is deliberately not done here.
+**Polish (optional).** With ``peer_card.polish`` and a backend whose reflect uses an LLM,
+:func:`refresh_peer_cards` writes the card as built, then asks one reflect to rewrite it
+(:mod:`dreamer.peercard_polish`) and writes the answer instead when it is usable. The polished
+entries go through the same marking, neutralising, clipping and bounds as the card as built
+(:func:`polished_peer_card`), and a polish that would leave an entry out is refused, so polishing
+never drops a fact. The reflect goes to the bank holding the card's cards (the profile's upstream
+bank, retrieval limited to the cards the profile promoted; the global bank for the global card).
+On any failure (no answer, a malformed or content-free one, a backend error, retries exhausted,
+the slot busy) a warning gives the reason and the card as built stays.
 """
 
 from __future__ import annotations
@@ -36,19 +44,25 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
+import structlog
 
+from dreamer.backends.base import MemoryBackend
 from dreamer.config import Config, ConflictPolicy
-from dreamer.errors import PolicyError
+from dreamer.errors import DreamerError, PolicyError
 from dreamer.hermes.entries import ENTRY_DELIMITER, joined_length
 from dreamer.hermes.render import render_titled_block
-from dreamer.rollup.normalize import normalize_text
+from dreamer.peercard_polish import PolishedEntry, PolishRejected, reflect_polish
+from dreamer.retry import RetryPolicy
+from dreamer.rollup.normalize import content_tokens, normalize_text
+from dreamer.rollup.pipeline import ROLLUP_TAG
+from dreamer.slot import SlotLock
 from dreamer.state import LedgerCard, StateStore
 
 __all__ = [
@@ -61,10 +75,13 @@ __all__ = [
     "build_peer_card",
     "neutralise",
     "peer_card_title",
+    "polished_peer_card",
     "refresh_peer_cards",
     "render_peer_card",
     "write_peer_card",
 ]
+
+log = structlog.get_logger("dreamer.peercard")
 
 DEFAULT_MAX_ENTRIES = 40
 DEFAULT_MAX_ENTRY_CHARS = 200
@@ -196,14 +213,51 @@ def build_peer_card(
     if policy == "recency_wins":
         mine = [c for c in mine if c.document_id not in newer_of]
     ordered = _keep_newer_first(sorted(mine, key=_rank), newer_of)
+    candidates = (
+        (*_format_entry(card.text, KIND_MARKERS.get(card.kind.lower()), max_entry_chars), card.document_id)
+        for card in ordered
+    )
+    return _bounded_card(profile, candidates, max_entries=max_entries, budget_chars=budget_chars)
 
+
+def polished_peer_card(
+    card: PeerCard, entries: Sequence[PolishedEntry], *, max_entries: int, max_entry_chars: int
+) -> PeerCard | None:
+    """``card`` with its entries replaced by polished ones, bounded exactly as a card as built is.
+
+    Each entry is marked, neutralised, made one line, clipped and deduplicated as a ledger card's
+    entry is, then taken in order within ``max_entries`` and the card's character budget;
+    ``left_out`` counts polished entries that did not fit. Each entry is attributed to the entry of
+    ``card`` it shares most content words with (provenance for :meth:`PeerCard.to_json`).
+    """
+    candidates = (
+        (*_format_entry(entry.text, entry.mark, max_entry_chars), _closest_document(entry.text, card))
+        for entry in entries
+    )
+    return _bounded_card(card.profile, candidates, max_entries=max_entries, budget_chars=card.budget_chars)
+
+
+def _closest_document(text: str, card: PeerCard) -> str:
+    words = set(content_tokens(text))
+    best_id, best = card.document_ids[0], -1.0
+    for entry, document_id in zip(card.entries, card.document_ids, strict=True):
+        other = set(content_tokens(entry))
+        overlap = len(words & other) / len(words | other) if words | other else 0.0
+        if overlap > best:
+            best_id, best = document_id, overlap
+    return best_id
+
+
+def _bounded_card(
+    profile: str | None, candidates: Iterable[tuple[str, str, str]], *, max_entries: int, budget_chars: int
+) -> PeerCard | None:
+    """Entries ``(entry, dedup key, document id)`` taken in order within the bounds; None when empty."""
     entries: list[str] = []
     document_ids: list[str] = []
     seen: set[str] = set()
     used = 0
     left_out = 0
-    for card in ordered:
-        entry, key = _entry(card, max_entry_chars)
+    for entry, key, document_id in candidates:
         # Two facts cut to the same visible entry would be the same line twice.
         shown = "shown:" + " ".join(entry.casefold().split())
         if not key or key in seen or shown in seen:
@@ -214,7 +268,7 @@ def build_peer_card(
             left_out += 1
             continue
         entries.append(entry)
-        document_ids.append(card.document_id)
+        document_ids.append(document_id)
         used += cost
     if not entries:
         return None
@@ -261,13 +315,12 @@ def _keep_newer_first(ranked: list[LedgerCard], newer_of: dict[str, list[LedgerC
     return out
 
 
-def _entry(card: LedgerCard, max_chars: int) -> tuple[str, str]:
-    """The one-line, neutralised, marked, length-bounded entry of a card, and its dedup key.
+def _format_entry(text: str, marker: str | None, max_chars: int) -> tuple[str, str]:
+    """The one-line, neutralised, marked, length-bounded entry of a text, and its dedup key.
 
-    The key is the normalised full text without marker, "" when the card has no words.
+    The key is the normalised full text without marker, "" when the text has no words.
     """
-    text = " ".join(neutralise(card.text).split())
-    marker = KIND_MARKERS.get(card.kind.lower())
+    text = " ".join(neutralise(text).split())
     explicit = _MARKED_TEXT.match(text)
     if explicit is not None:
         # The text carries its own marker: keep one, normalised, never two.
@@ -389,17 +442,102 @@ async def refresh_peer_cards(
     *,
     profiles: Sequence[str] | None = None,
     include_global: bool = True,
+    backend: MemoryBackend | None = None,
 ) -> list[Path]:
     """Rebuild and write the peer cards that have a configured path; returns the paths written.
 
-    An empty card is not written (a previous file stays as it was). See :func:`peer_cards`.
+    An empty card is not written (a previous file stays as it was). See :func:`peer_cards`. With
+    ``peer_card.polish`` and a ``backend`` whose reflect uses an LLM, each written card is then
+    polished and written again when the polish is usable; the card as built is on disk first, so a
+    failed, slow or cancelled polish never leaves the file stale.
     """
     if not config.peer_card.enabled:
         return []
+    polisher = _polisher(config, backend)
+    slot = SlotLock(
+        config.slot.lock_path,
+        acquire_timeout_s=config.slot.acquire_timeout_s,
+        poll_interval_s=config.slot.poll_interval_s,
+    )
     written: list[Path] = []
     for _name, path, card in peer_cards(config, state, profiles=profiles, include_global=include_global):
         if path is None or card is None:
             continue
         await anyio.to_thread.run_sync(write_peer_card, path, card.render())
         written.append(path)
+        if polisher is not None:
+            polished = await _polish(config, polisher, card, slot)
+            if polished is not None:
+                await anyio.to_thread.run_sync(write_peer_card, path, polished.render())
     return written
+
+
+def _polisher(config: Config, backend: MemoryBackend | None) -> MemoryBackend | None:
+    """The backend to polish with, or None (saying why when the configuration asks for a polish)."""
+    if not config.peer_card.polish:
+        return None
+    if backend is None:
+        log.info("peer card polish skipped", reason="no backend to reflect with; writing the cards as built")
+        return None
+    if not backend.reflect_uses_llm:
+        log.info(
+            "peer card polish skipped",
+            reason=f"the {backend.name} backend's reflect does not use an LLM; writing the cards as built",
+        )
+        return None
+    return backend
+
+
+def _polish_source(config: Config, card: PeerCard) -> tuple[str, tuple[str, ...]]:
+    """The bank a card's polish reflects on and the tags limiting it to the card's own cards."""
+    if card.profile is None:
+        return config.bank_id(config.topology.global_bank), (ROLLUP_TAG,)
+    return config.bank_id(config.upstream_alias(card.profile)), (f"src:{card.profile}",)
+
+
+async def _polish(config: Config, backend: MemoryBackend, card: PeerCard, slot: SlotLock) -> PeerCard | None:
+    """``card`` polished by one reflect, or None (with a warning giving the reason) to keep it as built."""
+    settings = config.peer_card
+    bank_id, tags = _polish_source(config, card)
+    try:
+        entries = await reflect_polish(
+            backend,
+            bank_id,
+            card.entries,
+            _MARKERS,
+            max_entries=settings.max_entries,
+            max_entry_chars=settings.max_entry_chars,
+            budget_chars=card.budget_chars,
+            budget=settings.polish_budget,
+            tags=tags,
+            policy=RetryPolicy.from_config(config.retry),
+            slot=slot,
+        )
+        polished = polished_peer_card(
+            card, entries, max_entries=settings.max_entries, max_entry_chars=settings.max_entry_chars
+        )
+        if polished is None:
+            raise PolishRejected("no polished entry has words")
+        if polished.left_out:
+            raise PolishRejected(
+                f"{polished.left_out} polished entries do not fit peer_card.max_entries or budget_chars"
+            )
+    except (DreamerError, TimeoutError) as exc:
+        detail = getattr(exc, "detail", "")
+        log.warning(
+            "peer card polish failed; the card as built stays",
+            card=card.name,
+            bank=bank_id,
+            reason=f"{exc} {detail}".strip() if isinstance(detail, str) else str(exc),
+            error=type(exc).__name__,
+        )
+        return None
+    log.info(
+        "peer card polished",
+        card=card.name,
+        entries=len(polished.entries),
+        chars=polished.chars,
+        entries_as_built=len(card.entries),
+        chars_as_built=card.chars,
+    )
+    return replace(polished, left_out=card.left_out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 
@@ -109,3 +109,48 @@ async def call_with_retry(
                     stats.slept_s += delay
             if had_slot and slot is not None:
                 await slot.acquire()
+
+
+RetryHook = Callable[[int, float, TransientBackendError], None]
+
+
+def backoff_logger(operation: str, logger: Any) -> RetryHook:
+    """An ``on_retry`` hook that logs one warning per backoff of ``operation`` on ``logger``."""
+
+    def on_retry(attempt: int, delay: float, exc: TransientBackendError) -> None:
+        logger.warning(
+            "backend busy, backing off",
+            operation=operation,
+            attempt=attempt,
+            delay_s=round(delay, 2),
+            status=exc.status,
+            retry_after=exc.retry_after,
+            error=str(exc),
+        )
+
+    return on_retry
+
+
+async def call_holding_slot(
+    operation: str,
+    fn: Callable[[], Awaitable[T]],
+    policy: RetryPolicy,
+    slot: SlotLock,
+    *,
+    stats: RetryStats | None = None,
+    on_retry: RetryHook | None = None,
+    on_acquired: Callable[[], None] | None = None,
+) -> T:
+    """Run an LLM-backed call under the slot lock with the retry rules, always releasing the slot.
+
+    The slot is taken first (:class:`~dreamer.errors.SlotBusyError` when that times out), released
+    during every backoff sleep and taken again before the next attempt (:func:`call_with_retry`).
+    ``on_acquired`` runs once the slot is first held.
+    """
+    await slot.acquire()
+    if on_acquired is not None:
+        on_acquired()
+    try:
+        return await call_with_retry(operation, fn, policy, slot=slot, stats=stats, on_retry=on_retry)
+    finally:
+        slot.release()

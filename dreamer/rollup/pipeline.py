@@ -23,7 +23,14 @@ from dreamer import __version__
 from dreamer.backends.base import BankActivity, MemoryBackend, MemoryUnit, RetainItem
 from dreamer.config import Config
 from dreamer.errors import PermanentBackendError, SlotBusyError, TransientBackendError
-from dreamer.retry import RetriesExhausted, RetryPolicy, RetryStats, call_with_retry
+from dreamer.retry import (
+    RetriesExhausted,
+    RetryPolicy,
+    RetryStats,
+    backoff_logger,
+    call_holding_slot,
+    call_with_retry,
+)
 from dreamer.rollup import dedup, extractive, salience
 from dreamer.rollup.cards import (
     CARDS_SCHEMA,
@@ -261,27 +268,17 @@ class Rollup:
 
         async def call(operation: str, fn: Callable[[], Awaitable[T]], *, needs_slot: bool) -> T:
             """Retry transient errors; hold the slot around LLM-backed calls (released in backoff)."""
-
-            def on_retry(attempt: int, delay: float, exc: TransientBackendError) -> None:
-                log.warning(
-                    "backend busy, backing off",
-                    operation=operation,
-                    attempt=attempt,
-                    delay_s=round(delay, 2),
-                    status=exc.status,
-                    retry_after=exc.retry_after,
-                    error=str(exc),
-                )
-
+            on_retry = backoff_logger(operation, log)
             if needs_slot and llm_backed:
-                await slot.acquire()
-                self._step("slot", profile)
-                try:
-                    return await call_with_retry(
-                        operation, fn, self.policy, slot=slot, stats=retry_stats, on_retry=on_retry
-                    )
-                finally:
-                    slot.release()
+                return await call_holding_slot(
+                    operation,
+                    fn,
+                    self.policy,
+                    slot,
+                    stats=retry_stats,
+                    on_retry=on_retry,
+                    on_acquired=lambda: self._step("slot", profile),
+                )
             return await call_with_retry(operation, fn, self.policy, stats=retry_stats, on_retry=on_retry)
 
         # 2./3. Collect the units after the watermark, never Dreamer's own cards.

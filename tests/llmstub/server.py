@@ -12,6 +12,13 @@ real Hindsight is reproducible:
   as a bullet ``- <text> [<alias>]`` (Hindsight turns the aliases into real ids);
 * structured output: an object valid for the request's JSON schema, built from those bullets (one
   array element per bullet, id-like fields filled with the ids cited on the bullet);
+* peer-card polish (a reflect question with a ``Peer card entries:`` line followed by ``- <entry>``
+  lines, as Dreamer asks it): ``done`` answers with the listed entries instead of the retrieved
+  memories, polished by :func:`polish_card_entries` (the words "the", "a" and "an" dropped; an entry
+  whose words all appear in an earlier one merged into it), one bullet each; the structured output
+  for a schema of ``entries`` with ``text`` and ``mark`` then holds one entry per bullet, its mark the
+  first enum value the bullet names. When that answer contains :data:`MALFORMED_POLISH_WORD`, the
+  structured output is malformed on purpose: every entry gets the mark ``GOSSIP``, outside the enum;
 * embeddings: hashed word unigrams and bigrams, L2-normalised (384 dimensions unless asked otherwise).
 
 Tests steer it through ``/control/*``:
@@ -358,6 +365,47 @@ def reflect_question(messages: list[dict[str, Any]]) -> str:
     return first.split("\n\n## ", 1)[0].strip() or first
 
 
+#: The line after which a peer-card polish question lists the card's entries, one ``- <entry>`` each.
+POLISH_ENTRIES_HEADING = "Peer card entries:"
+#: A polish answer containing this word gets a malformed structured output (see the module docstring).
+MALFORMED_POLISH_WORD = "stub-malformed-polish"
+#: The mark a malformed polish answer gives every entry: not one the schema allows.
+MALFORMED_POLISH_MARK = "GOSSIP"
+_ARTICLE_RE = re.compile(r"\b(?:the|a|an)\s+", re.IGNORECASE)
+
+
+def polish_question_entries(question: str) -> list[str] | None:
+    """The entries a peer-card polish question lists, or None when ``question`` is not one."""
+    lines = [line.strip() for line in question.splitlines()]
+    if POLISH_ENTRIES_HEADING not in lines:
+        return None
+    listed = lines[lines.index(POLISH_ENTRIES_HEADING) + 1 :]
+    return [line[2:].strip() for line in listed if line.startswith("- ") and line[2:].strip()]
+
+
+def polish_card_entries(entries: list[str]) -> list[str]:
+    """The stub's polish: articles dropped; an entry whose words all appear in an earlier kept one
+    is merged into it (left out). Order is kept."""
+    kept: list[str] = []
+    kept_words: list[set[str]] = []
+    for entry in entries:
+        short = " ".join(_ARTICLE_RE.sub("", entry).split())
+        words = set(normalise(short).split())
+        if not words or any(words <= earlier for earlier in kept_words):
+            continue
+        kept.append(short)
+        kept_words.append(words)
+    return kept
+
+
+def _is_polish_schema(schema: dict[str, Any]) -> bool:
+    """Whether ``schema`` asks for ``entries``, each an object with ``text`` and ``mark``."""
+    entries = (schema.get("properties") or {}).get("entries")
+    items = entries.get("items") if isinstance(entries, dict) else None
+    props = items.get("properties") if isinstance(items, dict) else None
+    return isinstance(props, dict) and {"text", "mark"} <= set(props)
+
+
 def render_answer(evidence: list[Evidence]) -> str:
     """The answer text: one bullet per statement, citing its aliases in brackets."""
     if not evidence:
@@ -418,10 +466,14 @@ def tool_arguments(function: dict[str, Any], question: str, evidence: list[Evide
         args["reason"] = "Look up what the memory bank records about the question."
     if "query" in props:
         args["query"] = question
+    polish = polish_question_entries(question)
     if name in ("done", "answer_ready"):
-        args["answer_found"] = bool(evidence)
+        args["answer_found"] = bool(evidence) or bool(polish)
     if name == "done":
-        answer = render_answer(evidence)
+        if polish:
+            answer = "\n".join(f"- {entry}" for entry in polish_card_entries(polish))
+        else:
+            answer = render_answer(evidence)
         if "answer" in props:
             args["answer"] = answer
         elif "document" in props:
@@ -619,6 +671,8 @@ def structured_object(body: dict[str, Any]) -> Any:
     if not isinstance(schema, dict):
         schema = _advertised_schema(body)
     items = answer_items(answer)
+    if MALFORMED_POLISH_WORD in answer and _is_polish_schema(schema):
+        return {"entries": [{"text": i.text, "mark": MALFORMED_POLISH_MARK} for i in items]}
     summary = " ".join(i.text for i in items) or answer.strip()
     return SchemaFiller(schema, items, summary).value(schema, "", None, 0)
 
