@@ -8,4 +8,6 @@ from tests.hindsight_fixtures import (  # noqa: F401
     hindsight_api_key,
     hindsight_url,
     llm_stub,
+    marked,
+    server,
 )

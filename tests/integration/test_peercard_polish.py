@@ -39,12 +39,11 @@ from dreamer.jobs import RollupRunner, plan_jobs
 from dreamer.peercard import peer_cards, refresh_peer_cards
 from dreamer.rollup.pipeline import ROLLUP_TAG
 from dreamer.state import StateStore
-from tests.hindsight_fixtures import LLMStub
+from tests.hindsight_fixtures import MarkedRequests
 from tests.integration.test_rollup_hindsight import (
     FACT_TYPES,
     PROFILE,
     ForwardingTransport,
-    MarkedRequests,
     config_data,
     lock_is_free,
     opened,
@@ -397,18 +396,6 @@ class SlotProbe(ForwardingTransport):
         if request.method == "POST" and request.url.path.endswith("/reflect"):
             self.slot_held_at_reflect.append(not await asyncio.to_thread(lock_is_free, self.lock))
         return await super().handle_async_request(request)
-
-
-@pytest.fixture
-def server(hindsight_url: str, hindsight_api_key: str) -> str:
-    """The test server's URL; the configurations read its API key from the environment by name."""
-    return hindsight_url
-
-
-@pytest.fixture
-def marked(llm_stub: LLMStub, fresh_bank_id: str) -> MarkedRequests:
-    """The stub's requests about this test's banks and content (tagging disarmed when the test ends)."""
-    return MarkedRequests(llm_stub, fresh_bank_id)
 
 
 async def rolled_up(tmp_path: Path, server: str, marker: str, texts: Sequence[str]) -> Config:

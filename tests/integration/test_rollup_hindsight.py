@@ -37,7 +37,7 @@ from dreamer.config import Config, load_config
 from dreamer.rollup.cards import CARD_KINDS
 from dreamer.rollup.pipeline import Rollup, RollupReport, job_id_for
 from dreamer.state import StateStore, Watermark
-from tests.hindsight_fixtures import HINDSIGHT_API_KEY_VAR, LLMStub
+from tests.hindsight_fixtures import HINDSIGHT_API_KEY_VAR, LLMStub, MarkedRequests
 
 pytestmark = [pytest.mark.hindsight]
 
@@ -45,9 +45,6 @@ REPO = Path(__file__).resolve().parents[2]
 PROFILE = "research"
 IDLE_PROFILE = "coder"
 FACT_TYPES = ("world", "experience")
-#: The delay of the tagging fault (see :class:`MarkedRequests`): long enough to count as a fault,
-#: too short to matter.
-TAG_DELAY_S = 0.001
 
 
 def sentences(marker: str) -> list[str]:
@@ -169,46 +166,7 @@ class ForwardingTransport(httpx.AsyncBaseTransport):
         return [s for s in self.sent if s.method == "POST" and s.path.endswith("/reflect")]
 
 
-class MarkedRequests:
-    """The LLM stub's log, narrowed to the requests whose body carries this test's marker.
-
-    The stub's log keeps no bodies, but it records the ``match`` of the fault applied to each request.
-    A delay-only fault of a millisecond with ``match=marker`` therefore tags every request of this test
-    without changing its answer. The stub applies the first armed fault that matches, so a failure
-    fault must be armed before :meth:`tag`.
-    """
-
-    def __init__(self, stub: LLMStub, marker: str) -> None:
-        self.stub = stub
-        self.marker = marker
-
-    def tag(self) -> None:
-        self.stub.fault(kind="chat", status=None, delay_s=TAG_DELAY_S, match=self.marker)
-
-    def last_seq(self) -> int:
-        return self.stub.last_seq()
-
-    def since(self, seq: int) -> list[dict[str, Any]]:
-        return [r for r in self.stub.requests(seq) if r["match"] == self.marker]
-
-    def summarising_since(self, seq: int) -> list[dict[str, Any]]:
-        """The reflect turns and structured-output requests (the LLM side of a reflect) after ``seq``."""
-        return [r for r in self.since(seq) if r["kind"] in ("reflect", "structured")]
-
-
 # --- helpers ----------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def server(hindsight_url: str, hindsight_api_key: str) -> str:
-    """The test server's URL; the configurations read its API key from the environment by name."""
-    return hindsight_url
-
-
-@pytest.fixture
-def marked(llm_stub: LLMStub, fresh_bank_id: str) -> MarkedRequests:
-    """The stub's requests about this test's banks and content (tagging disarmed when the test ends)."""
-    return MarkedRequests(llm_stub, fresh_bank_id)
 
 
 @asynccontextmanager
