@@ -228,8 +228,8 @@ CHATTER_WORDS = frozenset(
 #: on 21 January, 2022"). Stemmed like content words.
 CONTACT_WORDS = frozenset(
     content_tokens(
-        "conversation conversations talk talked talking chat chatted chatting speak spoke spoken "
-        "catch catching caught call called session sessions touch reconnect reconnected "
+        "conversation conversations converse conversed talk talked talking chat chatted chatting "
+        "speak spoke spoken catch catching caught call called session sessions touch reconnect reconnected "
         "long time while recent activities activity update updates"
     )
 )
@@ -238,7 +238,7 @@ CONTACT_WORDS = frozenset(
 _MEETING_WORDS = frozenset(content_tokens("meet met meeting"))
 #: A cheap first look: a contact record holds one of these words (case-insensitive).
 _CONTACT_HINT = re.compile(
-    r"(?i)\b(?:conversations?|talk|chat|spok|speak|catch|caught|call|session|touch|reconnect|meet|met)"
+    r"(?i)\b(?:convers|talk|chat|spok|speak|catch|caught|call|session|touch|reconnect|meet|met)"
 )
 
 
@@ -258,7 +258,8 @@ def is_contact_record(text: str) -> bool:
     rest = [word for word in details.residual_tokens if word not in names]
     has_clock = any(":" in value for value in details.of_kind(Detail.DATE))
     allowed = CONTACT_WORDS | CHATTER_WORDS | (_MEETING_WORDS if has_clock else frozenset())
-    return bool(rest) and all(word in allowed for word in rest) and not set(rest) <= CHATTER_WORDS
+    # Nothing left at all is a contact record too: "talked" is a narration verb, not a content word.
+    return all(word in allowed for word in rest) and not (rest and set(rest) <= CHATTER_WORDS)
 
 
 def is_chatter(text: str) -> bool:

@@ -206,6 +206,8 @@ class TestChatter:
             "Tim and John spoke at 10:29 am on 9 August, 2023.",
             "Gina and Jon met at 4:04 pm on 20 January, 2023.",
             "Caroline and Melanie catch up after a long time.",
+            "Joanna and Nate conversed at 3:35 pm on 12 May, 2022.",
+            "Nate and Joanna talked at 8:10 pm on 7 November, 2022.",
         ],
     )
     def test_contact_records_are_chatter(self, text: str) -> None:
