@@ -55,25 +55,31 @@ class TestWatermark:
         assert wm.boundary_ids == {"b"}
 
 
+def commit_promoted(st: StateStore, card: LedgerCard) -> Watermark:
+    """Run r1 of profile p promotes ``card``; returns the watermark it committed."""
+    st.record_run_start("r1", "rollup:p", T0)
+    watermark = Watermark(T0, {"u1": T0}, 1, T0)
+    st.commit_rollup(
+        profile="p",
+        bank_id="b",
+        watermark=watermark,
+        promoted=[card],
+        reinforced=[],
+        run_id="r1",
+        outcome="promoted",
+        detail="",
+        counts={"promoted": 1},
+        finished_at=T0,
+    )
+    return watermark
+
+
 class TestStateStore:
     def test_commit_is_atomic_and_reinforcement_merges_provenance(self, tmp_path: Path) -> None:
         """Watermark, ledger rows and run record land together; reinforcing merges sources."""
         with StateStore.open(tmp_path / "s.sqlite3") as st:
-            st.record_run_start("r1", "rollup:p", T0)
             card = LedgerCard("d1", "p", "global", "Text", "text", source_ids=("u1",), profiles=("p",))
-            wm = Watermark(T0, {"u1": T0}, 1, T0)
-            st.commit_rollup(
-                profile="p",
-                bank_id="b",
-                watermark=wm,
-                promoted=[card],
-                reinforced=[],
-                run_id="r1",
-                outcome="promoted",
-                detail="",
-                counts={"promoted": 1},
-                finished_at=T0,
-            )
+            wm = commit_promoted(st, card)
             st.record_run_start("r2", "rollup:q", T0)
             st.commit_rollup(
                 profile="q",
@@ -165,19 +171,7 @@ class TestLedgerSketches:
     def test_commit_keeps_the_sketch_of_a_promoted_card(self, tmp_path: Path) -> None:
         """A ledger row committed with a sketch reads back with it."""
         with StateStore.open(tmp_path / "s.sqlite3") as st:
-            st.record_run_start("r1", "rollup:p", T0)
             card = LedgerCard("d1", "p", "global", "Text", "text", sketch="s1\ttext\ttext\ttext")
-            st.commit_rollup(
-                profile="p",
-                bank_id="b",
-                watermark=Watermark(T0, {"u1": T0}, 1, T0),
-                promoted=[card],
-                reinforced=[],
-                run_id="r1",
-                outcome="promoted",
-                detail="",
-                counts={"promoted": 1},
-                finished_at=T0,
-            )
+            commit_promoted(st, card)
             [row] = st.ledger("global")
         assert row.sketch == card.sketch
