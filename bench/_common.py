@@ -106,6 +106,27 @@ def print_json(payload: Mapping[str, Any]) -> None:
     sys.stdout.write("\n")
 
 
+def report(
+    name: str,
+    produce: Callable[[], Mapping[str, Any]],
+    render: Callable[[Mapping[str, Any]], str],
+    *,
+    as_json: bool,
+    errors: tuple[type[BaseException], ...] = (BenchError,),
+) -> int:
+    """Run a benchmark and print its table (or JSON); exit status 2 with the reason on ``errors``."""
+    try:
+        result = produce()
+    except errors as exc:
+        progress(f"{name}: {exc}")
+        return 2
+    if as_json:
+        print_json(result)
+    else:
+        print(render(result))
+    return 0
+
+
 def quiet_logs() -> None:
     """Dreamer's own log lines at warning and above only, on stderr: stdout is the result."""
     configure_logging(log_format="console", level="warning", stream=sys.stderr)

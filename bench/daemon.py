@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench._common import BenchError, machine_info, machine_line, print_json, progress, render_table
+from bench._common import BenchError, machine_info, machine_line, progress, render_table, report
 from bench.notify_socket import NotificationTimeout, NotifySocket, has, without_systemd
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -474,16 +474,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        result = run_benchmark(args)
-    except (BenchError, NotificationTimeout) as exc:
-        progress(f"bench.daemon: {exc}")
-        return 2
-    if args.json:
-        print_json(result)
-    else:
-        print(render(result))
-    return 0
+    return report(
+        "bench.daemon",
+        lambda: run_benchmark(args),
+        render,
+        as_json=args.json,
+        errors=(BenchError, NotificationTimeout),
+    )
 
 
 if __name__ == "__main__":

@@ -42,10 +42,10 @@ from bench._common import (
     machine_info,
     machine_line,
     open_counted_backend,
-    print_json,
     progress,
     quiet_logs,
     render_table,
+    report,
 )
 from dreamer.backends.base import MemoryBackend, RetainItem
 from dreamer.config import Config, parse_config
@@ -600,16 +600,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     quiet_logs()
-    try:
-        result = asyncio.run(run_benchmark(args))
-    except BenchError as exc:
-        progress(f"bench.gating: {exc}")
-        return 2
-    if args.json:
-        print_json(result)
-    else:
-        print(render(result))
-    return 0
+    return report("bench.gating", lambda: asyncio.run(run_benchmark(args)), render, as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -52,10 +52,10 @@ from bench._common import (
     machine_line,
     make_embedder,
     open_counted_backend,
-    print_json,
     progress,
     quiet_logs,
     render_table,
+    report,
     similar_pair_indices,
 )
 from dreamer.backends.base import MemoryBackend, MemoryUnit, RecallItem, RetainItem
@@ -929,16 +929,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     quiet_logs()
-    try:
-        result = asyncio.run(run_benchmark(args))
-    except BenchError as exc:
-        progress(f"bench.locomo: {exc}")
-        return 2
-    if args.json:
-        print_json(result)
-    else:
-        print(render(result))
-    return 0
+    return report("bench.locomo", lambda: asyncio.run(run_benchmark(args)), render, as_json=args.json)
 
 
 if __name__ == "__main__":

@@ -9,17 +9,40 @@ import numpy as np
 import pytest
 
 from bench._common import (
+    BenchError,
     CountingBackend,
     CountingTransport,
     HashedEmbedder,
     RequestCounter,
     fmt,
     render_table,
+    report,
     request_kind,
     similar_pairs,
 )
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded import EmbeddedBackend
+
+
+def failing() -> dict[str, int]:
+    raise BenchError("no data here; pass --data DIR")
+
+
+class TestReport:
+    def test_table_or_json_on_stdout(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """A result is printed as the rendered table, or as JSON with --json; the exit status is 0."""
+        assert report("bench.x", lambda: {"n": 3}, lambda r: f"table n={r['n']}", as_json=False) == 0
+        assert capsys.readouterr().out == "table n=3\n"
+        assert report("bench.x", lambda: {"n": 3}, lambda r: "unused", as_json=True) == 0
+        assert capsys.readouterr().out == '{\n  "n": 3\n}\n'
+
+    def test_a_benchmark_error_is_exit_2_with_the_reason_on_stderr(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A BenchError prints 'name: reason' on stderr, nothing on stdout, and exits 2."""
+        assert report("bench.x", failing, lambda r: "unused", as_json=False) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err == "bench.x: no data here; pass --data DIR\n"
 
 
 class TestTable:
