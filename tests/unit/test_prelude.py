@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from dreamer.config import Config, parse_config
+from dreamer.config import Config
 from dreamer.errors import PolicyError
 from dreamer.prelude import prelude
 from dreamer.routing import BankPolicy
+from tests.support.configs import parsed
 
 BASE: dict[str, Any] = {
     "banks": {
@@ -28,10 +27,7 @@ BASE: dict[str, Any] = {
 
 
 def config_with(change: Callable[[dict[str, Any]], None] | None = None) -> Config:
-    data = copy.deepcopy(BASE)
-    if change is not None:
-        change(data)
-    return parse_config(data, source="test", base_dir=Path("/srv"), environ={})
+    return parsed(BASE, change)
 
 
 def line_starting(text: str, prefix: str) -> str:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from dreamer.backends.base import RecallItem
-from dreamer.config import Config, parse_config
+from dreamer.config import Config
 from dreamer.errors import PermanentBackendError, PolicyError, ProtocolError, TransientBackendError
 from dreamer.routing import (
     BankPolicy,
@@ -22,6 +20,7 @@ from dreamer.routing import (
     merge_recalls,
     render_banks,
 )
+from tests.support.configs import parsed
 
 BASE: dict[str, Any] = {
     "banks": {
@@ -38,10 +37,7 @@ BASE: dict[str, Any] = {
 
 
 def config_with(change: Callable[[dict[str, Any]], None] | None = None) -> Config:
-    data = copy.deepcopy(BASE)
-    if change is not None:
-        change(data)
-    return parse_config(data, source="test", base_dir=Path("/srv"), environ={})
+    return parsed(BASE, change)
 
 
 def allow_raw(data: dict[str, Any]) -> None:

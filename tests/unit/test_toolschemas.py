@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +13,7 @@ from jsonschema import Draft202012Validator, ValidationError  # type: ignore[imp
 from dreamer.config import Config, parse_config
 from dreamer.errors import PolicyError
 from dreamer.toolschemas import TOOL_NAMES, tool_schemas
+from tests.support.configs import parsed
 
 BASE: dict[str, Any] = {
     "banks": {
@@ -34,10 +34,7 @@ BASE: dict[str, Any] = {
 
 
 def config_with(change: Callable[[dict[str, Any]], None] | None = None) -> Config:
-    data = copy.deepcopy(BASE)
-    if change is not None:
-        change(data)
-    return parse_config(data, source="test", base_dir=Path("/srv"), environ={})
+    return parsed(BASE, change)
 
 
 def tools(config: Config, profile: str | None = "research", strict: bool = False) -> dict[str, Any]:
