@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from bench.locomo import split_sentences  # the benchmark's own cut, so references name its sentences
 
 #: Environment variable naming the directory that holds `<conversation id>.json`.
 DATA_DIR_ENV = "DREAMER_LOCOMO_DIR"
@@ -34,10 +35,6 @@ DEFAULT_DATA_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "d
 #: A sentence by position: (conversation, key, speaker, index) for observations and events,
 #: (conversation, key, index) for summaries.
 Ref = tuple[str, str, str, int] | tuple[str, str, int]
-
-# A sentence ends at ".", "!" or "?" (and a closing quote right after it) followed by whitespace and a
-# capital letter or an opening quote. A "." after a lone capital ("J.K. Rowling") is an initial, not an end.
-_SENTENCE_END = re.compile(r"(?<!\b[A-Z])[.!?][\"'\u201d\u2019]?(?=\s+[\"'\u201c\u2018]?[A-Z])")
 
 
 class LocomoRefError(LookupError):
@@ -69,22 +66,6 @@ def require_data() -> Path:
     if reason is not None:
         pytest.skip(reason)
     return data_dir()
-
-
-def split_sentences(paragraph: str) -> list[str]:
-    """Cut a summary into sentences at each `_SENTENCE_END`; whitespace around each is trimmed.
-
-    Deterministic and context-free, so a summary reference stays valid as long as the data does.
-    """
-    sentences: list[str] = []
-    start = 0
-    for end in _SENTENCE_END.finditer(paragraph):
-        sentences.append(paragraph[start : end.end()].strip())
-        start = end.end()
-    rest = paragraph[start:].strip()
-    if rest:
-        sentences.append(rest)
-    return sentences
 
 
 @cache
