@@ -516,7 +516,9 @@ def _card_arguments(parser: argparse.ArgumentParser) -> None:
         "Synthesise each profile's peer card (and, without --profile, the global one) from the "
         "promoted cards in the local ledger: stable, most-reinforced facts first, at most 40 "
         "entries of at most 200 characters within the character budget, rendered like a Hermes "
-        "memory block. --write writes them to profiles.<P>.peer_card_path / peer_card.global_path."
+        "memory block. --write writes them to profiles.<P>.peer_card_path / peer_card.global_path; "
+        "with peer_card.polish and a backend whose reflect uses an LLM (Hindsight), each written card "
+        "is then rewritten by one reflect under the slot lock, and the card as built stays if that fails."
     ),
     arguments=_card_arguments,
     examples=["dreamer card --profile research", "dreamer card --write"],

@@ -32,6 +32,7 @@ from bench.locomo import (
     provenance,
     split_sentences,
 )
+from tests.locomo import require_data, requires_locomo
 
 
 def fixture_conversation() -> dict[str, Any]:
@@ -238,3 +239,20 @@ class TestNearDuplicateBreakdown:
     def test_reworded_same_fact_is_not(self) -> None:
         """A rewording with the same details is not a detail difference."""
         assert not locomo.differs_in_detail("Ada keeps bees on her roof.", "Ada keeps bees on the roof.")
+
+
+@requires_locomo
+class TestQuickRun:
+    async def test_json_lists_every_near_duplicate_pair_of_every_policy(self) -> None:
+        """A quick replay on the real data reports, per policy, each pair it counted with its detail flag."""
+        # A low threshold, so the hashed word-overlap similarity finds pairs to list.
+        args = locomo.parse_args(["--data", str(require_data()), "--quick", "--json", "--threshold", "0.6"])
+        result = await locomo.run_benchmark(args)
+        assert [p["policy"] for p in result["policies"]] == ["dreamer", "none", "exact", "honcho"]
+        for policy in result["policies"]:
+            pairs = policy["near_dup_texts"]
+            assert len(pairs) == policy["near_dup_pairs"]
+            assert sum(1 for *_, differs in pairs if differs) == policy["near_dup_differing_detail"]
+            assert all(isinstance(a, str) and isinstance(b, str) and isinstance(d, bool) for a, b, d in pairs)
+            assert policy["cards"] > 0
+        assert all(p["near_dup_pairs"] > 0 for p in result["policies"])
