@@ -29,9 +29,9 @@ import numpy as np
 import numpy.typing as npt
 
 from dreamer.backends.base import MemoryBackend
-from dreamer.backends.embedded import EmbeddedBackend
+from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.forwarding import ForwardingBackend
-from dreamer.backends.hindsight import HindsightBackend
+from dreamer.backends.hindsight.backend import HindsightBackend
 from dreamer.config import Config
 from dreamer.log import configure_logging
 

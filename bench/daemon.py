@@ -208,7 +208,7 @@ def seed_banks(state_dir: Path, profiles: Sequence[str]) -> None:
     import asyncio
 
     from dreamer.backends.base import RetainItem
-    from dreamer.backends.embedded import EmbeddedBackend
+    from dreamer.backends.embedded.backend import EmbeddedBackend
 
     async def seed() -> None:
         backend = EmbeddedBackend(state_dir / "memory.sqlite3")
@@ -437,8 +437,8 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         floors = {
             "bare": floor_process("pass", idle_s=min(idle_s, 10.0)),
             "imports": floor_process(
-                "import dreamer.cli, dreamer.daemon, dreamer.jobs, dreamer.backends.embedded, "
-                "dreamer.rollup.pipeline",
+                "import dreamer.cli, dreamer.service.daemon, dreamer.service.jobs, "
+                "dreamer.backends.embedded.backend, dreamer.rollup.pipeline",
                 idle_s=min(idle_s, 10.0),
             ),
         }

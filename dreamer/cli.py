@@ -189,7 +189,7 @@ def _check_config(args: argparse.Namespace) -> int:
     ],
 )
 def _run(args: argparse.Namespace) -> int:
-    from dreamer.daemon import run_daemon
+    from dreamer.service.daemon import run_daemon
 
     return run_daemon(_config_path(args), log_format=_log_format(args), log_level=_log_level(args))
 
@@ -199,7 +199,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _command(args: argparse.Namespace, body: Callable[[Config], Coroutine[Any, Any, int]]) -> int:
     """Load the config and run an async command body; config and usage errors become exit codes."""
-    from dreamer.commands import UsageError
+    from dreamer.commands.rollup import UsageError
 
     try:
         config = _load_config(args)
@@ -250,7 +250,7 @@ def _rollup_arguments(parser: argparse.ArgumentParser) -> None:
     ],
 )
 def _rollup(args: argparse.Namespace) -> int:
-    from dreamer.commands import parse_since, rollup_command
+    from dreamer.commands.rollup import parse_since, rollup_command
 
     async def body(config: Config) -> int:
         since = parse_since(args.since) if args.since else None
@@ -277,7 +277,7 @@ def _status_arguments(parser: argparse.ArgumentParser) -> None:
     examples=["dreamer status", "dreamer status --json | jq '.profiles[] | {profile, units_pending}'"],
 )
 def _status(args: argparse.Namespace) -> int:
-    from dreamer.commands import status_command
+    from dreamer.commands.status import status_command
 
     return _command(args, lambda config: status_command(config, as_json=args.json))
 
@@ -304,7 +304,7 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     examples=["dreamer demo", "dreamer demo --dir /tmp/dreamer-demo --log-level info"],
 )
 def _demo(args: argparse.Namespace) -> int:
-    from dreamer.demo import run_demo
+    from dreamer.commands.demo import run_demo
 
     configure_logging(log_format=_log_format(args), level=_log_level(args) or "warning", stream=sys.stderr)
     asyncio.run(run_demo(args.dir))
@@ -335,7 +335,7 @@ def _banks_arguments(parser: argparse.ArgumentParser) -> None:
     examples=["dreamer banks", "dreamer banks --profile research --json | jq '.banks[] | {alias, writable}'"],
 )
 def _banks(args: argparse.Namespace) -> int:
-    from dreamer.commands import banks_command
+    from dreamer.commands.banks import banks_command
 
     return _command(args, lambda config: banks_command(config, args.profile, as_json=args.json))
 
@@ -370,7 +370,7 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
     ],
 )
 def _recall(args: argparse.Namespace) -> int:
-    from dreamer.commands import recall_command
+    from dreamer.commands.banks import recall_command
 
     return _policy_command(
         args,
@@ -407,7 +407,7 @@ def _reflect_arguments(parser: argparse.ArgumentParser) -> None:
     examples=["dreamer reflect 'What do we know about deploying this service?' --bank code --bank ops"],
 )
 def _reflect(args: argparse.Namespace) -> int:
-    from dreamer.commands import reflect_command
+    from dreamer.commands.banks import reflect_command
 
     return _policy_command(
         args,
@@ -438,7 +438,7 @@ def _retain_arguments(parser: argparse.ArgumentParser) -> None:
     examples=["dreamer retain 'This repository uses pnpm.' --bank coder --context 'repo convention'"],
 )
 def _retain(args: argparse.Namespace) -> int:
-    from dreamer.commands import retain_command
+    from dreamer.commands.banks import retain_command
 
     return _policy_command(
         args,
@@ -471,7 +471,7 @@ def _tool_schemas_arguments(parser: argparse.ArgumentParser) -> None:
     examples=["dreamer tool-schemas --profile research > tools.json"],
 )
 def _tool_schemas(args: argparse.Namespace) -> int:
-    from dreamer.toolschemas import tool_schemas
+    from dreamer.readside.tools import tool_schemas
 
     return _policy_sync(
         args, lambda config: json.dumps(tool_schemas(config, args.profile, args.strict), indent=2)
@@ -494,7 +494,7 @@ def _prelude_arguments(parser: argparse.ArgumentParser) -> None:
     examples=["dreamer prelude --profile research >> SOUL.md"],
 )
 def _prelude(args: argparse.Namespace) -> int:
-    from dreamer.prelude import prelude
+    from dreamer.readside.prelude import prelude
 
     return _policy_sync(args, lambda config: prelude(config, args.profile).rstrip("\n"))
 
@@ -524,7 +524,7 @@ def _card_arguments(parser: argparse.ArgumentParser) -> None:
     examples=["dreamer card --profile research", "dreamer card --write"],
 )
 def _card(args: argparse.Namespace) -> int:
-    from dreamer.commands import card_command
+    from dreamer.commands.card import card_command
 
     return _policy_command(
         args, lambda config: card_command(config, args.profile, write=args.write, as_json=args.json)
@@ -594,7 +594,7 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     examples=["dreamer audit --agent mumuni --dry-run --force", "dreamer audit --json | jq '.agents'"],
 )
 def _audit(args: argparse.Namespace) -> int:
-    from dreamer.audit import UnknownAgentError, audit_command
+    from dreamer.commands.audit import UnknownAgentError, audit_command
 
     async def body(config: Config) -> int:
         try:
@@ -634,7 +634,7 @@ def _memory_arguments(parser: argparse.ArgumentParser) -> None:
     ],
 )
 def _memory(args: argparse.Namespace) -> int:
-    from dreamer.audit import UnknownAgentError, memory_command
+    from dreamer.commands.audit import UnknownAgentError, memory_command
 
     try:
         config = _load_config(args)

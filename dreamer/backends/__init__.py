@@ -30,9 +30,9 @@ __all__ = [
 def open_backend(config: Config) -> MemoryBackend:
     """The backend the configuration asks for (``backend.kind``)."""
     if config.backend.kind == "hindsight":
-        from dreamer.backends.hindsight import HindsightBackend
+        from dreamer.backends.hindsight.backend import HindsightBackend
 
         return HindsightBackend(config.backend.hindsight)
-    from dreamer.backends.embedded import EmbeddedBackend
+    from dreamer.backends.embedded.backend import EmbeddedBackend
 
     return EmbeddedBackend(config.embedded_path)

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from dreamer.rollup.normalize import (
+from dreamer.text import (
     NUMBER_WORDS,
     STOPWORDS,
     content_tokens,

@@ -41,9 +41,9 @@ from dreamer.rollup.cards import (
     reflect_query,
 )
 from dreamer.rollup.gate import GateDecision, gate
-from dreamer.rollup.normalize import card_document_id, normalize_text
 from dreamer.slot import SlotLock
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
+from dreamer.text import card_document_id, normalize_text
 
 T = TypeVar("T")
 log = structlog.get_logger("dreamer.rollup")

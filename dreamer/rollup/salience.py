@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from dreamer.rollup.dedup import Detail, protected_details
-from dreamer.rollup.normalize import content_tokens
+from dreamer.text import content_tokens
 
 __all__ = [
     "InvalidSalienceInputError",

@@ -24,7 +24,7 @@ import pytest
 from pydantic import SecretStr
 
 from dreamer.backends.base import MemoryBackend, MemoryUnit, RetainItem, RetainResult
-from dreamer.backends.hindsight import HindsightBackend
+from dreamer.backends.hindsight.backend import HindsightBackend
 from dreamer.config import HindsightBackendConfig
 from dreamer.errors import PermanentBackendError
 from dreamer.retry import RetryPolicy, call_with_retry
@@ -61,7 +61,7 @@ class Backends:
         backend: MemoryBackend
         if self.kind == "embedded":
             try:
-                embedded = importlib.import_module("dreamer.backends.embedded")
+                embedded = importlib.import_module("dreamer.backends.embedded.backend")
             except ImportError as exc:
                 pytest.skip(f"the embedded backend is not available yet: {exc}")
             backend = embedded.EmbeddedBackend(self.tmp_path / "memory.sqlite3")

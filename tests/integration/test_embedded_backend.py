@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from dreamer.backends.base import MemoryBackend, RetainItem
-from dreamer.backends.embedded import EmbeddedBackend, bm25_to_score, fts_match_expression
+from dreamer.backends.embedded.backend import EmbeddedBackend, bm25_to_score, fts_match_expression
 from dreamer.errors import PermanentBackendError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -447,7 +447,7 @@ from pathlib import Path
 import anyio
 
 from dreamer.backends.base import RetainItem
-from dreamer.backends.embedded import EmbeddedBackend
+from dreamer.backends.embedded.backend import EmbeddedBackend
 
 
 async def main(path: str, bank: str, name: str, batches: int, size: int) -> None:

@@ -19,7 +19,7 @@ import pytest
 from pydantic import SecretStr
 
 from dreamer.backends.base import RetainItem
-from dreamer.backends.hindsight import HindsightBackend
+from dreamer.backends.hindsight.backend import HindsightBackend
 from dreamer.config import HindsightBackendConfig
 from dreamer.errors import PermanentBackendError, TransientBackendError
 from dreamer.retry import RetryPolicy, call_with_retry

@@ -29,15 +29,15 @@ import pytest
 from structlog.testing import capture_logs
 
 from dreamer.backends.base import Budget, ReflectResult, RetainItem, TagsMatch
-from dreamer.backends.embedded import EmbeddedBackend
+from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.forwarding import ForwardingBackend
-from dreamer.commands import card_command
+from dreamer.commands.card import card_command
 from dreamer.config import Config
 from dreamer.errors import PermanentBackendError, TransientBackendError
-from dreamer.hermes.entries import parse_entries
-from dreamer.jobs import RollupRunner, plan_jobs
-from dreamer.peercard import peer_cards, refresh_peer_cards
+from dreamer.hermes.memory.entries import parse_entries
+from dreamer.peercard.card import peer_cards, refresh_peer_cards
 from dreamer.rollup.pipeline import ROLLUP_TAG
+from dreamer.service.jobs import RollupRunner, plan_jobs
 from dreamer.state import StateStore
 from tests.hindsight_fixtures import MarkedRequests
 from tests.integration.test_rollup_hindsight import (

@@ -33,13 +33,13 @@ import pytest
 from pydantic import SecretStr
 
 from dreamer.backends.base import MemoryBackend, RecallItem, ReflectResult, RetainItem, RetainResult
-from dreamer.backends.embedded import EmbeddedBackend
+from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.forwarding import ForwardingBackend
 from dreamer.config import Config, parse_config
 from dreamer.errors import PolicyError, TransientBackendError
+from dreamer.readside.router import BankRouter, RecallAnswer
+from dreamer.readside.tools import run_tool_call
 from dreamer.retry import RetryPolicy, call_with_retry
-from dreamer.routing import BankRouter, RecallAnswer
-from dreamer.toolschemas import run_tool_call
 
 HINDSIGHT_URL_ENV = "DREAMER_TEST_HINDSIGHT_URL"
 HINDSIGHT_KEY_ENV = "DREAMER_TEST_HINDSIGHT_API_KEY"
@@ -195,7 +195,7 @@ def open_backend(kind: str, config: Config) -> MemoryBackend:
         )
     key = os.environ.get(HINDSIGHT_KEY_ENV)
     # Imported here: the embedded cases must not depend on the HTTP client.
-    hindsight = importlib.import_module("dreamer.backends.hindsight")
+    hindsight = importlib.import_module("dreamer.backends.hindsight.backend")
     settings = config.backend.hindsight.model_copy(
         update={
             "url": url.rstrip("/"),

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dreamer.backends.base import RetainItem
-from dreamer.backends.embedded import EmbeddedBackend
+from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
 from dreamer.rollup.dedup import Sketch, profile_text, sketch_of
 from dreamer.rollup.pipeline import Rollup

@@ -32,7 +32,7 @@ from structlog.testing import capture_logs
 
 from dreamer import __version__
 from dreamer.backends.base import RetainItem
-from dreamer.backends.hindsight import HindsightBackend
+from dreamer.backends.hindsight.backend import HindsightBackend
 from dreamer.config import Config, load_config
 from dreamer.rollup.cards import CARD_KINDS
 from dreamer.rollup.pipeline import Rollup, RollupReport, job_id_for

@@ -2,7 +2,7 @@
 
 ``python -m tests.support.daemon_with_slow_job --config FILE --flags DIR [--mode block|fail]``
 
-Everything is the real ``dreamer run`` (:func:`dreamer.daemon.run_daemon`: configuration, scheduler,
+Everything is the real ``dreamer run`` (:func:`dreamer.service.daemon.run_daemon`: configuration, scheduler,
 signal handlers, sd_notify, watchdog, drain, run records, logging); only the job body is
 substituted:
 
@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 from dreamer.config import Config
-from dreamer.daemon import run_daemon
-from dreamer.jobs import JobOutcome, JobRunner, JobSpec
+from dreamer.service.daemon import run_daemon
+from dreamer.service.jobs import JobOutcome, JobRunner, JobSpec
 
 RELEASE = "release"
 

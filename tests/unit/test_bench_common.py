@@ -21,7 +21,7 @@ from bench._common import (
     similar_pairs,
 )
 from dreamer.backends.base import RetainItem
-from dreamer.backends.embedded import EmbeddedBackend
+from dreamer.backends.embedded.backend import EmbeddedBackend
 
 
 def failing() -> dict[str, int]:

@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 import pytest
 
 from dreamer.backends.base import MemoryBackend, RetainItem
-from dreamer.backends.embedded import EmbeddedBackend
+from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.forwarding import ForwardingBackend
 from dreamer.errors import PermanentBackendError
 

@@ -22,7 +22,7 @@ import pytest
 from pydantic import SecretStr
 
 from dreamer.backends.base import MemoryBackend, RetainItem
-from dreamer.backends.hindsight import (
+from dreamer.backends.hindsight.backend import (
     ALLOWED_REQUESTS,
     HindsightBackend,
     check_request_allowed,

@@ -17,7 +17,8 @@ import pytest
 import structlog
 
 from dreamer.config import Config, parse_config
-from dreamer.jobs import (
+from dreamer.log import configure_logging
+from dreamer.service.jobs import (
     PLANNERS,
     JobOutcome,
     JobSpec,
@@ -26,7 +27,6 @@ from dreamer.jobs import (
     execute_job,
     plan_jobs,
 )
-from dreamer.log import configure_logging
 
 
 def make_config(**overrides: Any) -> Config:
@@ -330,7 +330,7 @@ class TestKindDispatcher:
 
     async def test_default_runner_runs_the_rollup_pipeline(self, logs: io.StringIO, tmp_path: Path) -> None:
         """The default roll-up runner is the real pipeline: an empty embedded bank ends `idle`."""
-        from dreamer.jobs import default_runner
+        from dreamer.service.jobs import default_runner
 
         result = await execute_job(make_config(state_dir=str(tmp_path)), spec(), default_runner())
         assert result.outcome.outcome == "idle"
@@ -341,9 +341,9 @@ class TestStartupImports:
     def test_daemon_start_leaves_job_bodies_unimported(self) -> None:
         """Importing the daemon does not load the roll-up pipeline, backends or audit: READY comes first."""
         probe = (
-            "import sys, dreamer.daemon\n"
-            "heavy = ['dreamer.rollup.pipeline', 'dreamer.backends.hindsight', 'dreamer.hermes', "
-            "'dreamer.audit', 'dreamer.peercard', 'httpx']\n"
+            "import sys, dreamer.service.daemon\n"
+            "heavy = ['dreamer.rollup.pipeline', 'dreamer.backends.hindsight.backend', 'dreamer.hermes', "
+            "'dreamer.commands.audit', 'dreamer.peercard.card', 'httpx']\n"
             "print(' '.join(m for m in heavy if m in sys.modules))\n"
         )
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

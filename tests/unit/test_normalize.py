@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dreamer.rollup.normalize import (
+from dreamer.text import (
     EmptyCardTextError,
     InvalidProfileError,
     card_document_id,

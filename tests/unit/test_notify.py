@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dreamer.notify import (
+from dreamer.service.notify import (
     MAX_VALUE_CHARS,
     Notifier,
     format_message,

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from dreamer.backends.base import ReflectResult
 from dreamer.config import Config, parse_config
 from dreamer.errors import PolicyError
-from dreamer.hermes.entries import ENTRY_DELIMITER, parse_entries
-from dreamer.peercard import (
+from dreamer.hermes.memory.entries import ENTRY_DELIMITER, parse_entries
+from dreamer.peercard.card import (
     KIND_MARKERS,
     PeerCard,
     build_peer_card,
@@ -28,7 +28,7 @@ from dreamer.peercard import (
     render_peer_card,
     write_peer_card,
 )
-from dreamer.peercard_polish import (
+from dreamer.peercard.polish import (
     NO_MARK,
     PolishedEntry,
     PolishRejected,

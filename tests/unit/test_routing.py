@@ -10,7 +10,7 @@ import pytest
 from dreamer.backends.base import RecallItem
 from dreamer.config import Config
 from dreamer.errors import PermanentBackendError, PolicyError, ProtocolError, TransientBackendError
-from dreamer.routing import (
+from dreamer.readside.router import (
     BankPolicy,
     LabelledReflection,
     MissingBank,

@@ -12,7 +12,7 @@ from jsonschema import Draft202012Validator, ValidationError  # type: ignore[imp
 
 from dreamer.config import Config, parse_config
 from dreamer.errors import PolicyError
-from dreamer.toolschemas import TOOL_NAMES, tool_schemas
+from dreamer.readside.tools import TOOL_NAMES, tool_schemas
 from tests.support.configs import parsed
 
 BASE: dict[str, Any] = {

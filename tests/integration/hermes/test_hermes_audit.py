@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import structlog
 
-from dreamer.hermes.audit import audit_agent, needs_audit
-from dreamer.hermes.ledger import parse_ledger
-from dreamer.hermes.report import AuditReport, AuditStatus
-from dreamer.hermes.settings import AgentFiles, AuditSettings
+from dreamer.hermes.audit.ledger import parse_ledger
+from dreamer.hermes.audit.report import AuditReport, AuditStatus
+from dreamer.hermes.audit.run import audit_agent, needs_audit
+from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
 
 NOW = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 CANARY = "CANARY: Do not modify this line"

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from dreamer.hermes.audit import audit_agent
-from dreamer.hermes.entries import Target
-from dreamer.hermes.report import AuditReport, AuditStatus
-from dreamer.hermes.settings import AgentFiles, AuditSettings
-from dreamer.hermes.store import MemoryStore
+from dreamer.hermes.audit.report import AuditReport, AuditStatus
+from dreamer.hermes.audit.run import audit_agent
+from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
+from dreamer.hermes.memory.entries import Target
+from dreamer.hermes.memory.store import MemoryStore
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 NOW = datetime(2025, 3, 1, tzinfo=UTC)
@@ -47,8 +47,8 @@ print("released", flush=True)
 ADDER = r"""
 import sys
 from pathlib import Path
-from dreamer.hermes.entries import Target
-from dreamer.hermes.store import MemoryStore
+from dreamer.hermes.memory.entries import Target
+from dreamer.hermes.memory.store import MemoryStore
 store = MemoryStore(Path(sys.argv[1]), memory_char_limit=100_000)
 for index in range(int(sys.argv[3])):
     store.add(Target.MEMORY, f"{sys.argv[2]} entry {index}")

@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from dreamer.hermes.age import entry_age, entry_dates
-from dreamer.hermes.canary import canary_lines, is_canary_entry
-from dreamer.hermes.config_yaml import ConfigYamlError, parse_model_name, read_model_name
-from dreamer.hermes.drift import drift_alerts
-from dreamer.hermes.ledger import LedgerEntry, LedgerRecord, append_record, format_record, parse_ledger
-from dreamer.hermes.probe import extract_urls
-from dreamer.hermes.settings import AuditSettings, InvalidAuditSettingsError
-from dreamer.hermes.skills import append_rule, format_rule
-from dreamer.hermes.state import AuditState, entry_key, load_state, save_state, with_entries_seen
-from dreamer.hermes.writers import is_registered_writer, registered_writers
+from dreamer.hermes.audit.age import entry_age, entry_dates
+from dreamer.hermes.audit.canary import canary_lines, is_canary_entry
+from dreamer.hermes.audit.config_yaml import ConfigYamlError, parse_model_name, read_model_name
+from dreamer.hermes.audit.drift import drift_alerts
+from dreamer.hermes.audit.ledger import LedgerEntry, LedgerRecord, append_record, format_record, parse_ledger
+from dreamer.hermes.audit.probe import extract_urls
+from dreamer.hermes.audit.settings import AuditSettings, InvalidAuditSettingsError
+from dreamer.hermes.audit.skills import append_rule, format_rule
+from dreamer.hermes.audit.state import AuditState, entry_key, load_state, save_state, with_entries_seen
+from dreamer.hermes.audit.writers import is_registered_writer, registered_writers
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dreamer.hermes.classify import Category, RuleBasedClassifier
+from dreamer.hermes.audit.classify import Category, RuleBasedClassifier
 
 CLASSIFIER = RuleBasedClassifier()
 

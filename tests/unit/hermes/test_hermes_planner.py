@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from dreamer.hermes.age import EntryAge
-from dreamer.hermes.classify import RuleBasedClassifier
-from dreamer.hermes.planner import (
+from dreamer.hermes.audit.age import EntryAge
+from dreamer.hermes.audit.classify import RuleBasedClassifier
+from dreamer.hermes.audit.planner import (
     SKILL_DESTINATION,
     ActionKind,
     Plan,
@@ -16,7 +16,7 @@ from dreamer.hermes.planner import (
     plan_audit,
     urls_to_verify,
 )
-from dreamer.hermes.settings import AuditSettings
+from dreamer.hermes.audit.settings import AuditSettings
 
 CANARY = "CANARY: Do not modify this line"
 

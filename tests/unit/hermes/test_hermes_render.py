@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from dreamer.hermes.entries import Target, usage_percent
-from dreamer.hermes.render import render_block
+from dreamer.hermes.memory.entries import Target, usage_percent
+from dreamer.hermes.memory.render import render_block
 
 RULE = "══════════════════════════════════════════════"
 

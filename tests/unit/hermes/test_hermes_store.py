@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from dreamer.hermes.entries import ENTRY_DELIMITER, Target
-from dreamer.hermes.store import (
+from dreamer.hermes.memory.entries import ENTRY_DELIMITER, Target
+from dreamer.hermes.memory.store import (
     AmbiguousMatchError,
     BatchError,
     EmptyContentError,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from dreamer.hermes.audit import NaiveTimestampError, audit_agent, needs_audit
-from dreamer.hermes.ledger import LedgerRecord, append_record
-from dreamer.hermes.report import AuditStatus
-from dreamer.hermes.settings import AgentFiles, AuditSettings
+from dreamer.hermes.audit.ledger import LedgerRecord, append_record
+from dreamer.hermes.audit.report import AuditStatus
+from dreamer.hermes.audit.run import NaiveTimestampError, audit_agent, needs_audit
+from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
 
 NOW = datetime(2025, 3, 1, tzinfo=UTC)
 CANARY = "CANARY: Do not modify this line"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from dreamer.hermes.ledger import LedgerEntry
+from dreamer.hermes.audit.ledger import LedgerEntry
 
 __all__ = [
     "AUDIT_GAP",

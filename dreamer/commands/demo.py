@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamer.backends.base import RetainItem
-from dreamer.backends.embedded import EmbeddedBackend
+from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, parse_config
 from dreamer.rollup.pipeline import Rollup, RollupReport
 from dreamer.state import StateStore

@@ -27,7 +27,7 @@ from dreamer.hermes import (
     audit_agent,
     needs_audit,
 )
-from dreamer.hermes.store import AmbiguousMatchError, OverBudgetError
+from dreamer.hermes.memory.store import AmbiguousMatchError, OverBudgetError
 
 log = structlog.get_logger("dreamer.audit")
 

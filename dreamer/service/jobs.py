@@ -254,7 +254,7 @@ class RollupRunner:
     async def __call__(self, config: Config, job: JobSpec, run_id: str) -> JobOutcome:
         # Imported at the first run, not at start: the daemon signals READY before paying for them.
         from dreamer.backends import open_backend
-        from dreamer.peercard import refresh_peer_cards
+        from dreamer.peercard.card import refresh_peer_cards
         from dreamer.rollup.pipeline import Rollup
 
         profile = job.key
@@ -286,7 +286,7 @@ class RollupRunner:
 
 async def run_audit_job(config: Config, job: JobSpec, run_id: str) -> JobOutcome:
     """Audit one agent's MEMORY.md / USER.md when due (interval or utilisation threshold)."""
-    from dreamer.audit import audit_once  # at the first audit, not at start (see RollupRunner)
+    from dreamer.commands.audit import audit_once  # at the first audit, not at start (see RollupRunner)
 
     report = await audit_once(config, job.key)
     if report is None:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from dreamer.hermes.entries import (
+from dreamer.hermes.memory.entries import (
     DEFAULT_MEMORY_CHAR_LIMIT,
     DEFAULT_USER_CHAR_LIMIT,
     ENTRY_DELIMITER,
@@ -49,8 +49,8 @@ from dreamer.hermes.entries import (
     serialize_entries,
     usage_percent,
 )
-from dreamer.hermes.locking import atomic_write_text, exclusive_lock
-from dreamer.hermes.render import render_block
+from dreamer.hermes.memory.locking import atomic_write_text, exclusive_lock
+from dreamer.hermes.memory.render import render_block
 
 __all__ = [
     "AmbiguousMatchError",

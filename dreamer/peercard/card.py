@@ -23,13 +23,13 @@ Rules (:func:`build_peer_card`, pure):
   fit is left out while smaller ones after it may still fit.
 - **Never empty.** No entry means no card (None) and nothing is written.
 
-Rendering is Hermes' snapshot layout (:func:`~dreamer.hermes.render.render_titled_block`) under the
+Rendering is Hermes' snapshot layout (:func:`~dreamer.hermes.memory.render.render_titled_block`) under the
 title ``PEER CARD (<profile>)``, ``global`` for the global card. Writing is atomic
 (:func:`write_peer_card`): a reader sees the old file or the new one, never a mix.
 
 **Polish (optional).** With ``peer_card.polish`` and a backend whose reflect uses an LLM,
 :func:`refresh_peer_cards` writes the card as built, then asks one reflect to rewrite it
-(:mod:`dreamer.peercard_polish`) and writes the answer instead when it is usable. The polished
+(:mod:`dreamer.peercard.polish`) and writes the answer instead when it is usable. The polished
 entries go through the same marking, neutralising, clipping and bounds as the card as built
 (:func:`polished_peer_card`), and a polish that would leave an entry out is refused, so polishing
 never drops a fact. The reflect goes to the bank holding the card's cards (the profile's upstream
@@ -56,14 +56,14 @@ import structlog
 from dreamer.backends.base import MemoryBackend
 from dreamer.config import Config, ConflictPolicy
 from dreamer.errors import DreamerError, PolicyError
-from dreamer.hermes.entries import ENTRY_DELIMITER, joined_length
-from dreamer.hermes.render import render_titled_block
-from dreamer.peercard_polish import PolishedEntry, PolishRejected, reflect_polish
+from dreamer.hermes.memory.entries import ENTRY_DELIMITER, joined_length
+from dreamer.hermes.memory.render import render_titled_block
+from dreamer.peercard.polish import PolishedEntry, PolishRejected, reflect_polish
 from dreamer.retry import RetryPolicy
-from dreamer.rollup.normalize import content_tokens, normalize_text
 from dreamer.rollup.pipeline import ROLLUP_TAG
 from dreamer.slot import SlotLock
 from dreamer.state import LedgerCard, StateStore
+from dreamer.text import content_tokens, normalize_text
 
 __all__ = [
     "DEFAULT_BUDGET_CHARS",

@@ -24,14 +24,13 @@ from pathlib import Path
 
 import structlog
 
-from dreamer.hermes.age import entry_age
-from dreamer.hermes.apply import apply_plan
-from dreamer.hermes.canary import CANARY_MARKER, canary_lines, is_canary_entry
-from dreamer.hermes.classify import Classification, EntryClassifier, RuleBasedClassifier
-from dreamer.hermes.config_yaml import ConfigYamlError, read_model_name
-from dreamer.hermes.drift import drift_alerts
-from dreamer.hermes.entries import dedupe, joined_length, parse_entries
-from dreamer.hermes.ledger import (
+from dreamer.hermes.audit.age import entry_age
+from dreamer.hermes.audit.apply import apply_plan
+from dreamer.hermes.audit.canary import CANARY_MARKER, canary_lines, is_canary_entry
+from dreamer.hermes.audit.classify import Classification, EntryClassifier, RuleBasedClassifier
+from dreamer.hermes.audit.config_yaml import ConfigYamlError, read_model_name
+from dreamer.hermes.audit.drift import drift_alerts
+from dreamer.hermes.audit.ledger import (
     LedgerEntry,
     LedgerReadError,
     LedgerRecord,
@@ -39,8 +38,7 @@ from dreamer.hermes.ledger import (
     one_line,
     read_ledger,
 )
-from dreamer.hermes.locking import exclusive_lock
-from dreamer.hermes.planner import (
+from dreamer.hermes.audit.planner import (
     UNVERIFIED_MARK,
     ActionKind,
     Entry,
@@ -52,16 +50,18 @@ from dreamer.hermes.planner import (
     plan_audit,
     urls_to_verify,
 )
-from dreamer.hermes.probe import HttpUrlProbe, UrlProbe, probe_urls
-from dreamer.hermes.report import ActionRecord, AuditReport, AuditStatus, Utilisation
-from dreamer.hermes.settings import AgentFiles, AuditSettings
-from dreamer.hermes.state import AuditState, AuditStateError, load_state, save_state, with_entries_seen
-from dreamer.hermes.store import MemoryStore, StoreReadError
-from dreamer.hermes.writers import WriterRegistryError, is_registered_writer
+from dreamer.hermes.audit.probe import HttpUrlProbe, UrlProbe, probe_urls
+from dreamer.hermes.audit.report import ActionRecord, AuditReport, AuditStatus, Utilisation
+from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
+from dreamer.hermes.audit.state import AuditState, AuditStateError, load_state, save_state, with_entries_seen
+from dreamer.hermes.audit.writers import WriterRegistryError, is_registered_writer
+from dreamer.hermes.memory.entries import dedupe, joined_length, parse_entries
+from dreamer.hermes.memory.locking import exclusive_lock
+from dreamer.hermes.memory.store import MemoryStore, StoreReadError
 
 __all__ = ["NaiveTimestampError", "audit_agent", "needs_audit", "read_utilisation"]
 
-log = structlog.get_logger(__name__)
+log = structlog.get_logger("dreamer.hermes.audit")
 
 _COUNT_NAMES = {
     ActionKind.DELETE: "deletions",

@@ -26,14 +26,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from dreamer.hermes.age import EntryAge
-from dreamer.hermes.canary import is_canary_entry
-from dreamer.hermes.classify import Category, Classification
-from dreamer.hermes.entries import Target, joined_length
-from dreamer.hermes.ledger import one_line
-from dreamer.hermes.probe import extract_urls
-from dreamer.hermes.settings import AuditSettings
-from dreamer.hermes.state import normalize_entry
+from dreamer.hermes.audit.age import EntryAge
+from dreamer.hermes.audit.canary import is_canary_entry
+from dreamer.hermes.audit.classify import Category, Classification
+from dreamer.hermes.audit.ledger import one_line
+from dreamer.hermes.audit.probe import extract_urls
+from dreamer.hermes.audit.settings import AuditSettings
+from dreamer.hermes.audit.state import normalize_entry
+from dreamer.hermes.memory.entries import Target, joined_length
 
 __all__ = [
     "SKILL_DESTINATION",

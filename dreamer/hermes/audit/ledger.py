@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from dreamer.hermes.locking import exclusive_lock
+from dreamer.hermes.memory.locking import exclusive_lock
 
 __all__ = [
     "LEDGER_HEADER",

@@ -16,7 +16,7 @@ Two layers:
 
 Merging recall hits (:func:`merge_recalls`) folds duplicates across banks and keeps every label:
 
-- identical normalised text (:func:`~dreamer.rollup.normalize.normalize_text`) always folds;
+- identical normalised text (:func:`~dreamer.text.normalize_text`) always folds;
 - the same ``document_id`` folds only when every bank returned at most one hit for it. One retained
   document can become several distinct facts (Hindsight extracts facts per document), and those
   must not collapse into one line;
@@ -45,7 +45,7 @@ from dreamer.errors import (
     ProtocolError,
     TransientBackendError,
 )
-from dreamer.rollup.normalize import normalize_text
+from dreamer.text import normalize_text
 
 __all__ = [
     "OPERATIONS",

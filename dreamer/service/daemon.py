@@ -6,7 +6,7 @@
    systemd does not restart a daemon that cannot work (``RestartPreventExitStatus=78``);
 2. open the state store (run records);
 3. install the SIGHUP/SIGTERM/SIGINT handlers, *then* start the scheduler (UTC, one job per entry
-   of :func:`dreamer.jobs.plan_jobs`) and the watchdog, *then* send ``READY=1`` with a STATUS line;
+   of :func:`dreamer.service.jobs.plan_jobs`) and the watchdog, *then* send ``READY=1`` with a STATUS line;
 4. SIGHUP: ``RELOADING=1``, re-read and validate; a bad file keeps the old configuration running
    (``reload failed: ...`` in STATUS and an error in the log); a good one adds, removes and
    reschedules only the jobs that changed. Then ``READY=1``. A running job finishes with the
@@ -14,7 +14,7 @@
 5. SIGTERM/SIGINT: ``STOPPING=1``; no new runs start; running jobs get
    ``schedule.drain_timeout_s`` to finish, then are cancelled; exit 0.
 
-The job body is injected (a :class:`dreamer.jobs.JobRunner`); the daemon does not know what a
+The job body is injected (a :class:`dreamer.service.jobs.JobRunner`); the daemon does not know what a
 roll-up is. Every run is an asyncio task the daemon tracks itself, because the scheduler's
 ``shutdown(wait=True)`` cancels coroutine jobs instead of waiting for them.
 """
@@ -46,7 +46,8 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from dreamer.config import EX_CONFIG, Config, load_config
 from dreamer.errors import ConfigError
-from dreamer.jobs import (
+from dreamer.log import LogFormat, LogLevel, configure_logging, get_logger, is_journal_stream
+from dreamer.service.jobs import (
     KIND_NOUNS,
     JobRunner,
     JobSpec,
@@ -58,8 +59,7 @@ from dreamer.jobs import (
     execute_job,
     plan_jobs,
 )
-from dreamer.log import LogFormat, LogLevel, configure_logging, get_logger, is_journal_stream
-from dreamer.notify import Notifier, watchdog_interval_s
+from dreamer.service.notify import Notifier, watchdog_interval_s
 from dreamer.state import StateStore
 
 log = get_logger("dreamer.daemon")
@@ -171,7 +171,7 @@ class Daemon:
     """One running service. Create it with a loaded config; :meth:`serve` runs until stopped.
 
     Attributes tests and the STATUS line read: ``config``, ``plan``, ``last_runs`` (job id ->
-    :class:`~dreamer.jobs.RunResult`), ``running`` (job id -> run id), ``last_reload``.
+    :class:`~dreamer.service.jobs.RunResult`), ``running`` (job id -> run id), ``last_reload``.
     """
 
     def __init__(
@@ -480,7 +480,7 @@ def run_daemon(
 ) -> int:
     """Run the service until stopped; returns the process exit status (0, 78, 73 or 70).
 
-    ``runner`` replaces the default job body (see :mod:`dreamer.jobs`); ``log_level`` overrides the
+    ``runner`` replaces the default job body (see :mod:`dreamer.service.jobs`); ``log_level`` overrides the
     configuration's ``log.level``.
     """
     faulthandler.enable()

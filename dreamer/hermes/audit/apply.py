@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from dreamer.hermes.entries import Target
-from dreamer.hermes.planner import SKILL_DESTINATION, ActionKind, Entry, Plan, PlannedAction
-from dreamer.hermes.skills import SkillWriteError, append_rule
-from dreamer.hermes.store import (
+from dreamer.hermes.audit.planner import SKILL_DESTINATION, ActionKind, Entry, Plan, PlannedAction
+from dreamer.hermes.audit.skills import SkillWriteError, append_rule
+from dreamer.hermes.memory.entries import Target
+from dreamer.hermes.memory.store import (
     ExternalEditError,
     MemoryStore,
     MemoryStoreError,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from dreamer.hermes.locking import atomic_write_text
+from dreamer.hermes.memory.locking import atomic_write_text
 
 __all__ = [
     "AuditState",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dreamer.hermes.entries import Target, serialize_entries, usage_percent
+from dreamer.hermes.memory.entries import Target, serialize_entries, usage_percent
 
 __all__ = [
     "MEMORY_HEADER",

@@ -15,7 +15,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from dreamer.hermes.planner import UnresolvedEntry
+from dreamer.hermes.audit.planner import UnresolvedEntry
 
 __all__ = ["ActionRecord", "AuditReport", "AuditStatus", "Utilisation"]
 

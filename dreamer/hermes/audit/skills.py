@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dreamer.hermes.locking import atomic_write_text, exclusive_lock
-from dreamer.hermes.settings import RULES_SKILL_NAME
+from dreamer.hermes.audit.settings import RULES_SKILL_NAME
+from dreamer.hermes.memory.locking import atomic_write_text, exclusive_lock
 
 __all__ = ["SkillWriteError", "append_rule", "format_rule", "skill_header"]
 

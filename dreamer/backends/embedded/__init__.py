@@ -1,0 +1,1 @@
+"""The embedded SQLite backend: the default store, no server needed."""

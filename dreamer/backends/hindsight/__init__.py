@@ -1,0 +1,1 @@
+"""The Hindsight HTTP backend."""

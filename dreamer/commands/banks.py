@@ -1,0 +1,136 @@
+"""The bodies of the bank commands: ``banks``, ``recall``, ``reflect`` and ``retain``, through the
+bank router and its policy."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import TextIO
+
+from dreamer.backends import open_backend
+from dreamer.backends.base import BankActivity
+from dreamer.commands.output import EX_OK, EX_TEMPFAIL, emit, iso
+from dreamer.config import Budget, Config
+from dreamer.errors import BackendError
+
+
+async def banks_command(
+    config: Config, profile: str | None, *, as_json: bool, out: TextIO = sys.stdout
+) -> int:
+    """Aliases, bank ids, access and roles, with each bank's activity (units, last write)."""
+    from dreamer.readside.router import BankPolicy, render_banks
+
+    infos = BankPolicy(config, profile).describe(include_disabled=True)
+    activity: dict[str, BankActivity] = {}
+    activity_error = None
+    backend = open_backend(config)
+    try:
+        activity = await backend.activity([i.bank_id for i in infos])
+    except BackendError as exc:
+        activity_error = str(exc)
+    finally:
+        await backend.aclose()
+    if as_json:
+        docs = []
+        for info in infos:
+            act = activity.get(info.bank_id)
+            doc = info.to_json()
+            doc["units"] = act.unit_count if act else None
+            doc["last_write_at"] = iso(act.last_write_at) if act else None
+            doc["exists"] = act.exists if act else None
+            docs.append(doc)
+        json.dump({"banks": docs, "activity_error": activity_error}, out, indent=2)
+        out.write("\n")
+        return EX_OK
+    out.write(render_banks(infos) + "\n\n")
+    if activity_error:
+        out.write(f"activity unavailable: {activity_error}\n")
+        return EX_OK
+    out.write("ACTIVITY\n")
+    width = max((len(i.alias) for i in infos), default=5)
+    for info in infos:
+        act = activity.get(info.bank_id)
+        if act is None or not act.exists:
+            out.write(f"  {info.alias:<{width}}  not created yet (banks appear on their first write)\n")
+        else:
+            out.write(
+                f"  {info.alias:<{width}}  {act.unit_count} units, last write {iso(act.last_write_at)}\n"
+            )
+    return EX_OK
+
+
+async def recall_command(
+    config: Config,
+    query: str,
+    *,
+    banks: Sequence[str],
+    profile: str | None,
+    budget: Budget | None,
+    limit: int | None,
+    as_json: bool,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Labelled recall: the named banks, else the profile's read-union, else the default bank.
+    Exit 75 when a bank could not be read (the others' results are still printed)."""
+    from dreamer.readside.router import BankRouter
+
+    backend = open_backend(config)
+    try:
+        router = BankRouter(config, backend, profile=profile)
+        if not banks and profile is not None:
+            answer = await router.read_union(query, limit=limit, budget=budget)
+        else:
+            answer = await router.recall(query, banks=list(banks) or None, limit=limit, budget=budget)
+    finally:
+        await backend.aclose()
+    emit(answer.to_json() if as_json else answer.render(), as_json, out)
+    return EX_OK if answer.complete else EX_TEMPFAIL
+
+
+async def reflect_command(
+    config: Config,
+    query: str,
+    *,
+    banks: Sequence[str],
+    profile: str | None,
+    budget: Budget | None,
+    as_json: bool,
+    out: TextIO = sys.stdout,
+) -> int:
+    """One reflect per bank, each answer labelled with its alias."""
+    from dreamer.readside.router import BankRouter
+
+    backend = open_backend(config)
+    try:
+        router = BankRouter(config, backend, profile=profile)
+        answer = await router.reflect_each(query, list(banks) or None, budget=budget)
+    finally:
+        await backend.aclose()
+    emit(answer.to_json() if as_json else answer.render(), as_json, out)
+    return EX_OK if answer.complete else EX_TEMPFAIL
+
+
+async def retain_command(
+    config: Config,
+    text: str,
+    *,
+    bank: str,
+    profile: str | None,
+    context: str | None,
+    tags: Sequence[str],
+    as_json: bool,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Store one memory in a writable bank (never a roll-up bank)."""
+    from dreamer.readside.router import BankRouter
+
+    backend = open_backend(config)
+    try:
+        answer = await BankRouter(config, backend, profile=profile).retain(
+            text, bank=bank, context=context, tags=tuple(tags)
+        )
+    finally:
+        await backend.aclose()
+    emit(answer.to_json() if as_json else answer.render(), as_json, out)
+    return EX_OK

@@ -1,0 +1,45 @@
+"""The body of ``dreamer card``: the peer cards from the promotion ledger, printed or written."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from dreamer.backends import open_backend
+from dreamer.commands.output import EX_OK, emit, written_paths
+from dreamer.commands.rollup import select_profiles
+from dreamer.config import Config
+from dreamer.state import StateStore
+
+
+async def card_command(
+    config: Config, profiles: Sequence[str], *, write: bool, as_json: bool, out: TextIO = sys.stdout
+) -> int:
+    """Print the peer cards from the local promotion ledger; with ``write``, write them too."""
+    from dreamer.peercard.card import peer_cards, refresh_peer_cards
+
+    chosen = select_profiles(config, profiles)
+    with StateStore.open(config.state_path) as state:
+        cards = peer_cards(config, state, profiles=chosen, include_global=not profiles)
+        written: list[Path] = []
+        if write:
+            # The polish (peer_card.polish) needs the backend; the cards printed are the cards as built.
+            backend = open_backend(config) if config.peer_card.polish else None
+            try:
+                written = await refresh_peer_cards(
+                    config, state, profiles=chosen, include_global=not profiles, backend=backend
+                )
+            finally:
+                if backend is not None:
+                    await backend.aclose()
+    if as_json:
+        doc = {name: (card.to_json() if card else None) for name, _path, card in cards}
+        emit({"cards": doc, "written": [str(p) for p in written]}, True, out)
+        return EX_OK
+    for name, _path, card in cards:
+        out.write(f"{card.render()}\n\n" if card else f"({name}: no promoted cards yet)\n\n")
+    if write:
+        out.write(written_paths(written) + "\n")
+    return EX_OK

@@ -1,0 +1,102 @@
+"""The body of ``dreamer rollup``: the scheduled job run by hand, one report per profile."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TextIO
+
+from dreamer.backends import open_backend
+from dreamer.commands.output import EX_FAILED, EX_OK, EX_TEMPFAIL
+from dreamer.config import Config
+from dreamer.rollup.pipeline import Rollup, RollupReport
+from dreamer.state import StateStore
+
+_TEMPORARY = {"deferred", "slot_busy"}
+
+
+class UsageError(ValueError):
+    """A command-line value that cannot be used; the message says what is expected."""
+
+
+def parse_since(text: str) -> datetime:
+    """An ISO 8601 time for ``--since``; a time without a zone is taken as UTC."""
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"--since: {text!r} is not an ISO 8601 time (e.g. 2026-11-30T12:00:00Z or 2026-11-30)"
+        ) from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def select_profiles(config: Config, names: Sequence[str]) -> list[str]:
+    """The named profiles (all enabled ones when none is named); unknown names are an error."""
+    if not names:
+        return sorted(config.enabled_profiles())
+    unknown = [n for n in names if n not in config.profiles]
+    if unknown:
+        known = ", ".join(sorted(config.profiles)) or "none"
+        raise UsageError(f"--profile: unknown profile {unknown[0]!r} (known: {known})")
+    return list(dict.fromkeys(names))
+
+
+async def rollup_command(
+    config: Config,
+    profiles: Sequence[str],
+    *,
+    dry_run: bool,
+    since: datetime | None,
+    as_json: bool,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """Run one roll-up per profile now; print each report; exit 75 when any was deferred."""
+    selected = select_profiles(config, profiles)
+
+    def progress(step: str, profile: str) -> None:
+        if not as_json:
+            print(f"  {profile}: {step}", file=err, flush=True)
+
+    backend = open_backend(config)
+    reports: list[RollupReport] = []
+    try:
+        with StateStore.open(config.state_path) as state:
+            rollup = Rollup(config, backend, state, on_step=progress)
+            activity = await rollup.activity(selected) if selected else {}
+            for profile in selected:
+                bank = config.bank_id(config.profiles[profile].bank)
+                reports.append(
+                    await rollup.run(profile, activity=activity.get(bank), dry_run=dry_run, since=since)
+                )
+    finally:
+        await backend.aclose()
+    if as_json:
+        json.dump({"reports": [r.to_json() for r in reports]}, out, indent=2)
+        out.write("\n")
+    else:
+        for report in reports:
+            out.write(format_report(report))
+    outcomes = {r.outcome for r in reports}
+    if "failed" in outcomes:
+        return EX_FAILED
+    return EX_TEMPFAIL if outcomes & _TEMPORARY else EX_OK
+
+
+def format_report(report: RollupReport) -> str:
+    """A roll-up report for people: the outcome line, then each card with its verdict and why."""
+    lines = [f"{report.profile}: {report.outcome} — {report.reason}"]
+    if report.units_seen:
+        lines.append(
+            f"  units {report.units_seen} seen, {report.units_selected} selected; "
+            f"{report.cards} cards ({report.summariser}); {report.promoted} "
+            f"{'to promote' if report.dry_run else 'promoted'}, "
+            f"{report.reinforced} reinforced, {report.conflicts} conflicts; "
+            f"{report.duration_s:.2f}s"
+        )
+    for card in report.plan:
+        lines.append(f"  {card.verdict:<9} {card.text}")
+        lines.append(f"            why: {card.reason}")
+    return "\n".join(lines) + "\n"

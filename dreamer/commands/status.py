@@ -1,0 +1,106 @@
+"""The body of ``dreamer status``: reads the state file (plus one activity call for pending units),
+so it is safe while the daemon runs."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import timedelta
+from typing import Any, TextIO
+
+from dreamer.backends import open_backend
+from dreamer.backends.base import BankActivity
+from dreamer.commands.output import EX_OK, iso
+from dreamer.config import Config
+from dreamer.errors import BackendError
+from dreamer.rollup.pipeline import job_id_for
+from dreamer.state import StateStore
+
+
+async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:
+    """Per profile: watermark, last run and its counts, pending units, deferrals; the ledger size."""
+    profiles = sorted(config.profiles)
+    activity: dict[str, BankActivity] = {}
+    activity_error = None
+    backend = open_backend(config)
+    try:
+        activity = await backend.activity([config.bank_id(config.profiles[p].bank) for p in profiles])
+    except BackendError as exc:
+        activity_error = str(exc)
+    finally:
+        await backend.aclose()
+    rows: list[dict[str, Any]] = []
+    with StateStore.open(config.state_path) as state:
+        for name in profiles:
+            profile = config.profiles[name]
+            bank = config.bank_id(profile.bank)
+            wm = state.watermark(name)
+            runs = state.runs(job_id_for(name), limit=1)
+            last = runs[0] if runs else None
+            act = activity.get(bank)
+            rows.append(
+                {
+                    "profile": name,
+                    "enabled": profile.enabled,
+                    "bank": bank,
+                    "upstream": config.bank_id(config.upstream_alias(name)),
+                    "watermark": iso(wm.created_at),
+                    "last_rollup_at": iso(wm.rolled_at),
+                    "units_in_bank": act.unit_count if act else None,
+                    "units_pending": max(act.unit_count - wm.unit_count, 0) if act else None,
+                    "last_run": None
+                    if last is None
+                    else {
+                        "run_id": last.run_id,
+                        "outcome": last.outcome or "running",
+                        "detail": last.detail,
+                        "started_at": iso(last.started_at),
+                        "finished_at": iso(last.finished_at),
+                        "counts": dict(last.counts),
+                    },
+                    "deferred_in_a_row": state.consecutive(job_id_for(name), "deferred"),
+                    # The daemon runs each job every interval (plus up to jitter_s) after the last.
+                    "next_run_due": None
+                    if last is None or not profile.enabled
+                    else iso(last.started_at + timedelta(minutes=config.schedule.interval_minutes)),
+                }
+            )
+        ledger_size = state.ledger_size()
+    doc = {
+        "state": str(config.state_path),
+        "backend": config.backend.kind,
+        "activity_error": activity_error,
+        "ledger_cards": ledger_size,
+        "interval_minutes": config.schedule.interval_minutes,
+        "profiles": rows,
+    }
+    if as_json:
+        json.dump(doc, out, indent=2)
+        out.write("\n")
+        return EX_OK
+    out.write(
+        f"state {doc['state']} ({config.backend.kind} backend); ledger: {ledger_size} cards; "
+        f"every {config.schedule.interval_minutes:g} min\n"
+    )
+    if activity_error:
+        out.write(f"backend unreachable, pending units unknown: {activity_error}\n")
+    for row in rows:
+        last = row["last_run"]
+        last_text = (
+            "never run"
+            if last is None
+            else f"last {last['outcome']} at {last['finished_at'] or last['started_at']}"
+            + (f" ({last['detail']})" if last["detail"] else "")
+        )
+        pending = "?" if row["units_pending"] is None else row["units_pending"]
+        flag = "" if row["enabled"] else " [disabled]"
+        out.write(
+            f"{row['profile']}{flag}: {row['bank']} -> {row['upstream']}; watermark "
+            f"{row['watermark'] or 'none'}; pending {pending}; {last_text}"
+        )
+        if row["next_run_due"]:
+            out.write(f"; next due {row['next_run_due']}")
+        if row["deferred_in_a_row"]:
+            out.write(f"; deferred {row['deferred_in_a_row']}x in a row")
+        out.write("\n")
+    return EX_OK

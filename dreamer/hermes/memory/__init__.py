@@ -1,0 +1,1 @@
+"""Hermes' memory files (MEMORY.md / USER.md) with Hermes' own MemoryStore semantics."""

@@ -1,0 +1,1 @@
+"""The daemon as a service: scheduling jobs, running them, telling systemd how it goes."""
