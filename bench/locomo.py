@@ -61,7 +61,9 @@ from bench._common import (
 from dreamer.backends.base import MemoryBackend, MemoryUnit, RecallItem, RetainItem
 from dreamer.config import Config, parse_config
 from dreamer.rollup import dedup, extractive, salience
-from dreamer.rollup.pipeline import ROLLUP_TAG, Rollup, RollupReport
+from dreamer.rollup.pipeline import Rollup
+from dreamer.rollup.promote import ROLLUP_TAG
+from dreamer.rollup.report import RollupReport
 from dreamer.state import StateStore
 
 # --- the data -------------------------------------------------------------------------------------

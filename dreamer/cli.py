@@ -199,7 +199,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _command(args: argparse.Namespace, body: Callable[[Config], Coroutine[Any, Any, int]]) -> int:
     """Load the config and run an async command body; config and usage errors become exit codes."""
-    from dreamer.commands.rollup import UsageError
+    from dreamer.errors import UsageError
 
     try:
         config = _load_config(args)
@@ -594,7 +594,8 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     examples=["dreamer audit --agent mumuni --dry-run --force", "dreamer audit --json | jq '.agents'"],
 )
 def _audit(args: argparse.Namespace) -> int:
-    from dreamer.commands.audit import UnknownAgentError, audit_command
+    from dreamer.commands.audit import audit_command
+    from dreamer.errors import UnknownAgentError
 
     async def body(config: Config) -> int:
         try:
@@ -634,7 +635,8 @@ def _memory_arguments(parser: argparse.ArgumentParser) -> None:
     ],
 )
 def _memory(args: argparse.Namespace) -> int:
-    from dreamer.commands.audit import UnknownAgentError, memory_command
+    from dreamer.commands.audit import memory_command
+    from dreamer.errors import UnknownAgentError
 
     try:
         config = _load_config(args)

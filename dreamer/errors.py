@@ -10,16 +10,36 @@
     │   ├── PermanentBackendError   will never work as sent (400/401/403/404/422); ``detail`` is
     │   │                           the server's own message
     │   └── ProtocolError           the server answered something that does not parse
+    ├── RetriesExhausted            every attempt failed with a transient error (exit 75)
     ├── ForbiddenRequestError       a request outside the append-only allow-list was about to be
     │                               sent; raised before any byte leaves the process
-    ├── PolicyError                 a bank alias is unknown, disabled, or not allowed for the operation
-    └── SlotBusyError               the accelerator-slot lock could not be taken in time
+    ├── UsageError                  a command-line value cannot be used (exit 2)
+    │   ├── PolicyError             a bank alias is unknown, disabled, or not allowed for the operation
+    │   └── UnknownAgentError       an agent name that is not under ``[agents]``
+    └── SlotBusyError               the accelerator-slot lock could not be taken in time (exit 75)
 
 Catch ``TransientBackendError`` to retry, ``PermanentBackendError`` to give up with the server's
-message, ``ConfigError`` to tell the operator which key to fix.
+message, ``ConfigError`` to tell the operator which key to fix. :mod:`dreamer.outcomes` maps each
+error to a run outcome and an exit code, in one table.
 """
 
 from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Exit statuses of the ``dreamer`` command and the daemon (sysexits.h where one fits)."""
+
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    SOFTWARE = 70  # the daemon crashed on a bug
+    CANTCREAT = 73  # the daemon could not open its state file
+    TEMPFAIL = 75  # deferred, busy or unreachable: try again later
+    CONFIG = 78  # the configuration is wrong
+    INTERRUPTED = 130
+    BROKEN_PIPE = 141
 
 
 class DreamerError(Exception):
@@ -76,12 +96,30 @@ class ProtocolError(BackendError):
     """The server's answer could not be understood (bad JSON, missing fields, wrong types)."""
 
 
+class RetriesExhausted(DreamerError):
+    """Every attempt failed with a transient error; ``last`` is the final one."""
+
+    def __init__(self, operation: str, attempts: int, last: TransientBackendError) -> None:
+        self.operation = operation
+        self.attempts = attempts
+        self.last = last
+        super().__init__(f"{operation}: gave up after {attempts} attempts: {last}")
+
+
 class ForbiddenRequestError(DreamerError):
     """A request that could delete, patch or replace memory was refused before it was sent."""
 
 
-class PolicyError(DreamerError):
+class UsageError(DreamerError):
+    """A command-line value that cannot be used; the message says what is expected."""
+
+
+class PolicyError(UsageError):
     """A bank alias was unknown, disabled, or not allowed for the requested operation."""
+
+
+class UnknownAgentError(UsageError):
+    """An agent name that is not under ``[agents]``; the message lists the known ones."""
 
 
 class SlotBusyError(DreamerError):

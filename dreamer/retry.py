@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import anyio
 
 from dreamer.config import RetryConfig
-from dreamer.errors import DreamerError, TransientBackendError
+from dreamer.errors import RetriesExhausted, TransientBackendError
 from dreamer.slot import SlotLock
 
 T = TypeVar("T")
@@ -51,16 +51,6 @@ def backoff_delay(
         return min(retry_after, policy.retry_after_cap_s)
     ceiling: float = min(policy.max_delay_s, policy.base_delay_s * 2.0 ** (attempt - 1))
     return rand() * ceiling
-
-
-class RetriesExhausted(DreamerError):
-    """Every attempt failed with a transient error; ``last`` is the final one."""
-
-    def __init__(self, operation: str, attempts: int, last: TransientBackendError) -> None:
-        self.operation = operation
-        self.attempts = attempts
-        self.last = last
-        super().__init__(f"{operation}: gave up after {attempts} attempts: {last}")
 
 
 @dataclass

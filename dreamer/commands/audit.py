@@ -1,88 +1,26 @@
-"""The agents' memory-file audit as Dreamer runs it: configuration in, :mod:`dreamer.hermes` out.
-
-The audit itself lives in :mod:`dreamer.hermes` and knows nothing of Dreamer's configuration;
-this module maps ``[agents.*]`` and ``[audit]`` onto it and holds the bodies of the ``audit`` job
-and of the ``dreamer audit`` / ``dreamer memory`` commands.
-"""
+"""The bodies of ``dreamer audit`` and ``dreamer memory``: the configured agents' memory files,
+audited or edited with Hermes' store semantics (:mod:`dreamer.hermes.configured` maps the
+configuration)."""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import TextIO
 
-import anyio
 import structlog
 
 from dreamer.config import Config
 from dreamer.hermes import (
-    AgentFiles,
-    AuditReport,
-    AuditSettings,
     MemoryStore,
     MemoryStoreError,
     Target,
-    audit_agent,
-    needs_audit,
 )
+from dreamer.hermes.configured import ALARMING, agent_files, audit_once
 from dreamer.hermes.memory.store import AmbiguousMatchError, OverBudgetError
 
 log = structlog.get_logger("dreamer.audit")
-
-#: Report statuses that mean the agent needs a person's attention.
-ALARMING = frozenset({"CRITICAL", "ERROR"})
-
-
-class UnknownAgentError(ValueError):
-    """An agent name that is not under ``[agents]``; the message lists the known ones."""
-
-
-def agent_files(config: Config, name: str) -> AgentFiles:
-    """The files of one configured agent."""
-    if name not in config.agents:
-        known = ", ".join(sorted(config.agents)) or "none; add an [agents.NAME] table"
-        raise UnknownAgentError(f"unknown agent {name!r} (known: {known})")
-    agent = config.agents[name]
-    return AgentFiles(name, agent.memories_dir, agent.config_yaml, agent.skills_dir)
-
-
-def audit_settings(config: Config, *, dry_run: bool = False, force: bool = False) -> AuditSettings:
-    a = config.audit
-    return AuditSettings(
-        interval_days=a.interval_days,
-        threshold_pct=a.threshold_pct,
-        skip_below_pct=a.skip_below_pct,
-        stale_days=a.stale_days,
-        url_timeout_s=a.url_timeout_s,
-        dry_run=dry_run,
-        force=force,
-    )
-
-
-async def audit_once(
-    config: Config, name: str, *, dry_run: bool = False, force: bool = False
-) -> AuditReport | None:
-    """Audit one agent if it is due (or forced); ``None`` when it was not due.
-
-    The due check reads only file sizes and the ledger; the audit runs in a worker thread (file
-    locks and URL checks block).
-    """
-    files = agent_files(config, name)
-    settings = audit_settings(config, dry_run=dry_run, force=force)
-    now = datetime.now(UTC)
-    due, why = needs_audit(files, settings, now)
-    if not due:
-        log.info("audit not due", agent=name, reason=why)
-        return None
-    log.info("audit started", agent=name, reason=why, dry_run=dry_run)
-    report = await anyio.to_thread.run_sync(lambda: audit_agent(files, settings, now))
-    level = "error" if str(report.status) in ALARMING else "info"
-    fields = {k: v for k, v in report.to_dict().items() if k != "agent"}
-    getattr(log, level)("audit finished", agent=name, **fields)
-    return report
-
 
 async def audit_command(
     config: Config,

@@ -16,8 +16,8 @@ from typing import Any
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, parse_config
-from dreamer.rollup.pipeline import Rollup, RollupReport
-from dreamer.state import StateStore
+from dreamer.rollup.report import RollupReport
+from dreamer.service.runner import run_rollups_now
 
 DAY1: dict[str, list[str]] = {
     "research": [
@@ -80,24 +80,22 @@ async def run_demo(directory: Path | None = None, *, echo: Callable[[str], None]
     backend = EmbeddedBackend(config.embedded_path)
     days: list[list[RollupReport]] = []
     try:
-        with StateStore.open(config.state_path) as state:
-            rollup = Rollup(config, backend, state)
-            for label, memories in (("day 1", DAY1), ("day 2", DAY2)):
-                echo(f"\n== {label}: agents write to their profile banks")
-                for profile, texts in memories.items():
-                    if texts:
-                        await _retain(backend, config, profile, texts)
-                    echo(f"   {profile:<9} +{len(texts)} memories")
-                echo(f"== {label}: one roll-up cycle for every profile")
-                reports = await _cycle(rollup, config)
-                for r in reports:
-                    _print_report(r, echo)
-                days.append(reports)
-            upstream = config.bank_id(config.topology.global_bank)
-            cards = await backend.all_units(upstream)
-            echo(f"\n== the global bank {upstream} now holds {len(cards)} cards:")
-            for unit in cards:
-                echo(f"   [{', '.join(unit.tags)}] {unit.text}")
+        for label, memories in (("day 1", DAY1), ("day 2", DAY2)):
+            echo(f"\n== {label}: agents write to their profile banks")
+            for profile, texts in memories.items():
+                if texts:
+                    await _retain(backend, config, profile, texts)
+                echo(f"   {profile:<9} +{len(texts)} memories")
+            echo(f"== {label}: one roll-up cycle for every profile")
+            reports = await run_rollups_now(config, list(config.enabled_profiles()), backend=backend)
+            for r in reports:
+                _print_report(r, echo)
+            days.append(reports)
+        upstream = config.bank_id(config.topology.global_bank)
+        cards = await backend.all_units(upstream)
+        echo(f"\n== the global bank {upstream} now holds {len(cards)} cards:")
+        for unit in cards:
+            echo(f"   [{', '.join(unit.tags)}] {unit.text}")
     finally:
         await backend.aclose()
     return DemoResult(root, days)
@@ -106,16 +104,6 @@ async def run_demo(directory: Path | None = None, *, echo: Callable[[str], None]
 async def _retain(backend: EmbeddedBackend, config: Config, profile: str, texts: Sequence[str]) -> None:
     bank = config.bank_id(config.profiles[profile].bank)
     await backend.retain(bank, [RetainItem(content=t, context=f"{profile} session") for t in texts])
-
-
-async def _cycle(rollup: Rollup, config: Config) -> list[RollupReport]:
-    profiles = list(config.enabled_profiles())
-    activity = await rollup.activity(profiles)
-    reports = []
-    for p in profiles:
-        bank = config.bank_id(config.profiles[p].bank)
-        reports.append(await rollup.run(p, activity=activity.get(bank)))
-    return reports
 
 
 def _print_report(r: RollupReport, echo: Callable[[str], None]) -> None:

@@ -8,17 +8,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TextIO
 
-from dreamer.backends import open_backend
-from dreamer.commands.output import EX_FAILED, EX_OK, EX_TEMPFAIL
 from dreamer.config import Config
-from dreamer.rollup.pipeline import Rollup, RollupReport
-from dreamer.state import StateStore
-
-_TEMPORARY = {"deferred", "slot_busy"}
-
-
-class UsageError(ValueError):
-    """A command-line value that cannot be used; the message says what is expected."""
+from dreamer.errors import UsageError
+from dreamer.outcomes import exit_code
+from dreamer.rollup.report import RollupReport
+from dreamer.service.runner import run_rollups_now
 
 
 def parse_since(text: str) -> datetime:
@@ -53,36 +47,22 @@ async def rollup_command(
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
-    """Run one roll-up per profile now; print each report; exit 75 when any was deferred."""
+    """Run each profile's roll-up job now, exactly as the daemon does; print each report; exit 75
+    when any was deferred or busy, 1 when any failed."""
     selected = select_profiles(config, profiles)
 
     def progress(step: str, profile: str) -> None:
         if not as_json:
             print(f"  {profile}: {step}", file=err, flush=True)
 
-    backend = open_backend(config)
-    reports: list[RollupReport] = []
-    try:
-        with StateStore.open(config.state_path) as state:
-            rollup = Rollup(config, backend, state, on_step=progress)
-            activity = await rollup.activity(selected) if selected else {}
-            for profile in selected:
-                bank = config.bank_id(config.profiles[profile].bank)
-                reports.append(
-                    await rollup.run(profile, activity=activity.get(bank), dry_run=dry_run, since=since)
-                )
-    finally:
-        await backend.aclose()
+    reports = await run_rollups_now(config, selected, dry_run=dry_run, since=since, on_step=progress)
     if as_json:
         json.dump({"reports": [r.to_json() for r in reports]}, out, indent=2)
         out.write("\n")
     else:
         for report in reports:
             out.write(format_report(report))
-    outcomes = {r.outcome for r in reports}
-    if "failed" in outcomes:
-        return EX_FAILED
-    return EX_TEMPFAIL if outcomes & _TEMPORARY else EX_OK
+    return exit_code(r.outcome for r in reports)
 
 
 def format_report(report: RollupReport) -> str:

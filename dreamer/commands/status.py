@@ -13,7 +13,7 @@ from dreamer.backends.base import BankActivity
 from dreamer.commands.output import EX_OK, iso
 from dreamer.config import Config
 from dreamer.errors import BackendError
-from dreamer.rollup.pipeline import job_id_for
+from dreamer.service.jobs import rollup_job_id
 from dreamer.state import StateStore
 
 
@@ -35,7 +35,7 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
             profile = config.profiles[name]
             bank = config.bank_id(profile.bank)
             wm = state.watermark(name)
-            runs = state.runs(job_id_for(name), limit=1)
+            runs = state.runs(rollup_job_id(name), limit=1)
             last = runs[0] if runs else None
             act = activity.get(bank)
             rows.append(
@@ -58,7 +58,7 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
                         "finished_at": iso(last.finished_at),
                         "counts": dict(last.counts),
                     },
-                    "deferred_in_a_row": state.consecutive(job_id_for(name), "deferred"),
+                    "deferred_in_a_row": state.consecutive(rollup_job_id(name), "deferred"),
                     # The daemon runs each job every interval (plus up to jitter_s) after the last.
                     "next_run_due": None
                     if last is None or not profile.enabled

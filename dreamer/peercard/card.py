@@ -60,7 +60,7 @@ from dreamer.hermes.memory.entries import ENTRY_DELIMITER, joined_length
 from dreamer.hermes.memory.render import render_titled_block
 from dreamer.peercard.polish import PolishedEntry, PolishRejected, reflect_polish
 from dreamer.retry import RetryPolicy
-from dreamer.rollup.pipeline import ROLLUP_TAG
+from dreamer.rollup.promote import ROLLUP_TAG
 from dreamer.slot import SlotLock
 from dreamer.state import LedgerCard, StateStore
 from dreamer.text import content_tokens, normalize_text

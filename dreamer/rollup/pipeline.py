@@ -1,36 +1,32 @@
-"""One roll-up run for one profile: gate → slot → collect → salience → cards → dedup → promote → commit.
+"""One roll-up run of one profile, step by step: gate, collect, select, summarise, judge, promote,
+commit, consolidate (the README's "How one roll-up works", in the same words).
 
-The only module of the roll-up that does I/O. Every step boundary is announced through ``on_step``
-(progress for the CLI, and the place a crash-safety test kills the process). Nothing here deletes or
-rewrites memory: the upstream bank only ever receives new documents whose ids derive from their
-content, and the watermark moves only in the same SQLite transaction as the ledger rows, after the
-promotion succeeded.
+The only module of the roll-up that does I/O; the steps' rules live in the pure modules beside it
+(:mod:`.gate`, :mod:`.salience`, :mod:`.cards`, :mod:`.extractive`, :mod:`.dedup`, :mod:`.promote`).
+A run's state travels in one :class:`RunContext`; each step reads what the steps before it left
+there. Step boundaries are announced through ``on_step`` (progress for the CLI, and the place a
+crash-safety test kills the process). The run's record, log context and summary belong to the job
+runner (:mod:`dreamer.service.runner`); the pipeline writes only its one atomic commit: watermark,
+ledger rows and the run's end, after the promotion succeeded. Nothing here deletes or rewrites
+memory: upstream only ever receives new documents whose ids derive from their content.
 """
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import structlog
 
-from dreamer import __version__
 from dreamer.backends.base import BankActivity, MemoryBackend, MemoryUnit, RetainItem
-from dreamer.config import Config
-from dreamer.errors import PermanentBackendError, SlotBusyError, TransientBackendError
-from dreamer.retry import (
-    RetriesExhausted,
-    RetryPolicy,
-    RetryStats,
-    backoff_logger,
-    call_holding_slot,
-    call_with_retry,
-)
+from dreamer.config import Config, ProfileConfig
+from dreamer.errors import DreamerError
+from dreamer.outcomes import COMMITTED, Outcome, classify, describe
+from dreamer.retry import RetryPolicy, RetryStats, backoff_logger, call_holding_slot, call_with_retry
 from dreamer.rollup import dedup, extractive, salience
 from dreamer.rollup.cards import (
     CARDS_SCHEMA,
@@ -41,114 +37,67 @@ from dreamer.rollup.cards import (
     reflect_query,
 )
 from dreamer.rollup.gate import GateDecision, gate
+from dreamer.rollup.promote import (
+    CARD_FACT_TYPES,
+    INPUT_FACT_TYPES,
+    ROLLUP_TAG,
+    RunFacts,
+    ledger_row,
+    retain_item,
+)
+from dreamer.rollup.report import CardPlan, RollupReport
 from dreamer.slot import SlotLock
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
-from dreamer.text import card_document_id, normalize_text
+from dreamer.text import card_document_id
 
 T = TypeVar("T")
 log = structlog.get_logger("dreamer.rollup")
 
-ROLLUP_TAG = "rollup"
-#: Raw facts are rolled up; Hindsight's own ``observation`` units are derived from them
-#: (``source_memory_ids``), so taking both would count one fact twice.
-INPUT_FACT_TYPES = ("world", "experience")
-#: Dreamer's cards upstream are these fact types; Hindsight also derives ``observation`` units from
-#: them (same tags, no document id) which must not stand in for the card in dedup matches.
-CARD_FACT_TYPES = ("world", "experience")
-STEPS = ("gated", "slot", "collected", "summarised", "judged", "promoted", "committed", "consolidated")
-
-
-def job_id_for(profile: str) -> str:
-    return f"rollup:{profile}"
-
-
-@dataclass(frozen=True, slots=True)
-class CardPlan:
-    """A card and what the run decided about it."""
-
-    text: str
-    kind: str
-    source_ids: tuple[str, ...]
-    document_id: str
-    verdict: str
-    reason: str
-    matched_id: str | None = None
-    scores: Mapping[str, float] = field(default_factory=dict)
-    changed: tuple[str, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "kind": self.kind,
-            "source_ids": list(self.source_ids),
-            "document_id": self.document_id,
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "matched_id": self.matched_id,
-            "scores": dict(self.scores),
-            "changed": list(self.changed),
-        }
-
-
-@dataclass
-class RollupReport:
-    """What one run did. ``outcome`` is one of: idle, waiting, nothing_new, promoted, reinforced,
-    dry_run, slot_busy, deferred, failed."""
-
-    profile: str
-    run_id: str
-    outcome: str = "failed"
-    reason: str = ""
-    units_seen: int = 0
-    units_selected: int = 0
-    cards: int = 0
-    promoted: int = 0
-    reinforced: int = 0
-    conflicts: int = 0
-    reflect_attempts: int = 0
-    summariser: str = ""
-    slot_wait_s: float = 0.0
-    slot_held_s: float = 0.0
-    duration_s: float = 0.0
-    dry_run: bool = False
-    watermark_from: str | None = None
-    watermark_to: str | None = None
-    plan: list[CardPlan] = field(default_factory=list)
-
-    def counts(self) -> dict[str, int]:
-        return {
-            "units_seen": self.units_seen,
-            "units_selected": self.units_selected,
-            "cards": self.cards,
-            "promoted": self.promoted,
-            "reinforced": self.reinforced,
-            "conflicts": self.conflicts,
-            "reflect_attempts": self.reflect_attempts,
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "profile": self.profile,
-            "run_id": self.run_id,
-            "outcome": self.outcome,
-            "reason": self.reason,
-            **self.counts(),
-            "summariser": self.summariser,
-            "slot_wait_s": round(self.slot_wait_s, 3),
-            "slot_held_s": round(self.slot_held_s, 3),
-            "duration_s": round(self.duration_s, 3),
-            "dry_run": self.dry_run,
-            "watermark_from": self.watermark_from,
-            "watermark_to": self.watermark_to,
-            "plan": [p.to_json() for p in self.plan],
-        }
-
-
 StepHook = Callable[[str, str], None]
 
 
-class _Deferred(Exception):
-    """Internal: end the run as deferred (watermark unchanged)."""
+class _Done(Exception):
+    """Internal: a step ended the run early with the outcome already set on the report."""
+
+
+@dataclass
+class RunContext:
+    """One run's inputs and what each step leaves for the next."""
+
+    profile: str
+    settings: ProfileConfig
+    bank_id: str
+    upstream_id: str
+    report: RollupReport
+    slot: SlotLock
+    retry_stats: RetryStats
+    activity: BankActivity | None
+    since: datetime | None
+    force: bool
+    watermark: Watermark = field(default_factory=Watermark)
+    new_watermark: Watermark = field(default_factory=Watermark)
+    units: list[MemoryUnit] = field(default_factory=list)
+    selected: list[MemoryUnit] = field(default_factory=list)
+    drafts: list[CardDraft] = field(default_factory=list)
+    verdicts: list[dedup.Verdict] = field(default_factory=list)
+    to_promote: list[tuple[CardPlan, RetainItem]] = field(default_factory=list)
+    reinforced: list[Reinforcement] = field(default_factory=list)
+    ledger_ids: frozenset[str] = frozenset()
+
+    @property
+    def dry_run(self) -> bool:
+        return self.report.dry_run
+
+    def facts(self) -> RunFacts:
+        return RunFacts(
+            profile=self.profile,
+            bank_id=self.bank_id,
+            upstream_id=self.upstream_id,
+            run_id=self.report.run_id,
+            watermark_from=self.report.watermark_from,
+            watermark_to=self.report.watermark_to,
+            conflict_policy=self.settings.conflict_policy,
+        )
 
 
 class Rollup:
@@ -199,154 +148,170 @@ class Rollup:
         run_id: str | None = None,
         force: bool = False,
     ) -> RollupReport:
-        """Roll up one profile. ``since`` overrides the watermark for this run (and skips the gate)."""
-        run_id = run_id or uuid.uuid4().hex[:12]
-        report = RollupReport(profile=profile, run_id=run_id, dry_run=dry_run)
-        started = time.monotonic()
+        """Roll up one profile. ``since`` overrides the watermark for this run (and skips the gate).
+
+        Errors Dreamer reports (backend down, retries exhausted, slot busy, a permanent backend
+        error) end the run with their outcome (:func:`dreamer.outcomes.classify`); the watermark
+        then stays where it was."""
         cfg = self.config
-        bank_id = cfg.bank_id(cfg.profiles[profile].bank)
-        upstream_id = cfg.bank_id(cfg.upstream_alias(profile))
-        slot = SlotLock(
-            cfg.slot.lock_path,
-            acquire_timeout_s=cfg.slot.acquire_timeout_s,
-            poll_interval_s=cfg.slot.poll_interval_s,
+        report = RollupReport(profile=profile, run_id=run_id or uuid.uuid4().hex[:12], dry_run=dry_run)
+        ctx = RunContext(
+            profile=profile,
+            settings=cfg.profiles[profile],
+            bank_id=cfg.bank_id(cfg.profiles[profile].bank),
+            upstream_id=cfg.bank_id(cfg.upstream_alias(profile)),
+            report=report,
+            slot=SlotLock(
+                cfg.slot.lock_path,
+                acquire_timeout_s=cfg.slot.acquire_timeout_s,
+                poll_interval_s=cfg.slot.poll_interval_s,
+            ),
+            retry_stats=RetryStats(),
+            activity=activity,
+            since=since,
+            force=force,
         )
-        retry_stats = RetryStats()
-        self.state.record_run_start(run_id, job_id_for(profile), self.clock())
-        with structlog.contextvars.bound_contextvars(profile=profile, bank=bank_id, run_id=run_id):
-            try:
-                await self._run(
-                    report, profile, bank_id, upstream_id, slot, retry_stats, activity, since, force
-                )
-            except SlotBusyError as exc:
-                report.outcome, report.reason = "slot_busy", str(exc)
-            except (_Deferred, RetriesExhausted, TransientBackendError) as exc:
-                report.outcome, report.reason = "deferred", str(exc)
-            except PermanentBackendError as exc:
-                report.outcome, report.reason = "failed", f"{exc} {exc.detail}".strip()
-            finally:
-                slot.release()
-                report.reflect_attempts = retry_stats.attempts.get("reflect", 0)
-                report.slot_wait_s, report.slot_held_s = slot.waited_s, slot.held_s
-                report.duration_s = time.monotonic() - started
-                if report.outcome not in _COMMITTED_OUTCOMES or dry_run:
-                    self.state.record_run_end(
-                        run_id, report.outcome, report.reason, report.counts(), self.clock()
-                    )
-            self._log_summary(report)
+        started = time.monotonic()
+        try:
+            for step in (self.gate, self.collect, self.select, self.summarise, self.judge, self.promote):
+                await step(ctx)
+            self.commit(ctx)
+            await self.consolidate(ctx)
+        except _Done:
+            pass
+        except DreamerError as exc:
+            outcome, _code = classify(exc) or (Outcome.FAILED, None)
+            report.outcome, report.reason = outcome, describe(exc)
+        finally:
+            ctx.slot.release()
+            report.reflect_attempts = ctx.retry_stats.attempts.get("reflect", 0)
+            report.slot_wait_s, report.slot_held_s = ctx.slot.waited_s, ctx.slot.held_s
+            report.duration_s = time.monotonic() - started
         return report
 
-    async def _run(
-        self,
-        report: RollupReport,
-        profile: str,
-        bank_id: str,
-        upstream_id: str,
-        slot: SlotLock,
-        retry_stats: RetryStats,
-        activity: BankActivity | None,
-        since: datetime | None,
-        force: bool,
-    ) -> None:
-        cfg = self.config
-        pcfg = cfg.profiles[profile]
-        watermark = self.state.watermark(profile)
-        report.watermark_from = _iso(watermark.created_at)
+    async def _call(
+        self, ctx: RunContext, operation: str, fn: Callable[[], Awaitable[T]], *, needs_slot: bool
+    ) -> T:
+        """Retry transient errors; hold the slot around LLM-backed calls (released in backoff)."""
+        on_retry = backoff_logger(operation, log)
+        if needs_slot and self.backend.reflect_uses_llm:
+            return await call_holding_slot(
+                operation,
+                fn,
+                self.policy,
+                ctx.slot,
+                stats=ctx.retry_stats,
+                on_retry=on_retry,
+                on_acquired=lambda: self._step("slot", ctx.profile),
+            )
+        return await call_with_retry(operation, fn, self.policy, stats=ctx.retry_stats, on_retry=on_retry)
 
-        # 1. Gate (skipped when the operator forces a run or overrides the watermark).
-        if activity is None:
-            activity = (await self.backend.activity([bank_id])).get(bank_id)
-        if since is None and not force:
-            decision = self.decide(profile, activity)
+    # --- the steps ------------------------------------------------------------------------------
+
+    async def gate(self, ctx: RunContext) -> None:
+        """1. Gate: skip a profile whose bank has no write since its watermark (unless forced or
+        ``since`` overrides the watermark)."""
+        ctx.watermark = self.state.watermark(ctx.profile)
+        ctx.report.watermark_from = _iso(ctx.watermark.created_at)
+        if ctx.activity is None:
+            ctx.activity = (await self.backend.activity([ctx.bank_id])).get(ctx.bank_id)
+        if ctx.since is None and not ctx.force:
+            decision = self.decide(ctx.profile, ctx.activity)
             if not decision.run:
-                report.outcome, report.reason = decision.outcome, decision.reason
-                log.info("skip", reason=report.outcome, detail=decision.reason)
-                return
-        self._step("gated", profile)
+                ctx.report.outcome, ctx.report.reason = decision.outcome, decision.reason
+                log.info("skip", reason=ctx.report.outcome, detail=decision.reason)
+                raise _Done
+        self._step("gated", ctx.profile)
 
-        llm_backed = self.backend.reflect_uses_llm
-
-        async def call(operation: str, fn: Callable[[], Awaitable[T]], *, needs_slot: bool) -> T:
-            """Retry transient errors; hold the slot around LLM-backed calls (released in backoff)."""
-            on_retry = backoff_logger(operation, log)
-            if needs_slot and llm_backed:
-                return await call_holding_slot(
-                    operation,
-                    fn,
-                    self.policy,
-                    slot,
-                    stats=retry_stats,
-                    on_retry=on_retry,
-                    on_acquired=lambda: self._step("slot", profile),
-                )
-            return await call_with_retry(operation, fn, self.policy, stats=retry_stats, on_retry=on_retry)
-
-        # 2./3. Collect the units after the watermark, never Dreamer's own cards.
-        overlap = timedelta(seconds=cfg.rollup.watermark_overlap_s)
+    async def collect(self, ctx: RunContext) -> None:
+        """2. Collect the units created after the watermark, never Dreamer's own cards."""
+        overlap = timedelta(seconds=self.config.rollup.watermark_overlap_s)
+        watermark, since = ctx.watermark, ctx.since
         start = since if since is not None else watermark.read_from(overlap)
         effective = Watermark(since) if since is not None else watermark
-        units = await call(
+        units = await self._call(
+            ctx,
             "list",
             lambda: self.backend.list_units_since(
-                bank_id, start, exclude_tags=(ROLLUP_TAG,), fact_types=INPUT_FACT_TYPES
+                ctx.bank_id, start, exclude_tags=(ROLLUP_TAG,), fact_types=INPUT_FACT_TYPES
             ),
             needs_slot=False,
         )
-        new_units = [
+        ctx.units = [
             u
             for u in units
-            if ROLLUP_TAG not in u.tags
-            and effective.is_new(u.created_at, u.id, overlap)
-            and u.text.strip()
+            if ROLLUP_TAG not in u.tags and effective.is_new(u.created_at, u.id, overlap) and u.text.strip()
         ]
-        report.units_seen = len(new_units)
-        self._step("collected", profile)
-        new_watermark = watermark.advanced_to(((u.created_at, u.id) for u in new_units), overlap)
-        new_watermark = Watermark(
-            new_watermark.created_at,
-            new_watermark.seen,
+        ctx.report.units_seen = len(ctx.units)
+        self._step("collected", ctx.profile)
+        advanced = watermark.advanced_to(((u.created_at, u.id) for u in ctx.units), overlap)
+        activity = ctx.activity
+        ctx.new_watermark = Watermark(
+            advanced.created_at,
+            advanced.seen,
             activity.unit_count if activity is not None else watermark.unit_count,
             activity.last_write_at if activity is not None else watermark.last_write_at,
             watermark.rolled_at,
         )
-        report.watermark_to = _iso(new_watermark.created_at)
+        ctx.report.watermark_to = _iso(ctx.new_watermark.created_at)
+        if not ctx.units:
+            self._end_with_nothing_new(ctx, "no new units after the watermark")
 
-        if not new_units:
-            report.outcome, report.reason = "nothing_new", "no new units after the watermark"
-            if not report.dry_run:
-                self._commit(report, profile, bank_id, new_watermark, [], [])
-            return
-
-        # 4. Salience: drop conversational filler, keep the top-N.
-        substantive = [u for u in new_units if not salience.is_chatter(u.text)]
+    async def select(self, ctx: RunContext) -> None:
+        """3. Select (salience): drop conversational filler and contact records, keep the top-N."""
+        substantive = [u for u in ctx.units if not salience.is_chatter(u.text)]
         if not substantive:
-            report.outcome, report.reason = "nothing_new", "only conversational filler since the watermark"
-            if not report.dry_run:
-                self._commit(report, profile, bank_id, new_watermark, [], [])
-            return
+            self._end_with_nothing_new(ctx, "only conversational filler since the watermark")
         ranked = salience.top_n(
             [salience.SalienceInput(u.id, u.text, u.created_at, u.proof_count) for u in substantive],
-            pcfg.top_n,
-            pcfg.directive,
+            ctx.settings.top_n,
+            ctx.settings.directive,
         )
-        selected_ids = [r.id for r in ranked]
-        by_id = {u.id: u for u in new_units}
-        selected = [by_id[i] for i in selected_ids]
-        report.units_selected = len(selected)
+        by_id = {u.id: u for u in ctx.units}
+        ctx.selected = [by_id[r.id] for r in ranked]
+        ctx.report.units_selected = len(ctx.selected)
 
-        # 5. Summarise into cards: one reflect per run, or extractive without an LLM.
-        drafts = await self._summarise(report, profile, bank_id, selected, call)
-        report.cards = len(drafts)
-        self._step("summarised", profile)
+    async def summarise(self, ctx: RunContext) -> None:
+        """4. Summarise into cards: one reflect per run, or extractive without an LLM."""
+        ctx.drafts = await self._draft_cards(ctx)
+        ctx.report.cards = len(ctx.drafts)
+        self._step("summarised", ctx.profile)
 
-        # 6. Dedup and conflicts against the ledger and the upstream bank's nearest cards.
-        ledger = self.state.ledger(upstream_id)
+    async def _draft_cards(self, ctx: RunContext) -> list[CardDraft]:
+        pcfg = ctx.settings
+        sources = [SourceUnit(u.id, u.text) for u in ctx.selected]
+        if self.backend.reflect_uses_llm and self.config.rollup.use_reflect == "auto":
+            ctx.report.summariser = "reflect"
+            query = reflect_query(sources, pcfg.directive, pcfg.top_n)
+            result = await self._call(
+                ctx,
+                "reflect",
+                lambda: self.backend.reflect(
+                    ctx.bank_id,
+                    query,
+                    budget=self.config.rollup.reflect_budget,
+                    response_schema=CARDS_SCHEMA,
+                ),
+                needs_slot=True,
+            )
+            drafts = parse_reflect_cards(result.structured, result.text, sources, pcfg.top_n)
+            if not drafts and is_content_free(result.text):
+                log.info("reflect had nothing to summarise", answer=result.text[:200])
+            return drafts
+        ctx.report.summariser = "extractive"
+        return extractive.extract_cards(sources, pcfg.top_n)
+
+    async def judge(self, ctx: RunContext) -> None:
+        """5. Judge each card (dedup and conflicts) against the ledger and the upstream bank's
+        nearest cards; decide what to promote and what reinforces an existing card."""
+        cfg = self.config
         candidates: list[list[dedup.UpstreamCandidate]] = []
-        for draft in drafts:
-            hits = await call(
+        for draft in ctx.drafts:
+            hits = await self._call(
+                ctx,
                 "recall",
                 lambda d=draft: self.backend.recall(  # type: ignore[misc]
-                    upstream_id,
+                    ctx.upstream_id,
                     d.text,
                     budget="low",
                     types=CARD_FACT_TYPES,
@@ -362,30 +327,40 @@ class Rollup:
                     for h in hits[: cfg.rollup.semantic_top_k]
                 ]
             )
-        ledger_texts = [dedup.CardText(c.document_id, c.text, dedup.Sketch.loads(c.sketch)) for c in ledger]
-        unsketched = {c.card_id: c.text for c in ledger_texts if c.sketch is None}
-        if unsketched:
-            # Cards from before sketches (or of an older format): sketch them once, for every later run.
-            sketches = {i: dedup.sketch_of(dedup.profile_text(t)) for i, t in unsketched.items()}
-            if not report.dry_run:
-                self.state.store_sketches({i: s.dumps() for i, s in sketches.items()})
-            ledger_texts = [
-                replace(c, sketch=sketches[c.card_id]) if c.card_id in sketches else c for c in ledger_texts
-            ]
-        verdicts = dedup.judge_batch(
-            [dedup.CardText(card_document_id(profile, d.text), d.text) for d in drafts],
-            ledger_texts,
+        ledger = self.state.ledger(ctx.upstream_id)
+        ctx.ledger_ids = frozenset(c.document_id for c in ledger)
+        ctx.verdicts = dedup.judge_batch(
+            [dedup.CardText(card_document_id(ctx.profile, d.text), d.text) for d in ctx.drafts],
+            self._sketched(ctx, ledger),
             candidates,
         )
-        self._step("judged", profile)
+        self._step("judged", ctx.profile)
+        self._plan(ctx)
+        if ctx.dry_run:
+            ctx.report.promoted = len(ctx.to_promote)
+            ctx.report.outcome = Outcome.DRY_RUN
+            ctx.report.reason = "dry run: nothing written upstream, watermark unchanged"
+            raise _Done
 
-        ledger_ids = {c.document_id for c in ledger}
-        now = self.clock()
-        newest = max(u.created_at for u in selected)
-        to_promote: list[tuple[CardPlan, RetainItem]] = []
-        reinforced: list[Reinforcement] = []
-        for draft, verdict in zip(drafts, verdicts, strict=True):
-            doc_id = card_document_id(profile, draft.text)
+    def _sketched(self, ctx: RunContext, ledger: Sequence[LedgerCard]) -> list[dedup.CardText]:
+        """The ledger's cards with their sketches; cards from before sketches (or of an older
+        format) are sketched once here and stored for every later run."""
+        texts = [dedup.CardText(c.document_id, c.text, dedup.Sketch.loads(c.sketch)) for c in ledger]
+        unsketched = {c.card_id: c.text for c in texts if c.sketch is None}
+        if not unsketched:
+            return texts
+        sketches = {i: dedup.sketch_of(dedup.profile_text(t)) for i, t in unsketched.items()}
+        if not ctx.dry_run:
+            self.state.store_sketches({i: s.dumps() for i, s in sketches.items()})
+        return [replace(c, sketch=sketches[c.card_id]) if c.card_id in sketches else c for c in texts]
+
+    def _plan(self, ctx: RunContext) -> None:
+        """Each card's plan: promote (new, conflict, or our own uncommitted card) or reinforce."""
+        report = ctx.report
+        newest = max(u.created_at for u in ctx.selected)
+        facts = ctx.facts()
+        for draft, verdict in zip(ctx.drafts, ctx.verdicts, strict=True):
+            doc_id = card_document_id(ctx.profile, draft.text)
             plan = CardPlan(
                 text=draft.text,
                 kind=draft.kind,
@@ -397,7 +372,6 @@ class Rollup:
                 scores=dict(verdict.scores),
                 changed=tuple(verdict.changed),
             )
-            report.plan.append(plan)
             log.info(
                 "verdict",
                 verdict=verdict.kind,
@@ -406,171 +380,93 @@ class Rollup:
                 matched_id=verdict.matched_id,
                 card=draft.text[:120],
             )
-            if verdict.kind == "duplicate" and verdict.matched_id == doc_id and doc_id not in ledger_ids:
+            if verdict.kind == "duplicate" and verdict.matched_id == doc_id and doc_id not in ctx.ledger_ids:
                 # Our own card from a run that crashed after promoting and before committing:
                 # promote it again (a no-op upstream, same document id) so the ledger records it.
                 plan = replace(
                     plan, verdict="new", reason="re-promoting an uncommitted card of an earlier run"
                 )
-                report.plan[-1] = plan
             elif verdict.kind == "duplicate":
+                report.plan.append(plan)
                 if verdict.matched_id is not None:
-                    reinforced.append(Reinforcement(verdict.matched_id, draft.source_ids, profile))
+                    ctx.reinforced.append(Reinforcement(verdict.matched_id, draft.source_ids, ctx.profile))
                 report.reinforced += 1
                 continue
-            tags = [ROLLUP_TAG, f"src:{profile}"]
-            metadata = {
-                "source_bank": bank_id,
-                "source_profile": profile,
-                "source_ids": json.dumps(list(draft.source_ids)),
-                "run_id": report.run_id,
-                "watermark_from": report.watermark_from or "",
-                "watermark_to": report.watermark_to or "",
-                "kind": draft.kind,
-                "dreamer_version": __version__,
-            }
+            report.plan.append(plan)
             if verdict.kind == "conflict":
                 report.conflicts += 1
-                if pcfg.conflict_policy == "recency_wins":
-                    if verdict.matched_id:
-                        metadata["supersedes"] = verdict.matched_id
-                        tags.append("supersedes")
-                else:
-                    tags.append(f"scope:{profile}")
-                metadata["conflict"] = ",".join(verdict.changed)
-            item = RetainItem(
-                content=draft.text,
-                context=f"Dreamer roll-up of profile {profile}",
-                timestamp=newest,
-                metadata=metadata,
-                tags=tuple(tags),
-                document_id=doc_id,
+            ctx.to_promote.append((plan, retain_item(plan, verdict, facts, newest)))
+
+    async def promote(self, ctx: RunContext) -> None:
+        """6. Promote the new cards in one synchronous batch (content-derived document ids make a
+        retry a no-op)."""
+        if ctx.to_promote:
+            items = [item for _, item in ctx.to_promote]
+            await self._call(
+                ctx, "retain", lambda: self.backend.retain(ctx.upstream_id, items), needs_slot=True
             )
-            to_promote.append((plan, item))
+            ctx.report.promoted = len(ctx.to_promote)
+        self._step("promoted", ctx.profile)
 
-        if report.dry_run:
-            report.promoted = len(to_promote)
-            report.outcome = "dry_run"
-            report.reason = "dry run: nothing written upstream, watermark unchanged"
-            return
-
-        # 7. Promote in one synchronous batch (content-derived ids make a retry a no-op).
-        if to_promote:
-            items = [item for _, item in to_promote]
-            await call("retain", lambda: self.backend.retain(upstream_id, items), needs_slot=True)
-            report.promoted = len(to_promote)
-        self._step("promoted", profile)
-
-        # 8. Commit watermark + ledger + run record, in one transaction, only now.
-        ledger_rows = [
-            LedgerCard(
-                document_id=plan.document_id,
-                profile=profile,
-                upstream_bank=upstream_id,
-                text=plan.text,
-                normalized=normalize_text(plan.text),
-                kind=plan.kind,
-                source_ids=plan.source_ids,
-                profiles=(profile,),
-                promoted_at=now,
-                last_seen_at=now,
-                supersedes=item.metadata.get("supersedes"),
-                run_id=report.run_id,
-                sketch=dedup.sketch_of(dedup.profile_text(plan.text)).dumps(),
-            )
-            for plan, item in to_promote
-        ]
+    def commit(self, ctx: RunContext) -> None:
+        """7. Commit the watermark, the ledger rows and the run's end in one transaction, only after
+        the promotion succeeded."""
+        report = ctx.report
         if report.promoted:
-            report.outcome = "promoted"
+            report.outcome = Outcome.PROMOTED
         elif report.reinforced:
-            report.outcome = "reinforced"
+            report.outcome = Outcome.REINFORCED
         else:
-            report.outcome = "nothing_new"
+            report.outcome = Outcome.NOTHING_NEW
         report.reason = (
             f"{report.promoted} promoted, {report.reinforced} reinforced, {report.conflicts} conflicts"
         )
-        self._commit(report, profile, bank_id, new_watermark, ledger_rows, reinforced)
+        now = self.clock()
+        facts = ctx.facts()
+        self._commit(ctx, [ledger_row(plan, item, facts, now) for plan, item in ctx.to_promote])
 
-        # 9. Post-consolidate upstream (best effort, under the slot lock).
-        if report.promoted and cfg.rollup.post_consolidate:
-            try:
-                await call("consolidate", lambda: self.backend.consolidate(upstream_id), needs_slot=True)
-            except (RetriesExhausted, PermanentBackendError, TransientBackendError, SlotBusyError) as exc:
-                log.warning("post-consolidate failed (the promotion stands)", error=str(exc))
-            self._step("consolidated", profile)
-
-    async def _summarise(
-        self,
-        report: RollupReport,
-        profile: str,
-        bank_id: str,
-        selected: Sequence[MemoryUnit],
-        call: Callable[..., Awaitable[Any]],
-    ) -> list[CardDraft]:
-        pcfg = self.config.profiles[profile]
-        sources = [SourceUnit(u.id, u.text) for u in selected]
-        if self.backend.reflect_uses_llm and self.config.rollup.use_reflect == "auto":
-            report.summariser = "reflect"
-            query = reflect_query(sources, pcfg.directive, pcfg.top_n)
-            result = await call(
-                "reflect",
-                lambda: self.backend.reflect(
-                    bank_id,
-                    query,
-                    budget=self.config.rollup.reflect_budget,
-                    response_schema=CARDS_SCHEMA,
-                ),
-                needs_slot=True,
+    async def consolidate(self, ctx: RunContext) -> None:
+        """8. Post-consolidate the upstream bank (best effort, under the slot lock)."""
+        if not (ctx.report.promoted and self.config.rollup.post_consolidate):
+            return
+        try:
+            await self._call(
+                ctx, "consolidate", lambda: self.backend.consolidate(ctx.upstream_id), needs_slot=True
             )
-            drafts = parse_reflect_cards(result.structured, result.text, sources, pcfg.top_n)
-            if not drafts and is_content_free(result.text):
-                log.info("reflect had nothing to summarise", answer=result.text[:200])
-            return drafts
-        report.summariser = "extractive"
-        return extractive.extract_cards(sources, pcfg.top_n)
+        except DreamerError as exc:
+            log.warning("post-consolidate failed (the promotion stands)", error=str(exc))
+        self._step("consolidated", ctx.profile)
 
-    def _commit(
-        self,
-        report: RollupReport,
-        profile: str,
-        bank_id: str,
-        watermark: Watermark,
-        ledger_rows: Sequence[LedgerCard],
-        reinforced: Sequence[Reinforcement],
-    ) -> None:
+    # --- helpers --------------------------------------------------------------------------------
+
+    def _end_with_nothing_new(self, ctx: RunContext, reason: str) -> None:
+        """End the run: nothing to summarise, but the watermark still moves past what was read."""
+        ctx.report.outcome, ctx.report.reason = Outcome.NOTHING_NEW, reason
+        if not ctx.dry_run:
+            self._commit(ctx, [])
+        raise _Done
+
+    def _commit(self, ctx: RunContext, ledger_rows: Sequence[LedgerCard]) -> None:
+        report = ctx.report
+        assert report.outcome in COMMITTED
         self.state.commit_rollup(
-            profile=profile,
-            bank_id=bank_id,
-            watermark=watermark,
+            profile=ctx.profile,
+            bank_id=ctx.bank_id,
+            watermark=ctx.new_watermark,
             promoted=ledger_rows,
-            reinforced=reinforced,
+            reinforced=ctx.reinforced,
             run_id=report.run_id,
             outcome=report.outcome,
             detail=report.reason,
             counts=report.counts(),
             finished_at=self.clock(),
         )
-        self._step("committed", profile)
+        self._step("committed", ctx.profile)
 
     def _step(self, step: str, profile: str) -> None:
         if self.on_step is not None:
             self.on_step(step, profile)
 
-    def _log_summary(self, report: RollupReport) -> None:
-        level = "warning" if report.outcome in ("deferred", "failed", "slot_busy") else "info"
-        fields = {k: v for k, v in report.to_json().items() if k not in ("plan", "profile", "run_id")}
-        getattr(log, level)("rollup finished", **fields)
-
-
-_COMMITTED_OUTCOMES = frozenset({"nothing_new", "promoted", "reinforced"})
-
 
 def _iso(ts: datetime | None) -> str | None:
     return None if ts is None else ts.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def _src(tags: Sequence[str]) -> str | None:
-    for t in tags:
-        if t.startswith("src:"):
-            return t[4:]
-    return None

@@ -14,7 +14,7 @@
 5. SIGTERM/SIGINT: ``STOPPING=1``; no new runs start; running jobs get
    ``schedule.drain_timeout_s`` to finish, then are cancelled; exit 0.
 
-The job body is injected (a :class:`dreamer.service.jobs.JobRunner`); the daemon does not know what a
+The job body is injected (a :class:`dreamer.service.runner.JobRunner`); the daemon does not know what a
 roll-up is. Every run is an asyncio task the daemon tracks itself, because the scheduler's
 ``shutdown(wait=True)`` cancels coroutine jobs instead of waiting for them.
 """
@@ -28,7 +28,6 @@ import logging
 import signal
 import sys
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -44,125 +43,24 @@ from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from dreamer.config import EX_CONFIG, Config, load_config
-from dreamer.errors import ConfigError
+from dreamer.config import Config, load_config
+from dreamer.errors import ConfigError, ExitCode
 from dreamer.log import LogFormat, LogLevel, configure_logging, get_logger, is_journal_stream
-from dreamer.service.jobs import (
-    KIND_NOUNS,
-    JobRunner,
-    JobSpec,
-    PlanDiff,
-    RunRecorder,
-    RunResult,
-    default_runner,
-    diff_plans,
-    execute_job,
-    plan_jobs,
-)
+from dreamer.service.jobs import JobSpec, PlanDiff, diff_plans, plan_jobs
 from dreamer.service.notify import Notifier, watchdog_interval_s
+from dreamer.service.runner import JobRunner, RunRecorder, RunResult, default_runner, execute_job
+from dreamer.service.status import ReloadRecord, format_status
 from dreamer.state import StateStore
 
 log = get_logger("dreamer.daemon")
-
-EX_OK = 0
-EX_SOFTWARE = 70
-EX_CANTCREAT = 73
-
-# After the drain timeout, cancelled jobs get this long to run their cleanup (release the slot lock,
-# write the run record) before the process exits regardless.
-CANCEL_GRACE_S = 10.0
-# STATUS keeps the reason of a failed reload short so the rest of the line stays visible.
-MAX_REASON_CHARS = 300
-
-
-@dataclass(frozen=True, slots=True)
-class ReloadRecord:
-    """The last reload: when, whether the new configuration was taken, and why not if it was not."""
-
-    at: datetime
-    ok: bool
-    detail: str
-
 
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
-def format_time(ts: datetime, now: datetime) -> str:
-    """``13:02Z`` for today (UTC), ``2025-01-31 13:02Z`` for another day."""
-    ts = ts.astimezone(UTC)
-    if ts.date() == now.astimezone(UTC).date():
-        return ts.strftime("%H:%MZ")
-    return ts.strftime("%Y-%m-%d %H:%MZ")
-
-
-def count_jobs(plan: Mapping[str, JobSpec]) -> str:
-    """``3 profiles``, or ``3 profiles, 2 agents`` once other kinds of jobs exist."""
-    by_kind: dict[str, int] = {}
-    for spec in plan.values():
-        by_kind[spec.kind] = by_kind.get(spec.kind, 0) + 1
-    by_kind.setdefault("rollup", 0)
-    parts = []
-    for kind in sorted(by_kind, key=lambda k: (k != "rollup", k)):
-        n = by_kind[kind]
-        singular, plural = KIND_NOUNS.get(kind, (f"{kind} job", f"{kind} jobs"))
-        parts.append(f"{n} {singular if n == 1 else plural}")
-    return ", ".join(parts)
-
-
-def format_status(
-    *,
-    plan: Mapping[str, JobSpec],
-    last_runs: Mapping[str, RunResult],
-    running: Iterable[str],
-    next_runs: Mapping[str, datetime | None],
-    last_reload: ReloadRecord | None,
-    now: datetime,
-    stopping: bool = False,
-) -> str:
-    """The one-line STATUS systemd shows, e.g.
-    ``3 profiles; last: research promoted 12:00Z; next: homelab 13:02Z``.
-
-    After a reload it ends with ``last reload 12:03Z``; after a failed one it also starts with
-    ``reload failed: <reason>``, until a reload succeeds.
-    """
-
-    def label(job_id: str) -> str:
-        spec = plan.get(job_id)
-        return spec.label if spec is not None else job_id
-
-    parts: list[str] = []
-    if stopping:
-        parts.append("stopping")
-    if last_reload is not None and not last_reload.ok:
-        reason = last_reload.detail
-        if len(reason) > MAX_REASON_CHARS:
-            reason = reason[: MAX_REASON_CHARS - 3] + "..."
-        parts.append(f"reload failed: {reason}")
-    parts.append(count_jobs(plan))
-    running_labels = sorted(label(j) for j in running)
-    if running_labels:
-        parts.append("running: " + ", ".join(running_labels))
-    if last_runs:
-        for jid, run in sorted(last_runs.items()):
-            in_a_row = run.outcome.counts.get("deferred_in_a_row", 0)
-            if in_a_row:
-                parts.append(f"{label(jid)} deferred {in_a_row}x in a row")
-        last = max(last_runs.values(), key=lambda r: r.finished_at)
-        parts.append(
-            f"last: {label(last.job_id)} {last.outcome.outcome} {format_time(last.finished_at, now)}"
-        )
-    upcoming = [(t, j) for j, t in next_runs.items() if t is not None and j in plan]
-    if upcoming and not stopping:
-        when, jid = min(upcoming)
-        parts.append(f"next: {label(jid)} {format_time(when, now)}")
-    elif not plan:
-        parts.append("nothing scheduled")
-    if last_reload is not None:
-        parts.append(f"last reload {format_time(last_reload.at, now)}")
-    return "; ".join(parts)
-
-
+# After the drain timeout, cancelled jobs get this long to run their cleanup (release the slot lock,
+# write the run record) before the process exits regardless.
+CANCEL_GRACE_S = 10.0
 def _problems_text(exc: ConfigError) -> str:
     return "; ".join(exc.problems)
 
@@ -254,7 +152,7 @@ class Daemon:
             for sig in handled:
                 loop.remove_signal_handler(sig)
         log.info("daemon stopped")
-        return EX_OK
+        return ExitCode.OK
 
     async def _drain(self) -> None:
         """Stop taking new runs, let running ones finish (bounded), then cancel what is left."""
@@ -491,7 +389,7 @@ def run_daemon(
     except ConfigError as exc:
         log.error("invalid configuration; not starting", config=str(config_path), problems=exc.problems)
         _say(exc.problems)
-        return EX_CONFIG
+        return ExitCode.CONFIG
 
     secrets: set[str] = set()
 
@@ -512,7 +410,7 @@ def run_daemon(
         message = f"cannot open the state database {where}: {exc}; check state_dir and its permissions"
         log.error("cannot open the state database; not starting", path=str(where), error=str(exc))
         _say([message])
-        return EX_CANTCREAT
+        return ExitCode.CANTCREAT
 
     daemon = Daemon(
         config,
@@ -527,7 +425,7 @@ def run_daemon(
         return asyncio.run(daemon.serve())
     except Exception:
         log.exception("daemon crashed")
-        return EX_SOFTWARE
+        return ExitCode.SOFTWARE
     finally:
         store.close()
         if isinstance(daemon.recorder, StateStore) and daemon.recorder is not store:

@@ -36,8 +36,9 @@ from dreamer.config import Config
 from dreamer.errors import PermanentBackendError, TransientBackendError
 from dreamer.hermes.memory.entries import parse_entries
 from dreamer.peercard.card import peer_cards, refresh_peer_cards
-from dreamer.rollup.pipeline import ROLLUP_TAG
-from dreamer.service.jobs import RollupRunner, plan_jobs
+from dreamer.rollup.promote import ROLLUP_TAG
+from dreamer.service.jobs import plan_jobs
+from dreamer.service.runner import RollupJob
 from dreamer.state import StateStore
 from tests.hindsight_fixtures import MarkedRequests
 from tests.integration.test_rollup_hindsight import (
@@ -530,7 +531,7 @@ class TestPolishIsWiredIn:
         """The daemon's roll-up job body refreshes the card with the backend: the file is polished."""
         cfg = await seeded_for_polish(tmp_path, server, fresh_bank_id)
         job = plan_jobs(cfg)[f"rollup:{PROFILE}"]
-        outcome = await RollupRunner()(cfg, job, "run-polish")
+        outcome = await RollupJob()(cfg, job, "run-polish")
         assert outcome.outcome == "promoted", outcome.detail
         assert card_entries(cfg.profiles[PROFILE].peer_card_path) == polish_card_entries(built_card(cfg))
 

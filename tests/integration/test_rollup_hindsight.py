@@ -35,7 +35,9 @@ from dreamer.backends.base import RetainItem
 from dreamer.backends.hindsight.backend import HindsightBackend
 from dreamer.config import Config, load_config
 from dreamer.rollup.cards import CARD_KINDS
-from dreamer.rollup.pipeline import Rollup, RollupReport, job_id_for
+from dreamer.rollup.report import RollupReport
+from dreamer.service.jobs import rollup_job_id
+from dreamer.service.runner import run_rollups_now
 from dreamer.state import StateStore, Watermark
 from tests.hindsight_fixtures import HINDSIGHT_API_KEY_VAR, LLMStub, MarkedRequests
 
@@ -194,8 +196,9 @@ async def seed(cfg: Config, marker: str) -> set[str]:
 
 
 async def run_once(cfg: Config, backend: HindsightBackend, profile: str = PROFILE) -> RollupReport:
-    with StateStore.open(cfg.state_path) as state:
-        return await Rollup(cfg, backend, state).run(profile)
+    """One roll-up job of ``profile``, run as the daemon and ``dreamer rollup`` run it."""
+    (report,) = await run_rollups_now(cfg, [profile], backend=backend)
+    return report
 
 
 def watermark_of(cfg: Config, profile: str = PROFILE) -> Watermark:
@@ -357,7 +360,7 @@ class TestSlotLock:
             assert marked.summarising_since(seq) == []
             assert watermark_of(cfg) == Watermark()
             with StateStore.open(cfg.state_path) as state:
-                assert state.runs(job_id_for(PROFILE))[0].outcome == "slot_busy"
+                assert state.runs(rollup_job_id(PROFILE))[0].outcome == "slot_busy"
         finally:
             stop_group(holder)
         await wait_for(lambda: lock_is_free(lock), "the slot lock is released")

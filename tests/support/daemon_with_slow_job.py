@@ -20,7 +20,8 @@ from pathlib import Path
 
 from dreamer.config import Config
 from dreamer.service.daemon import run_daemon
-from dreamer.service.jobs import JobOutcome, JobRunner, JobSpec
+from dreamer.service.jobs import JobSpec
+from dreamer.service.runner import JobOutcome, JobRunner
 
 RELEASE = "release"
 

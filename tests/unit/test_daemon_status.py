@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
-from dreamer.service.daemon import ReloadRecord, count_jobs, format_status, format_time
-from dreamer.service.jobs import JobOutcome, JobSpec, RunResult
+from dreamer.service.jobs import JobSpec
+from dreamer.service.runner import JobOutcome, RunResult
+from dreamer.service.status import ReloadRecord, count_jobs, format_status, format_time
 
 NOW = datetime(2025, 3, 4, 12, 30, tzinfo=UTC)
 

@@ -18,15 +18,8 @@ import structlog
 
 from dreamer.config import Config, parse_config
 from dreamer.log import configure_logging
-from dreamer.service.jobs import (
-    PLANNERS,
-    JobOutcome,
-    JobSpec,
-    KindDispatcher,
-    diff_plans,
-    execute_job,
-    plan_jobs,
-)
+from dreamer.service.jobs import PLANNERS, JobSpec, diff_plans, plan_jobs
+from dreamer.service.runner import JobOutcome, KindDispatcher, execute_job
 
 
 def make_config(**overrides: Any) -> Config:
@@ -330,7 +323,7 @@ class TestKindDispatcher:
 
     async def test_default_runner_runs_the_rollup_pipeline(self, logs: io.StringIO, tmp_path: Path) -> None:
         """The default roll-up runner is the real pipeline: an empty embedded bank ends `idle`."""
-        from dreamer.service.jobs import default_runner
+        from dreamer.service.runner import default_runner
 
         result = await execute_job(make_config(state_dir=str(tmp_path)), spec(), default_runner())
         assert result.outcome.outcome == "idle"
@@ -343,7 +336,7 @@ class TestStartupImports:
         probe = (
             "import sys, dreamer.service.daemon\n"
             "heavy = ['dreamer.rollup.pipeline', 'dreamer.backends.hindsight.backend', 'dreamer.hermes', "
-            "'dreamer.commands.audit', 'dreamer.peercard.card', 'httpx']\n"
+            "'dreamer.commands', 'dreamer.peercard.card', 'httpx']\n"
             "print(' '.join(m for m in heavy if m in sys.modules))\n"
         )
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)

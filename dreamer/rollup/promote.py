@@ -1,0 +1,97 @@
+"""What a promoted card carries: its tags, metadata and document id upstream, and its ledger row.
+
+Pure: a card and its verdict in, a :class:`~dreamer.backends.base.RetainItem` and a
+:class:`~dreamer.state.LedgerCard` out. Provenance is the tags ``["rollup", "src:<profile>"]`` plus
+string metadata (source bank and unit ids, run id, watermark range, version). A conflict adds
+``supersedes`` (policy ``recency_wins``) or ``scope:<profile>`` (``keep_both``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+
+from dreamer import __version__
+from dreamer.backends.base import RetainItem
+from dreamer.config import ConflictPolicy
+from dreamer.rollup.dedup import Verdict, VerdictKind, profile_text, sketch_of
+from dreamer.rollup.report import CardPlan
+from dreamer.state import LedgerCard
+from dreamer.text import normalize_text
+
+#: The tag every Dreamer card carries upstream; units with it are never rolled up again.
+ROLLUP_TAG = "rollup"
+#: Raw facts are rolled up; Hindsight's own ``observation`` units are derived from them
+#: (``source_memory_ids``), so taking both would count one fact twice.
+INPUT_FACT_TYPES = ("world", "experience")
+#: Dreamer's cards upstream are these fact types; Hindsight also derives ``observation`` units from
+#: them (same tags, no document id) which must not stand in for the card in dedup matches.
+CARD_FACT_TYPES = ("world", "experience")
+
+
+@dataclass(frozen=True, slots=True)
+class RunFacts:
+    """What every card of one run records about where it came from."""
+
+    profile: str
+    bank_id: str
+    upstream_id: str
+    run_id: str
+    watermark_from: str | None
+    watermark_to: str | None
+    conflict_policy: ConflictPolicy
+
+
+def provenance_tags(profile: str) -> list[str]:
+    return [ROLLUP_TAG, f"src:{profile}"]
+
+
+def retain_item(plan: CardPlan, verdict: Verdict, facts: RunFacts, timestamp: datetime) -> RetainItem:
+    """The upstream memory for a card to promote (a new card, or a conflict under the policy)."""
+    tags = provenance_tags(facts.profile)
+    metadata = {
+        "source_bank": facts.bank_id,
+        "source_profile": facts.profile,
+        "source_ids": json.dumps(list(plan.source_ids)),
+        "run_id": facts.run_id,
+        "watermark_from": facts.watermark_from or "",
+        "watermark_to": facts.watermark_to or "",
+        "kind": plan.kind,
+        "dreamer_version": __version__,
+    }
+    if verdict.kind == VerdictKind.CONFLICT:
+        if facts.conflict_policy == "recency_wins":
+            if verdict.matched_id:
+                metadata["supersedes"] = verdict.matched_id
+                tags.append("supersedes")
+        else:
+            tags.append(f"scope:{facts.profile}")
+        metadata["conflict"] = ",".join(verdict.changed)
+    return RetainItem(
+        content=plan.text,
+        context=f"Dreamer roll-up of profile {facts.profile}",
+        timestamp=timestamp,
+        metadata=metadata,
+        tags=tuple(tags),
+        document_id=plan.document_id,
+    )
+
+
+def ledger_row(plan: CardPlan, item: RetainItem, facts: RunFacts, now: datetime) -> LedgerCard:
+    """The local ledger's record of a promoted card, written in the run's one commit."""
+    return LedgerCard(
+        document_id=plan.document_id,
+        profile=facts.profile,
+        upstream_bank=facts.upstream_id,
+        text=plan.text,
+        normalized=normalize_text(plan.text),
+        kind=plan.kind,
+        source_ids=plan.source_ids,
+        profiles=(facts.profile,),
+        promoted_at=now,
+        last_seen_at=now,
+        supersedes=item.metadata.get("supersedes"),
+        run_id=facts.run_id,
+        sketch=sketch_of(profile_text(plan.text)).dumps(),
+    )
