@@ -10,15 +10,14 @@ import pytest
 from dreamer.backends.base import RecallItem
 from dreamer.config import Config
 from dreamer.errors import PermanentBackendError, PolicyError, ProtocolError, TransientBackendError
+from dreamer.readside.policy import BankPolicy, render_banks
 from dreamer.readside.router import (
-    BankPolicy,
     LabelledReflection,
     MissingBank,
     RecallAnswer,
     ReflectAnswer,
     failure_reason,
     merge_recalls,
-    render_banks,
 )
 from tests.support.configs import parsed
 
