@@ -22,7 +22,6 @@ from dreamer.errors import PolicyError
 
 __all__ = [
     "OPERATIONS",
-    "RAW_BANK_BUDGET",
     "BankInfo",
     "BankPolicy",
     "BankTarget",

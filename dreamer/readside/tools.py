@@ -28,13 +28,9 @@ from typing import Any
 
 from dreamer.config import Config
 from dreamer.errors import PolicyError
+from dreamer.readside.answers import RecallAnswer, ReflectAnswer, RetainAnswer
 from dreamer.readside.policy import BankPolicy
-from dreamer.readside.router import (
-    BankRouter,
-    RecallAnswer,
-    ReflectAnswer,
-    RetainAnswer,
-)
+from dreamer.readside.router import BankRouter
 
 __all__ = ["TOOL_NAMES", "run_tool_call", "tool_schemas"]
 

@@ -10,8 +10,7 @@ import pytest
 from dreamer.backends.base import RecallItem
 from dreamer.config import Config
 from dreamer.errors import PermanentBackendError, PolicyError, ProtocolError, TransientBackendError
-from dreamer.readside.policy import BankPolicy, render_banks
-from dreamer.readside.router import (
+from dreamer.readside.answers import (
     LabelledReflection,
     MissingBank,
     RecallAnswer,
@@ -19,6 +18,7 @@ from dreamer.readside.router import (
     failure_reason,
     merge_recalls,
 )
+from dreamer.readside.policy import BankPolicy, render_banks
 from tests.support.configs import parsed
 
 BASE: dict[str, Any] = {
