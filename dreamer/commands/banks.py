@@ -19,7 +19,7 @@ async def banks_command(
     config: Config, profile: str | None, *, as_json: bool, out: TextIO = sys.stdout
 ) -> int:
     """Aliases, bank ids, access and roles, with each bank's activity (units, last write)."""
-    from dreamer.readside.router import BankPolicy, render_banks
+    from dreamer.readside.policy import BankPolicy, render_banks
 
     infos = BankPolicy(config, profile).describe(include_disabled=True)
     activity: dict[str, BankActivity] = {}

@@ -2,7 +2,7 @@
 
 It names the profile's tiers (its own bank, the roll-up bank its cards go to, the shared bank),
 says what belongs in each, and lists the aliases it may read and write. It is generated from the
-configuration alone, through the same :class:`~dreamer.readside.router.BankPolicy` that enforces access,
+configuration alone, through the same :class:`~dreamer.readside.policy.BankPolicy` that enforces access,
 so it can never promise a write the router would refuse. The same configuration always gives the
 same bytes, which keeps a prompt cache stable.
 """
@@ -10,7 +10,7 @@ same bytes, which keeps a prompt cache stable.
 from __future__ import annotations
 
 from dreamer.config import Config
-from dreamer.readside.router import BankPolicy
+from dreamer.readside.policy import BankPolicy
 
 __all__ = ["prelude"]
 

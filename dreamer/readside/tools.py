@@ -8,7 +8,7 @@
 - ``memory_reflect(query, bank?)``
 
 ``bank`` is an enum of exactly the aliases the profile may use for that operation (see
-:class:`~dreamer.readside.router.BankPolicy`), so a model cannot name a bank that does not exist, and its
+:class:`~dreamer.readside.policy.BankPolicy`), so a model cannot name a bank that does not exist, and its
 description lists each alias with what the bank is for, so the model can pick the right domain.
 Without ``bank``, recall reads the profile's read-union (or the default bank when there is no
 profile); reflect and retain use the default bank. When an operation has no usable default,
@@ -28,13 +28,9 @@ from typing import Any
 
 from dreamer.config import Config
 from dreamer.errors import PolicyError
-from dreamer.readside.router import (
-    BankPolicy,
-    BankRouter,
-    RecallAnswer,
-    ReflectAnswer,
-    RetainAnswer,
-)
+from dreamer.readside.answers import RecallAnswer, ReflectAnswer, RetainAnswer
+from dreamer.readside.policy import BankPolicy
+from dreamer.readside.router import BankRouter
 
 __all__ = ["TOOL_NAMES", "run_tool_call", "tool_schemas"]
 

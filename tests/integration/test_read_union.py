@@ -37,7 +37,8 @@ from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.forwarding import ForwardingBackend
 from dreamer.config import Config, parse_config
 from dreamer.errors import PolicyError, TransientBackendError
-from dreamer.readside.router import BankRouter, RecallAnswer
+from dreamer.readside.answers import RecallAnswer
+from dreamer.readside.router import BankRouter
 from dreamer.readside.tools import run_tool_call
 from dreamer.retry import RetryPolicy, call_with_retry
 

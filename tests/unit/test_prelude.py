@@ -9,8 +9,8 @@ import pytest
 
 from dreamer.config import Config
 from dreamer.errors import PolicyError
+from dreamer.readside.policy import BankPolicy
 from dreamer.readside.prelude import prelude
-from dreamer.readside.router import BankPolicy
 from tests.support.configs import parsed
 
 BASE: dict[str, Any] = {

@@ -1,0 +1,289 @@
+"""The labelled answers of the read side, and how several banks' hits become one answer.
+
+A recall across banks is one :class:`RecallAnswer`: hits merged by :func:`merge_recalls`, each
+labelled with the aliases of the banks that hold it, plus the banks that could not answer
+(:class:`MissingBank`, with a short reason from :func:`failure_reason`). Reflect gives one
+:class:`LabelledReflection` per bank; retain a :class:`RetainAnswer`. Every answer renders as the
+plain text an agent reads (``[code,ops] text``) and as JSON.
+
+Pure: plain values in, values out, no backend calls. When hits fold and why:
+``docs/design/readside.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from dreamer.backends.base import BasedOn, RecallItem
+from dreamer.errors import BackendError, PermanentBackendError, ProtocolError, TransientBackendError
+from dreamer.text import normalize_text
+
+__all__ = [
+    "LabelledRecall",
+    "LabelledReflection",
+    "MissingBank",
+    "RecallAnswer",
+    "ReflectAnswer",
+    "RetainAnswer",
+    "failure_reason",
+    "merge_recalls",
+]
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True, slots=True)
+class MissingBank:
+    """A bank that did not answer: ``reason`` is short (``timeout``, ``HTTP 503``), ``detail`` full."""
+
+    alias: str
+    bank_id: str
+    reason: str
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"alias": self.alias, "bank_id": self.bank_id, "reason": self.reason, "detail": self.detail}
+
+
+def _render_missing(missing: Sequence[MissingBank]) -> str:
+    return "(missing: " + "; ".join(f"{m.alias} — {m.reason}" for m in missing) + ")"
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledRecall:
+    """A recall hit, possibly folded from several banks; ``labels`` are their aliases, in read order."""
+
+    labels: tuple[str, ...]
+    id: str
+    bank_id: str
+    text: str
+    score: float
+    fact_type: str
+    document_id: str | None = None
+    ids: tuple[str, ...] = ()
+    bank_ids: tuple[str, ...] = ()
+    mentioned_at: datetime | None = None
+
+    def render(self) -> str:
+        """``[code,ops] The text on one line``."""
+        return f"[{','.join(self.labels)}] {_one_line(self.text)}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "labels": list(self.labels),
+            "id": self.id,
+            "bank_id": self.bank_id,
+            "text": self.text,
+            "score": self.score,
+            "fact_type": self.fact_type,
+            "document_id": self.document_id,
+            "ids": list(self.ids),
+            "bank_ids": list(self.bank_ids),
+            "mentioned_at": self.mentioned_at.isoformat() if self.mentioned_at else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RecallAnswer:
+    """The merged answer of a read across banks, and the banks that could not answer."""
+
+    query: str
+    banks: tuple[str, ...]
+    items: tuple[LabelledRecall, ...]
+    missing: tuple[MissingBank, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        """True when every bank answered."""
+        return not self.missing
+
+    def render(self) -> str:
+        """One ``[label] text`` line per hit, then ``(missing: bank — reason)`` when a bank failed."""
+        lines = [item.render() for item in self.items]
+        if not self.items:
+            answered = [b for b in self.banks if b not in {m.alias for m in self.missing}]
+            if answered:
+                lines.append(f"(nothing found in {', '.join(answered)})")
+        if self.missing:
+            lines.append(_render_missing(self.missing))
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "banks": list(self.banks),
+            "items": [item.to_json() for item in self.items],
+            "missing": [m.to_json() for m in self.missing],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class LabelledReflection:
+    """One bank's reflect answer."""
+
+    label: str
+    bank_id: str
+    text: str
+    based_on: tuple[BasedOn, ...] = ()
+    used_llm: bool = True
+
+    def render(self) -> str:
+        """``[label] answer``; further lines of the answer are indented under it."""
+        lines = self.text.strip().splitlines() or [""]
+        indent = " " * (len(self.label) + 3)
+        rest = [indent + line if line else "" for line in lines[1:]]
+        return "\n".join([f"[{self.label}] {lines[0]}", *rest])
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "label": self.label,
+            "bank_id": self.bank_id,
+            "text": self.text,
+            "used_llm": self.used_llm,
+            "based_on": [
+                {"id": b.id, "text": b.text, "document_id": b.document_id, "fact_type": b.fact_type}
+                for b in self.based_on
+            ],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ReflectAnswer:
+    """One reflect per bank, labelled, in the order asked, and the banks that could not answer."""
+
+    query: str
+    banks: tuple[str, ...]
+    answers: tuple[LabelledReflection, ...]
+    missing: tuple[MissingBank, ...] = ()
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    def render(self) -> str:
+        parts = [answer.render() for answer in self.answers]
+        if self.missing:
+            parts.append(_render_missing(self.missing))
+        return "\n".join(parts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "banks": list(self.banks),
+            "answers": [a.to_json() for a in self.answers],
+            "missing": [m.to_json() for m in self.missing],
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RetainAnswer:
+    """Where a retain went and how many items the backend stored."""
+
+    alias: str
+    bank_id: str
+    items_count: int
+
+    def render(self) -> str:
+        return f"retained {self.items_count} item(s) into [{self.alias}] ({self.bank_id})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"alias": self.alias, "bank_id": self.bank_id, "items_count": self.items_count}
+
+
+# --- merging ------------------------------------------------------------------------------------
+
+
+def merge_recalls(
+    per_bank: Sequence[tuple[str, Sequence[RecallItem]]], *, limit: int | None = None
+) -> tuple[LabelledRecall, ...]:
+    """Merge the hits of several banks (given in read order, as ``(label, hits)``) into one ranking.
+
+    Hits fold when their normalised texts are equal, or when they share a ``document_id`` that no
+    bank returned twice; a folded hit keeps every label and shows its best-scoring member. Ranked by
+    score, then read order of the first label, then id; ``limit`` applies after folding. Why these
+    rules: ``docs/design/readside.md``.
+    """
+    entries: list[tuple[int, str, RecallItem]] = [
+        (order, label, item) for order, (label, items) in enumerate(per_bank) for item in items
+    ]
+    parent = list(range(len(entries)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def union(i: int, j: int) -> None:
+        ri, rj = find(i), find(j)
+        if ri != rj:
+            parent[max(ri, rj)] = min(ri, rj)
+
+    by_text: dict[str, int] = {}
+    by_document: dict[str, list[int]] = {}
+    for index, (_, _, item) in enumerate(entries):
+        key = normalize_text(item.text)
+        if key:
+            union(by_text.setdefault(key, index), index)
+        if item.document_id:
+            by_document.setdefault(item.document_id, []).append(index)
+    for members in by_document.values():
+        banks = [entries[i][0] for i in members]
+        # A document with several hits in one bank was split into distinct facts: keep them apart.
+        if len(set(banks)) == len(banks) and len(banks) > 1:
+            for i in members[1:]:
+                union(members[0], i)
+
+    groups: dict[int, list[int]] = {}
+    for index in range(len(entries)):
+        groups.setdefault(find(index), []).append(index)
+
+    merged: list[tuple[tuple[float, int, str], LabelledRecall]] = []
+    for members in groups.values():
+        by_rank = sorted(members, key=lambda i: (-entries[i][2].score, entries[i][0], entries[i][2].id))
+        _, _, item = entries[by_rank[0]]
+        ordered = sorted(members, key=lambda i: (entries[i][0], i))
+        labels = tuple(dict.fromkeys(entries[i][1] for i in ordered))
+        first_order = entries[ordered[0]][0]
+        document_id = next((entries[i][2].document_id for i in by_rank if entries[i][2].document_id), None)
+        labelled = LabelledRecall(
+            labels=labels,
+            id=item.id,
+            bank_id=item.bank_id,
+            text=item.text,
+            score=item.score,
+            fact_type=item.fact_type,
+            document_id=document_id,
+            ids=tuple(dict.fromkeys(entries[i][2].id for i in ordered)),
+            bank_ids=tuple(dict.fromkeys(entries[i][2].bank_id for i in ordered)),
+            mentioned_at=item.mentioned_at,
+        )
+        merged.append(((-item.score, first_order, item.id), labelled))
+    merged.sort(key=lambda pair: pair[0])
+    ranked = tuple(labelled for _, labelled in merged)
+    return ranked if limit is None else ranked[: max(limit, 0)]
+
+
+# --- why a bank is missing ----------------------------------------------------------------------
+
+
+def failure_reason(exc: BaseException) -> str:
+    """A short reason for a failed bank: ``timeout``, ``HTTP 503``, ``unavailable``, ``bad answer``."""
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if isinstance(exc, BackendError) and exc.status is not None:
+        return f"HTTP {exc.status}"
+    if "timed out" in str(exc).lower():
+        return "timeout"
+    if isinstance(exc, TransientBackendError):
+        return "unavailable"
+    if isinstance(exc, PermanentBackendError):
+        return "refused"
+    if isinstance(exc, ProtocolError):
+        return "bad answer"
+    return "failed"
