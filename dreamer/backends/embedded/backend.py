@@ -1,56 +1,13 @@
 """The embedded memory backend: one SQLite file, full-text recall, an extractive reflect.
 
-It mimics the parts of Hindsight's observable behaviour that Dreamer depends on (see
-:mod:`dreamer.backends.base`) without a server, an LLM or an embedder:
+:class:`EmbeddedBackend` is a :class:`~dreamer.backends.base.MemoryBackend` without a server, an LLM
+or an embedder, and Dreamer's default store. It is safe to share between processes (the daemon and the
+CLI): SQLite in WAL mode, a busy timeout, one ``BEGIN IMMEDIATE`` transaction per retained batch.
+Recall is FTS5 with BM25 scores confined to the bank's key range; reflect returns the best hits (or
+the newest units) as bullet lines and, for a card-list schema, one card per unit.
 
-- **Storage.** One SQLite file in WAL mode (readers never block the writer and vice versa), shared
-  safely by several processes (the daemon and the CLI); ``busy_timeout`` makes a second writer wait
-  instead of failing. Each backend instance owns one connection, used from anyio worker threads and
-  serialised by a lock; isolation between processes is SQLite's own.
-- **Retain.** Synchronous; a whole batch is one ``BEGIN IMMEDIATE`` transaction, so it is stored
-  entirely or not at all. Each item becomes exactly one unit of fact type ``world`` (no fact
-  extraction). The first retain creates the bank.
-- **Documents.** An item whose ``document_id`` already holds identical content (SHA-256) is a no-op:
-  unit ids are kept, tags and metadata are updated in place, like Hindsight. With different content
-  the document's old units are deleted and the new one inserted. That is the *only* delete this
-  module issues, it mirrors Hindsight's upsert, and Dreamer never triggers it because its document
-  ids derive from content.
-- **Time.** ``created_at`` is the write time (UTC, microseconds), never the item's ``timestamp``
-  (that becomes ``mentioned_at``; omitted means "now", as in Hindsight). Within a bank it is strictly
-  increasing: each new unit gets ``max(now, previous + 1 µs)``, computed under the write lock, so the
-  ``(created_at, id)`` order is the write order even across processes and clock steps backwards, and
-  a reader's watermark can never be overtaken by a later write.
-- **Recall.** SQLite FTS5 (``unicode61`` tokenizer, diacritics removed). The query is cut into
-  terms, each quoted as an FTS5 string (so operators, quotes, ``*``, ``NEAR`` and column filters in
-  user text are just words) and the terms are OR-ed so partial matches rank. A query without an
-  indexable term returns ``[]``. Score: ``s = -bm25``, ``score = s / (1 + s)``, which is monotonic in
-  BM25 and lies in [0, 1); ties break by newest ``created_at``, then ``id``. ``semantic`` is ``None``.
-  BM25's statistics (row count, average length, how many rows hold each term) are those of the
-  whole index, i.e. of every bank in the file, so a score can move when another bank is written.
-- **Bank-scoped index.** All banks share one FTS5 index, but a unit's key (``units.seq``, which is
-  also its full-text rowid) is ``bank_no << BANK_KEY_BITS`` plus its number within the bank, so each
-  bank owns one contiguous rowid range. A recall passes that range to FTS5 along with the MATCH;
-  FTS5 seeks its term lists to the range's start and stops at its end, so the rows it scores, joins
-  and sorts are the bank's matching rows only, not every bank's. The index holds exactly the rows and
-  tokens it held before, so items, scores and order are bit for bit those of the unscoped search.
-  What still grows with the whole file is BM25's one count per query term over the whole index
-  (a scan of the term's postings, without row lookups), which identical scores require. Rejected:
-  an extra FTS column holding a per-bank token (``bank : "token" AND (...)``), because ``bm25()``
-  counts every column's tokens in a row's length and in the average length, so every score would
-  change; and one FTS table per bank, because per-bank statistics change every score as well and a
-  file with thousands of profiles would hold thousands of virtual tables (five shadow tables each).
-  A trigger refuses a unit whose key lies outside its bank's range, so the invariant the search
-  relies on holds even against a process still running older code.
-- **Schema upgrades.** ``PRAGMA user_version`` holds the schema version. Opening an older file
-  upgrades it in one ``BEGIN IMMEDIATE`` transaction, re-checking the version under the write lock
-  so concurrent openers upgrade it once; any failure rolls everything back and leaves the file as it
-  was. From version 1: banks get their ``bank_no`` (in creation order), units get bank-scoped keys
-  (in their old write order; ids, texts and times are untouched), and the full-text index is rebuilt
-  once and integrity-checked: about 4 s per 100k units, during which other processes wait for the
-  write lock (``BUSY_TIMEOUT_MS``). A file from a newer schema is refused and left untouched.
-- **Reflect.** Extractive, no LLM: the best recall hits for the query, or the bank's most recent
-  units when the query matches nothing, rendered as bullet lines and, when the response schema asks
-  for a list of cards (items with ``text``, ``kind`` and ``source_ids``), one card per unit.
+Why it is built this way (bank key ranges, rejected alternatives, upgrades, measurements):
+``docs/design/embedded-store.md``.
 """
 
 from __future__ import annotations
@@ -89,8 +46,8 @@ __all__ = ["EmbeddedBackend"]
 _T = TypeVar("_T")
 
 SCHEMA_VERSION = 2
-#: A unit's key is ``bank_no << BANK_KEY_BITS`` plus its number in the bank (see the module docstring):
-#: up to 2**40 - 1 units per bank and 2**23 - 1 banks per file.
+#: A unit's key is ``bank_no << BANK_KEY_BITS`` plus its number in the bank, so each bank owns one
+#: contiguous range (docs/design/embedded-store.md): up to 2**40 - 1 units per bank, 2**23 - 1 banks.
 BANK_KEY_BITS = 40
 _KEY_MASK = (1 << BANK_KEY_BITS) - 1
 MAX_BANK_NO = (1 << (63 - BANK_KEY_BITS)) - 1
@@ -838,8 +795,8 @@ def _search(
 ) -> sqlite3.Cursor:
     """Rows matching ``match`` in the bank, best BM25 first (lazily fetched).
 
-    The rowid range confines FTS5 to the bank's rows (see the module docstring); ``u.bank_id`` is
-    checked as well, so the range only ever saves work and never decides what matches.
+    The rowid range confines FTS5 to the bank's rows (docs/design/embedded-store.md); ``u.bank_id``
+    is checked as well, so the range only ever saves work and never decides what matches.
     """
     bank = conn.execute("SELECT bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
     unknown = bank is None or bank["bank_no"] is None
