@@ -17,11 +17,9 @@ import json
 import math
 import sqlite3
 import threading
-import time
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,86 +37,27 @@ from dreamer.backends.base import (
     RetainResult,
     TagsMatch,
 )
-from dreamer.errors import BackendError, PermanentBackendError, TransientBackendError
+from dreamer.backends.embedded.schema import (
+    KEY_MASK,
+    MAX_BANK_NO,
+    UNIT_COLUMNS,
+    bank_key_range,
+    connect,
+    translate_error,
+    write_transaction,
+)
+from dreamer.errors import PermanentBackendError
 
 __all__ = ["EmbeddedBackend"]
 
 _T = TypeVar("_T")
 
-SCHEMA_VERSION = 2
-#: A unit's key is ``bank_no << BANK_KEY_BITS`` plus its number in the bank, so each bank owns one
-#: contiguous range (docs/design/embedded-store.md): up to 2**40 - 1 units per bank, 2**23 - 1 banks.
-BANK_KEY_BITS = 40
-_KEY_MASK = (1 << BANK_KEY_BITS) - 1
-MAX_BANK_NO = (1 << (63 - BANK_KEY_BITS)) - 1
-#: How long a connection waits for another process's write lock before giving up.
-BUSY_TIMEOUT_MS = 30_000
 #: Longer queries are cut to their first terms: BM25 over hundreds of OR-ed terms ranks no better.
 MAX_QUERY_TERMS = 128
 #: How many units an extractive reflect is based on, per budget.
 REFLECT_UNITS_BY_BUDGET: Mapping[str, int] = {"low": 10, "mid": 20, "high": 40}
 #: Rough token estimate for ``max_tokens`` (no tokenizer dependency): about 4 characters per token.
 CHARS_PER_TOKEN = 4
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS banks (
-    bank_id       TEXT PRIMARY KEY,
-    created_at    TEXT NOT NULL,
-    last_write_at TEXT,
-    bank_no       INTEGER
-);
-CREATE UNIQUE INDEX IF NOT EXISTS banks_by_no ON banks (bank_no);
-CREATE TABLE IF NOT EXISTS units (
-    seq         INTEGER PRIMARY KEY,
-    id          TEXT NOT NULL UNIQUE,
-    bank_id     TEXT NOT NULL,
-    text        TEXT NOT NULL,
-    fact_type   TEXT NOT NULL DEFAULT 'world',
-    context     TEXT,
-    document_id TEXT,
-    tags        TEXT NOT NULL DEFAULT '[]',
-    metadata    TEXT NOT NULL DEFAULT '{{}}',
-    created_at  TEXT NOT NULL,
-    mentioned_at TEXT,
-    proof_count INTEGER NOT NULL DEFAULT 1
-);
-CREATE INDEX IF NOT EXISTS units_by_bank_time ON units (bank_id, created_at, id);
-CREATE INDEX IF NOT EXISTS units_by_document ON units (bank_id, document_id);
-CREATE TABLE IF NOT EXISTS documents (
-    bank_id      TEXT NOT NULL,
-    document_id  TEXT NOT NULL,
-    content_hash TEXT NOT NULL,
-    created_at   TEXT NOT NULL,
-    updated_at   TEXT NOT NULL,
-    PRIMARY KEY (bank_id, document_id)
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(
-    text, content='units', content_rowid='seq', tokenize='unicode61 remove_diacritics 2'
-);
-CREATE TRIGGER IF NOT EXISTS units_fts_insert AFTER INSERT ON units BEGIN
-    INSERT INTO units_fts (rowid, text) VALUES (new.seq, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS units_fts_delete AFTER DELETE ON units BEGIN
-    INSERT INTO units_fts (units_fts, rowid, text) VALUES ('delete', old.seq, old.text);
-END;
-CREATE TRIGGER IF NOT EXISTS units_fts_update AFTER UPDATE OF text ON units BEGIN
-    INSERT INTO units_fts (units_fts, rowid, text) VALUES ('delete', old.seq, old.text);
-    INSERT INTO units_fts (rowid, text) VALUES (new.seq, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS units_key_in_bank AFTER INSERT ON units
-WHEN new.seq >> {BANK_KEY_BITS} IS NOT (SELECT bank_no FROM banks WHERE bank_id = new.bank_id)
-BEGIN
-    SELECT RAISE(
-        ABORT, 'unit key outside its bank range: this store was upgraded; restart every Dreamer using it'
-    );
-END;
-PRAGMA user_version = {SCHEMA_VERSION};
-"""
-
-_UNIT_COLUMNS = (
-    "u.id, u.bank_id, u.text, u.fact_type, u.context, u.document_id, u.tags, u.metadata, "
-    "u.created_at, u.mentioned_at, u.proof_count"
-)
 
 
 class EmbeddedBackend:
@@ -204,7 +143,7 @@ class EmbeddedBackend:
         if fact_types:
             where.append("u.fact_type IN (SELECT value FROM json_each(?))")
             params.append(json.dumps(list(fact_types)))
-        sql = f"SELECT {_UNIT_COLUMNS} FROM units u WHERE {' AND '.join(where)} ORDER BY u.created_at, u.id"
+        sql = f"SELECT {UNIT_COLUMNS} FROM units u WHERE {' AND '.join(where)} ORDER BY u.created_at, u.id"
 
         def run(conn: sqlite3.Connection) -> list[MemoryUnit]:
             return [_unit_from_row(row) for row in conn.execute(sql, params)]
@@ -287,7 +226,7 @@ class EmbeddedBackend:
             if not rows:
                 tag_sql, tag_params = _tags_filter(tags, tags_match)
                 rows = conn.execute(
-                    f"SELECT {_UNIT_COLUMNS} FROM units u WHERE u.bank_id = ? {tag_sql}"
+                    f"SELECT {UNIT_COLUMNS} FROM units u WHERE u.bank_id = ? {tag_sql}"
                     " ORDER BY u.created_at DESC, u.id DESC LIMIT ?",
                     [bank_id, *tag_params, count],
                 ).fetchall()
@@ -325,7 +264,7 @@ class EmbeddedBackend:
             return RetainResult(bank_id=bank_id, items_count=0)
 
         def run(conn: sqlite3.Connection) -> None:
-            with _write_transaction(conn):
+            with write_transaction(conn):
                 _retain_batch(conn, bank_id, items)
 
         await self._call("retain", run)
@@ -376,10 +315,10 @@ class EmbeddedBackend:
                     )
                 try:
                     if self._conn is None:
-                        self._conn = _connect(self.path)
+                        self._conn = connect(self.path)
                     return work(self._conn)
                 except sqlite3.Error as exc:
-                    raise _translate(exc, self.path, operation) from exc
+                    raise translate_error(exc, self.path, operation) from exc
                 except OSError as exc:
                     raise PermanentBackendError(
                         f"cannot create the embedded store at {self.path} ({exc}); "
@@ -389,199 +328,6 @@ class EmbeddedBackend:
                     ) from exc
 
         return await anyio.to_thread.run_sync(run)
-
-
-# -------------------------------------------------------------------- connection and errors
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    """Open (creating if needed) the store: WAL, busy timeout, schema."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(
-        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-    )
-    try:
-        conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        version = _schema_version(conn, path)
-        _enable_wal(conn, path)
-        if version < SCHEMA_VERSION:
-            with _write_transaction(conn):
-                _upgrade_schema(conn, path)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
-    """The file's schema version; a newer one than this code knows is refused."""
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if version > SCHEMA_VERSION:
-        raise PermanentBackendError(
-            f"{path} was written by a newer Dreamer (store schema {version}, this one knows "
-            f"{SCHEMA_VERSION}); upgrade Dreamer or point the embedded backend at another file",
-            operation="open",
-        )
-    return version
-
-
-def _upgrade_schema(conn: sqlite3.Connection, path: Path) -> None:
-    """Create or upgrade the schema inside the caller's write transaction.
-
-    The version is read again under the write lock: another process may have upgraded the file
-    since this connection first looked, and must not be upgraded twice.
-    """
-    version = _schema_version(conn, path)
-    if version == SCHEMA_VERSION:
-        return
-    if version == 1:
-        _migrate_from_v1(conn, path)
-    _create_schema(conn)
-
-
-def _migrate_from_v1(conn: sqlite3.Connection, path: Path) -> None:
-    """Give banks their number and units bank-scoped keys, then rebuild the full-text index.
-
-    Runs inside the caller's transaction: it only adds a column and renumbers keys (ids, texts and
-    times are untouched), and any failure rolls all of it back.
-    """
-    conn.execute("ALTER TABLE banks ADD COLUMN bank_no INTEGER")
-    # Every unit needs a bank to get a key range; this module always writes the bank first, so this
-    # only repairs a file edited by hand rather than leaving its units out of recall.
-    conn.execute(
-        """
-        INSERT INTO banks (bank_id, created_at, last_write_at)
-        SELECT bank_id, MIN(created_at), MAX(created_at) FROM units
-        WHERE bank_id NOT IN (SELECT bank_id FROM banks) GROUP BY bank_id
-        """
-    )
-    bank_count = int(conn.execute("SELECT COUNT(*) FROM banks").fetchone()[0])
-    if bank_count > MAX_BANK_NO:
-        raise PermanentBackendError(
-            f"{path} holds {bank_count} banks, more than an embedded store supports ({MAX_BANK_NO}); "
-            "split the banks across several store files",
-            operation="open",
-        )
-    conn.execute("CREATE TEMP TABLE bank_numbers (bank_id TEXT PRIMARY KEY, bank_no INTEGER NOT NULL)")
-    conn.execute(
-        "INSERT INTO temp.bank_numbers (bank_id, bank_no)"
-        " SELECT bank_id, ROW_NUMBER() OVER (ORDER BY created_at, bank_id) FROM main.banks"
-    )
-    conn.execute(
-        "UPDATE banks SET bank_no ="
-        " (SELECT n.bank_no FROM temp.bank_numbers n WHERE n.bank_id = banks.bank_id)"
-    )
-    conn.execute("DROP TABLE temp.bank_numbers")
-
-    conn.execute("CREATE TEMP TABLE unit_keys (old_seq INTEGER PRIMARY KEY, new_seq INTEGER NOT NULL)")
-    conn.execute(
-        f"""
-        INSERT INTO temp.unit_keys (old_seq, new_seq)
-        SELECT u.seq,
-               (b.bank_no << {BANK_KEY_BITS}) + ROW_NUMBER() OVER (PARTITION BY u.bank_id ORDER BY u.seq)
-        FROM main.units u JOIN main.banks b ON b.bank_id = u.bank_id
-        """
-    )
-    highest = conn.execute("SELECT MAX(seq) FROM units").fetchone()[0]
-    if highest is not None and int(highest) > _KEY_MASK:
-        # An old key could equal a new one while the rows are being renumbered; negative keys cannot.
-        conn.execute("UPDATE units SET seq = -seq")
-    conn.execute(
-        "UPDATE units SET seq = (SELECT k.new_seq FROM temp.unit_keys k WHERE k.old_seq = abs(units.seq))"
-    )
-    conn.execute("DROP TABLE temp.unit_keys")
-    conn.execute("INSERT INTO units_fts (units_fts) VALUES ('rebuild')")
-    # Both checks raise (and so roll the upgrade back) rather than commit a store recall would misread.
-    misplaced = conn.execute(
-        f"SELECT COUNT(*) FROM units u WHERE u.seq >> {BANK_KEY_BITS}"
-        " IS NOT (SELECT b.bank_no FROM banks b WHERE b.bank_id = u.bank_id)"
-    ).fetchone()[0]
-    if misplaced:
-        raise PermanentBackendError(
-            f"upgrading {path} left {misplaced} units outside their bank's key range; the file was "
-            "not changed, report this with a copy of the file",
-            operation="open",
-        )
-    conn.execute("INSERT INTO units_fts (units_fts) VALUES ('integrity-check')")
-
-
-def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
-    """Switch to WAL; retried because another process may be switching the same new file."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-            continue
-        if str(mode).lower() != "wal":
-            raise PermanentBackendError(
-                f"could not switch {path} to WAL journaling (got {mode!r}); "
-                "the embedded store needs a local filesystem that supports shared memory",
-                operation="open",
-            )
-        return
-
-
-def _create_schema(conn: sqlite3.Connection) -> None:
-    """Create the tables inside the caller's transaction (``executescript`` would commit early)."""
-    for statement in _split_sql(_SCHEMA):
-        conn.execute(statement)
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a script into statements, keeping trigger bodies (which contain ``;``) whole."""
-    statements: list[str] = []
-    current = ""
-    for line in script.splitlines(keepends=True):
-        current += line
-        if sqlite3.complete_statement(current):
-            if current.strip():
-                statements.append(current.strip())
-            current = ""
-    return statements
-
-
-@contextmanager
-def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error.
-
-    IMMEDIATE takes the write lock up front, so a writer waits (busy_timeout) instead of failing
-    when it would upgrade a read snapshot that another process has made stale.
-    """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    message = str(exc).lower()
-    return "locked" in message or "busy" in message
-
-
-def _translate(exc: sqlite3.Error, path: Path, operation: str) -> BackendError:
-    """Map a SQLite error to the error tree: lock and I/O trouble may pass, the rest will not."""
-    if isinstance(exc, sqlite3.OperationalError) and (
-        _is_busy(exc) or "disk i/o" in str(exc).lower() or "disk is full" in str(exc).lower()
-    ):
-        return TransientBackendError(
-            f"the embedded store {path} is busy or unavailable ({exc}); try again later",
-            operation=operation,
-        )
-    return PermanentBackendError(
-        f"the embedded store {path} cannot be used ({exc}); check that the path is a writable "
-        "Dreamer store file",
-        operation=operation,
-        detail=str(exc),
-    )
 
 
 # -------------------------------------------------------------------- retain
@@ -663,7 +409,7 @@ def _retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[Retain
     else:
         bank_no = int(row["bank_no"])
         previous = _parse_time(row["last_write_at"])
-    first_key, last_key = _bank_key_range(bank_no)
+    first_key, last_key = bank_key_range(bank_no)
     highest = conn.execute(
         "SELECT MAX(seq) FROM units WHERE seq BETWEEN ? AND ?", (first_key, last_key)
     ).fetchone()[0]
@@ -705,7 +451,7 @@ def _retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[Retain
 
         if next_key > last_key:
             raise PermanentBackendError(
-                f"bank {bank_id!r} holds the most units an embedded bank supports ({_KEY_MASK})",
+                f"bank {bank_id!r} holds the most units an embedded bank supports ({KEY_MASK})",
                 operation="retain",
             )
         created = now if previous is None else max(now, previous + timedelta(microseconds=1))
@@ -800,7 +546,7 @@ def _search(
     """
     bank = conn.execute("SELECT bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
     unknown = bank is None or bank["bank_no"] is None
-    first_key, last_key = (1, 0) if unknown else _bank_key_range(int(bank["bank_no"]))
+    first_key, last_key = (1, 0) if unknown else bank_key_range(int(bank["bank_no"]))
     where = ["units_fts MATCH ?", "units_fts.rowid BETWEEN ? AND ?", "u.bank_id = ?"]
     params: list[object] = [match, first_key, last_key, bank_id]
     if types:
@@ -810,19 +556,13 @@ def _search(
     params.extend(tag_params)
     return conn.execute(
         f"""
-        SELECT {_UNIT_COLUMNS}, bm25(units_fts) AS rank
+        SELECT {UNIT_COLUMNS}, bm25(units_fts) AS rank
         FROM units_fts JOIN units u ON u.seq = units_fts.rowid
         WHERE {" AND ".join(where)} {tag_sql}
         ORDER BY rank, u.created_at DESC, u.id
         """,
         params,
     )
-
-
-def _bank_key_range(bank_no: int) -> tuple[int, int]:
-    """The first and last unit key (``units.seq``, the full-text rowid) a bank may hold."""
-    first = bank_no << BANK_KEY_BITS
-    return first, first | _KEY_MASK
 
 
 def _tags_filter(tags: Sequence[str] | None, tags_match: TagsMatch) -> tuple[str, list[object]]:
