@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import sqlite3
 import threading
-import unicodedata
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -46,18 +44,21 @@ from dreamer.backends.embedded.schema import (
     translate_error,
     write_transaction,
 )
+from dreamer.backends.embedded.search import (
+    bm25_to_score,
+    estimate_tokens,
+    fts_match_expression,
+    search_bank,
+    tags_filter,
+)
 from dreamer.errors import PermanentBackendError
 
 __all__ = ["EmbeddedBackend"]
 
 _T = TypeVar("_T")
 
-#: Longer queries are cut to their first terms: BM25 over hundreds of OR-ed terms ranks no better.
-MAX_QUERY_TERMS = 128
 #: How many units an extractive reflect is based on, per budget.
 REFLECT_UNITS_BY_BUDGET: Mapping[str, int] = {"low": 10, "mid": 20, "high": 40}
-#: Rough token estimate for ``max_tokens`` (no tokenizer dependency): about 4 characters per token.
-CHARS_PER_TOKEN = 4
 
 
 class EmbeddedBackend:
@@ -177,10 +178,10 @@ class EmbeddedBackend:
         def run(conn: sqlite3.Connection) -> list[RecallItem]:
             hits: list[RecallItem] = []
             used_tokens = 0
-            rows = _search(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match)
+            rows = search_bank(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match)
             try:
                 for row in rows:
-                    tokens = _estimate_tokens(row["text"])
+                    tokens = estimate_tokens(row["text"])
                     if hits and used_tokens + tokens > max_tokens:
                         break
                     used_tokens += tokens
@@ -215,7 +216,7 @@ class EmbeddedBackend:
         def run(conn: sqlite3.Connection) -> list[sqlite3.Row]:
             rows: list[sqlite3.Row] = []
             if match is not None:
-                hits = _search(conn, bank_id, match, types=None, tags=tags, tags_match=tags_match)
+                hits = search_bank(conn, bank_id, match, types=None, tags=tags, tags_match=tags_match)
                 try:
                     for row in hits:
                         rows.append(row)
@@ -224,7 +225,7 @@ class EmbeddedBackend:
                 finally:
                     hits.close()
             if not rows:
-                tag_sql, tag_params = _tags_filter(tags, tags_match)
+                tag_sql, tag_params = tags_filter(tags, tags_match)
                 rows = conn.execute(
                     f"SELECT {UNIT_COLUMNS} FROM units u WHERE u.bank_id = ? {tag_sql}"
                     " ORDER BY u.created_at DESC, u.id DESC LIMIT ?",
@@ -482,137 +483,6 @@ def _retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[Retain
         conn.execute(
             "UPDATE banks SET last_write_at = ? WHERE bank_id = ?", (_format_time(last_created), bank_id)
         )
-
-
-# -------------------------------------------------------------------- recall
-
-
-# Unicode categories FTS5's unicode61 tokenizer treats as separators (it keeps letters, numbers,
-# marks, private-use and other symbols such as emoji). Splitting on them here lets each term be
-# OR-ed on its own; anything this misses is still safe, because FTS5 re-tokenises quoted strings.
-_SEPARATOR_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Sm", "Sc", "Sk"})
-
-
-def query_terms(query: str) -> list[str]:
-    """The distinct search terms of ``query`` (case-insensitively), in order, at most ``MAX_QUERY_TERMS``."""
-    terms: list[str] = []
-    seen: set[str] = set()
-    current: list[str] = []
-
-    def flush() -> None:
-        if current:
-            term = "".join(current)
-            current.clear()
-            key = term.casefold()
-            if key not in seen and any(unicodedata.category(ch)[0] != "M" for ch in term):
-                seen.add(key)
-                terms.append(term)
-
-    for ch in query:
-        category = unicodedata.category(ch)
-        if category[0] in "PZ" or category in _SEPARATOR_CATEGORIES:
-            flush()
-        else:
-            current.append(ch)
-    flush()
-    return terms[:MAX_QUERY_TERMS]
-
-
-def fts_match_expression(query: str) -> str | None:
-    """An FTS5 MATCH expression OR-ing the quoted terms of ``query``; None when it has none.
-
-    Each term is an FTS5 string literal (``"`` doubled inside), so no user text is ever read as
-    FTS5 syntax: ``AND``, ``NEAR``, ``*``, ``^``, ``col:`` and quotes are plain words or separators.
-    """
-    terms = query_terms(query)
-    if not terms:
-        return None
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-
-
-def _search(
-    conn: sqlite3.Connection,
-    bank_id: str,
-    match: str,
-    *,
-    types: Sequence[str] | None,
-    tags: Sequence[str] | None,
-    tags_match: TagsMatch,
-) -> sqlite3.Cursor:
-    """Rows matching ``match`` in the bank, best BM25 first (lazily fetched).
-
-    The rowid range confines FTS5 to the bank's rows (docs/design/embedded-store.md); ``u.bank_id``
-    is checked as well, so the range only ever saves work and never decides what matches.
-    """
-    bank = conn.execute("SELECT bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
-    unknown = bank is None or bank["bank_no"] is None
-    first_key, last_key = (1, 0) if unknown else bank_key_range(int(bank["bank_no"]))
-    where = ["units_fts MATCH ?", "units_fts.rowid BETWEEN ? AND ?", "u.bank_id = ?"]
-    params: list[object] = [match, first_key, last_key, bank_id]
-    if types:
-        where.append("u.fact_type IN (SELECT value FROM json_each(?))")
-        params.append(json.dumps(list(types)))
-    tag_sql, tag_params = _tags_filter(tags, tags_match)
-    params.extend(tag_params)
-    return conn.execute(
-        f"""
-        SELECT {UNIT_COLUMNS}, bm25(units_fts) AS rank
-        FROM units_fts JOIN units u ON u.seq = units_fts.rowid
-        WHERE {" AND ".join(where)} {tag_sql}
-        ORDER BY rank, u.created_at DESC, u.id
-        """,
-        params,
-    )
-
-
-def _tags_filter(tags: Sequence[str] | None, tags_match: TagsMatch) -> tuple[str, list[object]]:
-    """An ``AND …`` clause on ``u.tags`` with Hindsight's ``tags_match`` meaning.
-
-    Mirrors ``hindsight_api/engine/search/tags.py``: ``any`` = overlap or untagged, ``all`` = every
-    requested tag present or untagged, ``any_strict``/``all_strict`` = the same without untagged
-    units, ``exact`` = the unit's tag set equals the requested set. No tags means no filter, except
-    for ``exact``, where the empty set selects untagged units.
-    """
-    untagged = "json_array_length(u.tags) = 0"
-    overlap = "EXISTS (SELECT 1 FROM json_each(u.tags) t WHERE t.value IN (SELECT value FROM json_each(?)))"
-    contains_all = (
-        "NOT EXISTS (SELECT 1 FROM json_each(?) q WHERE q.value NOT IN (SELECT value FROM json_each(u.tags)))"
-    )
-    within = (
-        "NOT EXISTS (SELECT 1 FROM json_each(u.tags) t WHERE t.value NOT IN (SELECT value FROM json_each(?)))"
-    )
-    if tags_match == "exact":
-        if not tags:
-            return f"AND {untagged}", []
-        wanted = json.dumps(list(tags))
-        return f"AND NOT {untagged} AND {contains_all} AND {within}", [wanted, wanted]
-    if not tags:
-        return "", []
-    wanted = json.dumps(list(tags))
-    if tags_match == "any":
-        return f"AND ({untagged} OR {overlap})", [wanted]
-    if tags_match == "all":
-        return f"AND ({untagged} OR {contains_all})", [wanted]
-    if tags_match == "any_strict":
-        return f"AND NOT {untagged} AND {overlap}", [wanted]
-    if tags_match == "all_strict":
-        return f"AND NOT {untagged} AND {contains_all}", [wanted]
-    raise PermanentBackendError(
-        f"unknown tags_match {tags_match!r}; use any, all, any_strict, all_strict or exact",
-        status=422,
-        operation="recall",
-        detail=f"tags_match: {tags_match!r}",
-    )
-
-
-def bm25_to_score(bm25: float) -> float:
-    """FTS5's ``bm25()`` (lower is better) as a score in [0, 1), higher is better."""
-    strength = max(0.0, -bm25)
-    return strength / (1.0 + strength)
-
-
-def _estimate_tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
 
 
 # -------------------------------------------------------------------- reflect
