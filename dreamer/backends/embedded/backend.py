@@ -40,8 +40,11 @@ from dreamer.backends.embedded.schema import (
     KEY_MASK,
     MAX_BANK_NO,
     UNIT_COLUMNS,
+    as_utc,
     bank_key_range,
     connect,
+    format_time,
+    parse_time,
     translate_error,
     write_transaction,
 )
@@ -111,7 +114,7 @@ class EmbeddedBackend:
                 result[bank_id] = BankActivity(
                     bank_id,
                     unit_count=int(row["unit_count"]),
-                    last_write_at=_parse_time(row["last_write_at"]),
+                    last_write_at=parse_time(row["last_write_at"]),
                 )
         return result
 
@@ -132,7 +135,7 @@ class EmbeddedBackend:
         params: list[object] = [bank_id]
         if since is not None:
             where.append("u.created_at >= ?")
-            params.append(_format_time(since))
+            params.append(format_time(since))
         if exclude_tags:
             where.append(
                 "NOT EXISTS (SELECT 1 FROM json_each(u.tags) t"
@@ -364,7 +367,7 @@ def _validate_retain(bank_id: str, items: Sequence[RetainItem]) -> None:
             if not isinstance(item.timestamp, datetime):
                 raise refuse(f"{where}.timestamp", "must be a datetime or None")
             try:
-                _format_time(item.timestamp)
+                format_time(item.timestamp)
             except (OverflowError, ValueError) as exc:
                 raise refuse(f"{where}.timestamp", f"cannot be expressed in UTC ({exc})") from exc
 
@@ -391,12 +394,12 @@ def _retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[Retain
             )
         conn.execute(
             "INSERT INTO banks (bank_id, created_at, last_write_at, bank_no) VALUES (?, ?, NULL, ?)",
-            (bank_id, _format_time(now), bank_no),
+            (bank_id, format_time(now), bank_no),
         )
         previous: datetime | None = None
     else:
         bank_no = int(row["bank_no"])
-        previous = _parse_time(row["last_write_at"])
+        previous = parse_time(row["last_write_at"])
     first_key, last_key = bank_key_range(bank_no)
     highest = conn.execute(
         "SELECT MAX(seq) FROM units WHERE seq BETWEEN ? AND ?", (first_key, last_key)
@@ -426,7 +429,7 @@ def _retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[Retain
                 conn.execute(
                     "DELETE FROM units WHERE bank_id = ? AND document_id = ?", (bank_id, item.document_id)
                 )
-            stamp = _format_time(now)
+            stamp = format_time(now)
             conn.execute(
                 """
                 INSERT INTO documents (bank_id, document_id, content_hash, created_at, updated_at)
@@ -444,7 +447,7 @@ def _retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[Retain
             )
         created = now if previous is None else max(now, previous + timedelta(microseconds=1))
         previous = last_created = created
-        mentioned = created if item.timestamp is None else _as_utc(item.timestamp)
+        mentioned = created if item.timestamp is None else as_utc(item.timestamp)
         conn.execute(
             """
             INSERT INTO units (seq, id, bank_id, text, fact_type, context, document_id, tags, metadata,
@@ -460,37 +463,23 @@ def _retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[Retain
                 item.document_id,
                 tags_json,
                 metadata_json,
-                _format_time(created),
-                _format_time(mentioned),
+                format_time(created),
+                format_time(mentioned),
             ),
         )
         next_key += 1
 
     if last_created is not None:
         conn.execute(
-            "UPDATE banks SET last_write_at = ? WHERE bank_id = ?", (_format_time(last_created), bank_id)
+            "UPDATE banks SET last_write_at = ? WHERE bank_id = ?", (format_time(last_created), bank_id)
         )
 
 
-# -------------------------------------------------------------------- rows and times
-
-
-def _as_utc(moment: datetime) -> datetime:
-    """Aware UTC; a naive datetime is taken to be UTC already."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def _format_time(moment: datetime) -> str:
-    """Fixed-width ISO 8601 in UTC with microseconds, so text order is time order."""
-    return _as_utc(moment).isoformat(timespec="microseconds")
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
+# -------------------------------------------------------------------- rows
 
 
 def _unit_from_row(row: sqlite3.Row) -> MemoryUnit:
-    created = _parse_time(row["created_at"])
+    created = parse_time(row["created_at"])
     assert created is not None  # the column is NOT NULL
     return MemoryUnit(
         id=row["id"],
@@ -498,7 +487,7 @@ def _unit_from_row(row: sqlite3.Row) -> MemoryUnit:
         text=row["text"],
         fact_type=row["fact_type"],
         created_at=created,
-        mentioned_at=_parse_time(row["mentioned_at"]),
+        mentioned_at=parse_time(row["mentioned_at"]),
         document_id=row["document_id"],
         context=row["context"],
         tags=tuple(json.loads(row["tags"])),
@@ -518,5 +507,5 @@ def _recall_item_from_row(row: sqlite3.Row) -> RecallItem:
         document_id=row["document_id"],
         tags=tuple(json.loads(row["tags"])),
         metadata=json.loads(row["metadata"]),
-        mentioned_at=_parse_time(row["mentioned_at"]),
+        mentioned_at=parse_time(row["mentioned_at"]),
     )

@@ -2,10 +2,11 @@
 
 The schema (tables, the full-text index, the triggers that keep both in step and that keep each
 unit's key inside its bank's range) and its version in ``PRAGMA user_version``; the layout of unit
-keys (``bank_no << BANK_KEY_BITS`` plus the unit's number in the bank); :func:`connect`, which opens
-a file in WAL mode with a busy timeout and creates or upgrades its schema in one transaction (a file
-from a newer Dreamer is refused); :func:`write_transaction`, the ``BEGIN IMMEDIATE`` every write runs
-in; and :func:`translate_error`, which sorts SQLite's errors into transient and permanent ones.
+keys (``bank_no << BANK_KEY_BITS`` plus the unit's number in the bank) and of times (fixed-width UTC
+text, so text order is time order); :func:`connect`, which opens a file in WAL mode with a busy
+timeout and creates or upgrades its schema in one transaction (a file from a newer Dreamer is
+refused); :func:`write_transaction`, the ``BEGIN IMMEDIATE`` every write runs in; and
+:func:`translate_error`, which sorts SQLite's errors into transient and permanent ones.
 
 Why keys are bank-scoped and how an upgrade behaves: ``docs/design/embedded-store.md``.
 """
@@ -16,6 +17,7 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 from dreamer.errors import BackendError, PermanentBackendError, TransientBackendError
@@ -27,8 +29,11 @@ __all__ = [
     "MAX_BANK_NO",
     "SCHEMA_VERSION",
     "UNIT_COLUMNS",
+    "as_utc",
     "bank_key_range",
     "connect",
+    "format_time",
+    "parse_time",
     "translate_error",
     "write_transaction",
 ]
@@ -109,6 +114,21 @@ def bank_key_range(bank_no: int) -> tuple[int, int]:
     """The first and last unit key (``units.seq``, the full-text rowid) a bank may hold."""
     first = bank_no << BANK_KEY_BITS
     return first, first | KEY_MASK
+
+
+def as_utc(moment: datetime) -> datetime:
+    """Aware UTC; a naive datetime is taken to be UTC already."""
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def format_time(moment: datetime) -> str:
+    """Fixed-width ISO 8601 in UTC with microseconds, so text order is time order."""
+    return as_utc(moment).isoformat(timespec="microseconds")
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """A time stored by :func:`format_time`, back as an aware datetime; None stays None."""
+    return None if value is None else datetime.fromisoformat(value)
 
 
 def connect(path: Path) -> sqlite3.Connection:
