@@ -218,8 +218,8 @@ def _migrate_from_v1(conn: sqlite3.Connection, path: Path) -> None:
     times are untouched), and any failure rolls all of it back.
     """
     conn.execute("ALTER TABLE banks ADD COLUMN bank_no INTEGER")
-    # Every unit needs a bank to get a key range; this module always writes the bank first, so this
-    # only repairs a file edited by hand rather than leaving its units out of recall.
+    # Every unit needs a bank to get a key range; retain always writes the bank first, so this only
+    # repairs a file edited by hand rather than leaving its units out of recall.
     conn.execute(
         """
         INSERT INTO banks (bank_id, created_at, last_write_at)
