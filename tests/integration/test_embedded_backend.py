@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from dreamer.backends.base import MemoryBackend, RetainItem
-from dreamer.backends.embedded.backend import EmbeddedBackend, bm25_to_score, fts_match_expression
+from dreamer.backends.embedded.backend import EmbeddedBackend
+from dreamer.backends.embedded.search import bm25_to_score, fts_match_expression
 from dreamer.errors import PermanentBackendError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

@@ -1,71 +1,23 @@
-"""The embedded memory backend: one SQLite file, full-text recall, an extractive reflect.
+"""The embedded memory backend: :class:`EmbeddedBackend`, Dreamer's default store.
 
-It mimics the parts of Hindsight's observable behaviour that Dreamer depends on (see
-:mod:`dreamer.backends.base`) without a server, an LLM or an embedder:
+A :class:`~dreamer.backends.base.MemoryBackend` kept in one local SQLite file, with no server, LLM or
+embedder, safe to share between processes (the daemon and the CLI). This module holds the class (one
+connection per instance, used from anyio worker threads under a lock, SQLite errors translated into
+the error tree) and the conversion of rows into the contract's values. Its parts live beside it:
+:mod:`.schema` (the file: schema, opening, upgrades, write transaction, stored times), :mod:`.retain`
+(checking and writing a batch), :mod:`.search` (bank-scoped full-text search, scores) and
+:mod:`.reflect` (the extractive answer).
 
-- **Storage.** One SQLite file in WAL mode (readers never block the writer and vice versa), shared
-  safely by several processes (the daemon and the CLI); ``busy_timeout`` makes a second writer wait
-  instead of failing. Each backend instance owns one connection, used from anyio worker threads and
-  serialised by a lock; isolation between processes is SQLite's own.
-- **Retain.** Synchronous; a whole batch is one ``BEGIN IMMEDIATE`` transaction, so it is stored
-  entirely or not at all. Each item becomes exactly one unit of fact type ``world`` (no fact
-  extraction). The first retain creates the bank.
-- **Documents.** An item whose ``document_id`` already holds identical content (SHA-256) is a no-op:
-  unit ids are kept, tags and metadata are updated in place, like Hindsight. With different content
-  the document's old units are deleted and the new one inserted. That is the *only* delete this
-  module issues, it mirrors Hindsight's upsert, and Dreamer never triggers it because its document
-  ids derive from content.
-- **Time.** ``created_at`` is the write time (UTC, microseconds), never the item's ``timestamp``
-  (that becomes ``mentioned_at``; omitted means "now", as in Hindsight). Within a bank it is strictly
-  increasing: each new unit gets ``max(now, previous + 1 µs)``, computed under the write lock, so the
-  ``(created_at, id)`` order is the write order even across processes and clock steps backwards, and
-  a reader's watermark can never be overtaken by a later write.
-- **Recall.** SQLite FTS5 (``unicode61`` tokenizer, diacritics removed). The query is cut into
-  terms, each quoted as an FTS5 string (so operators, quotes, ``*``, ``NEAR`` and column filters in
-  user text are just words) and the terms are OR-ed so partial matches rank. A query without an
-  indexable term returns ``[]``. Score: ``s = -bm25``, ``score = s / (1 + s)``, which is monotonic in
-  BM25 and lies in [0, 1); ties break by newest ``created_at``, then ``id``. ``semantic`` is ``None``.
-  BM25's statistics (row count, average length, how many rows hold each term) are those of the
-  whole index, i.e. of every bank in the file, so a score can move when another bank is written.
-- **Bank-scoped index.** All banks share one FTS5 index, but a unit's key (``units.seq``, which is
-  also its full-text rowid) is ``bank_no << BANK_KEY_BITS`` plus its number within the bank, so each
-  bank owns one contiguous rowid range. A recall passes that range to FTS5 along with the MATCH;
-  FTS5 seeks its term lists to the range's start and stops at its end, so the rows it scores, joins
-  and sorts are the bank's matching rows only, not every bank's. The index holds exactly the rows and
-  tokens it held before, so items, scores and order are bit for bit those of the unscoped search.
-  What still grows with the whole file is BM25's one count per query term over the whole index
-  (a scan of the term's postings, without row lookups), which identical scores require. Rejected:
-  an extra FTS column holding a per-bank token (``bank : "token" AND (...)``), because ``bm25()``
-  counts every column's tokens in a row's length and in the average length, so every score would
-  change; and one FTS table per bank, because per-bank statistics change every score as well and a
-  file with thousands of profiles would hold thousands of virtual tables (five shadow tables each).
-  A trigger refuses a unit whose key lies outside its bank's range, so the invariant the search
-  relies on holds even against a process still running older code.
-- **Schema upgrades.** ``PRAGMA user_version`` holds the schema version. Opening an older file
-  upgrades it in one ``BEGIN IMMEDIATE`` transaction, re-checking the version under the write lock
-  so concurrent openers upgrade it once; any failure rolls everything back and leaves the file as it
-  was. From version 1: banks get their ``bank_no`` (in creation order), units get bank-scoped keys
-  (in their old write order; ids, texts and times are untouched), and the full-text index is rebuilt
-  once and integrity-checked: about 4 s per 100k units, during which other processes wait for the
-  write lock (``BUSY_TIMEOUT_MS``). A file from a newer schema is refused and left untouched.
-- **Reflect.** Extractive, no LLM: the best recall hits for the query, or the bank's most recent
-  units when the query matches nothing, rendered as bullet lines and, when the response schema asks
-  for a list of cards (items with ``text``, ``kind`` and ``source_ids``), one card per unit.
+Why it is built this way: ``docs/design/embedded-store.md``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import math
 import sqlite3
 import threading
-import time
-import unicodedata
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -82,86 +34,28 @@ from dreamer.backends.base import (
     RetainResult,
     TagsMatch,
 )
-from dreamer.errors import BackendError, PermanentBackendError, TransientBackendError
+from dreamer.backends.embedded.reflect import REFLECT_UNITS_BY_BUDGET, extractive_answer
+from dreamer.backends.embedded.retain import retain_batch, validate_retain
+from dreamer.backends.embedded.schema import (
+    UNIT_COLUMNS,
+    connect,
+    format_time,
+    parse_time,
+    translate_error,
+    write_transaction,
+)
+from dreamer.backends.embedded.search import (
+    bm25_to_score,
+    estimate_tokens,
+    fts_match_expression,
+    search_bank,
+    tags_filter,
+)
+from dreamer.errors import PermanentBackendError
 
 __all__ = ["EmbeddedBackend"]
 
 _T = TypeVar("_T")
-
-SCHEMA_VERSION = 2
-#: A unit's key is ``bank_no << BANK_KEY_BITS`` plus its number in the bank (see the module docstring):
-#: up to 2**40 - 1 units per bank and 2**23 - 1 banks per file.
-BANK_KEY_BITS = 40
-_KEY_MASK = (1 << BANK_KEY_BITS) - 1
-MAX_BANK_NO = (1 << (63 - BANK_KEY_BITS)) - 1
-#: How long a connection waits for another process's write lock before giving up.
-BUSY_TIMEOUT_MS = 30_000
-#: Longer queries are cut to their first terms: BM25 over hundreds of OR-ed terms ranks no better.
-MAX_QUERY_TERMS = 128
-#: How many units an extractive reflect is based on, per budget.
-REFLECT_UNITS_BY_BUDGET: Mapping[str, int] = {"low": 10, "mid": 20, "high": 40}
-#: Rough token estimate for ``max_tokens`` (no tokenizer dependency): about 4 characters per token.
-CHARS_PER_TOKEN = 4
-
-_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS banks (
-    bank_id       TEXT PRIMARY KEY,
-    created_at    TEXT NOT NULL,
-    last_write_at TEXT,
-    bank_no       INTEGER
-);
-CREATE UNIQUE INDEX IF NOT EXISTS banks_by_no ON banks (bank_no);
-CREATE TABLE IF NOT EXISTS units (
-    seq         INTEGER PRIMARY KEY,
-    id          TEXT NOT NULL UNIQUE,
-    bank_id     TEXT NOT NULL,
-    text        TEXT NOT NULL,
-    fact_type   TEXT NOT NULL DEFAULT 'world',
-    context     TEXT,
-    document_id TEXT,
-    tags        TEXT NOT NULL DEFAULT '[]',
-    metadata    TEXT NOT NULL DEFAULT '{{}}',
-    created_at  TEXT NOT NULL,
-    mentioned_at TEXT,
-    proof_count INTEGER NOT NULL DEFAULT 1
-);
-CREATE INDEX IF NOT EXISTS units_by_bank_time ON units (bank_id, created_at, id);
-CREATE INDEX IF NOT EXISTS units_by_document ON units (bank_id, document_id);
-CREATE TABLE IF NOT EXISTS documents (
-    bank_id      TEXT NOT NULL,
-    document_id  TEXT NOT NULL,
-    content_hash TEXT NOT NULL,
-    created_at   TEXT NOT NULL,
-    updated_at   TEXT NOT NULL,
-    PRIMARY KEY (bank_id, document_id)
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS units_fts USING fts5(
-    text, content='units', content_rowid='seq', tokenize='unicode61 remove_diacritics 2'
-);
-CREATE TRIGGER IF NOT EXISTS units_fts_insert AFTER INSERT ON units BEGIN
-    INSERT INTO units_fts (rowid, text) VALUES (new.seq, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS units_fts_delete AFTER DELETE ON units BEGIN
-    INSERT INTO units_fts (units_fts, rowid, text) VALUES ('delete', old.seq, old.text);
-END;
-CREATE TRIGGER IF NOT EXISTS units_fts_update AFTER UPDATE OF text ON units BEGIN
-    INSERT INTO units_fts (units_fts, rowid, text) VALUES ('delete', old.seq, old.text);
-    INSERT INTO units_fts (rowid, text) VALUES (new.seq, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS units_key_in_bank AFTER INSERT ON units
-WHEN new.seq >> {BANK_KEY_BITS} IS NOT (SELECT bank_no FROM banks WHERE bank_id = new.bank_id)
-BEGIN
-    SELECT RAISE(
-        ABORT, 'unit key outside its bank range: this store was upgraded; restart every Dreamer using it'
-    );
-END;
-PRAGMA user_version = {SCHEMA_VERSION};
-"""
-
-_UNIT_COLUMNS = (
-    "u.id, u.bank_id, u.text, u.fact_type, u.context, u.document_id, u.tags, u.metadata, "
-    "u.created_at, u.mentioned_at, u.proof_count"
-)
 
 
 class EmbeddedBackend:
@@ -216,7 +110,7 @@ class EmbeddedBackend:
                 result[bank_id] = BankActivity(
                     bank_id,
                     unit_count=int(row["unit_count"]),
-                    last_write_at=_parse_time(row["last_write_at"]),
+                    last_write_at=parse_time(row["last_write_at"]),
                 )
         return result
 
@@ -237,7 +131,7 @@ class EmbeddedBackend:
         params: list[object] = [bank_id]
         if since is not None:
             where.append("u.created_at >= ?")
-            params.append(_format_time(since))
+            params.append(format_time(since))
         if exclude_tags:
             where.append(
                 "NOT EXISTS (SELECT 1 FROM json_each(u.tags) t"
@@ -247,7 +141,7 @@ class EmbeddedBackend:
         if fact_types:
             where.append("u.fact_type IN (SELECT value FROM json_each(?))")
             params.append(json.dumps(list(fact_types)))
-        sql = f"SELECT {_UNIT_COLUMNS} FROM units u WHERE {' AND '.join(where)} ORDER BY u.created_at, u.id"
+        sql = f"SELECT {UNIT_COLUMNS} FROM units u WHERE {' AND '.join(where)} ORDER BY u.created_at, u.id"
 
         def run(conn: sqlite3.Connection) -> list[MemoryUnit]:
             return [_unit_from_row(row) for row in conn.execute(sql, params)]
@@ -281,10 +175,10 @@ class EmbeddedBackend:
         def run(conn: sqlite3.Connection) -> list[RecallItem]:
             hits: list[RecallItem] = []
             used_tokens = 0
-            rows = _search(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match)
+            rows = search_bank(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match)
             try:
                 for row in rows:
-                    tokens = _estimate_tokens(row["text"])
+                    tokens = estimate_tokens(row["text"])
                     if hits and used_tokens + tokens > max_tokens:
                         break
                     used_tokens += tokens
@@ -319,7 +213,7 @@ class EmbeddedBackend:
         def run(conn: sqlite3.Connection) -> list[sqlite3.Row]:
             rows: list[sqlite3.Row] = []
             if match is not None:
-                hits = _search(conn, bank_id, match, types=None, tags=tags, tags_match=tags_match)
+                hits = search_bank(conn, bank_id, match, types=None, tags=tags, tags_match=tags_match)
                 try:
                     for row in hits:
                         rows.append(row)
@@ -328,9 +222,9 @@ class EmbeddedBackend:
                 finally:
                     hits.close()
             if not rows:
-                tag_sql, tag_params = _tags_filter(tags, tags_match)
+                tag_sql, tag_params = tags_filter(tags, tags_match)
                 rows = conn.execute(
-                    f"SELECT {_UNIT_COLUMNS} FROM units u WHERE u.bank_id = ? {tag_sql}"
+                    f"SELECT {UNIT_COLUMNS} FROM units u WHERE u.bank_id = ? {tag_sql}"
                     " ORDER BY u.created_at DESC, u.id DESC LIMIT ?",
                     [bank_id, *tag_params, count],
                 ).fetchall()
@@ -343,18 +237,7 @@ class EmbeddedBackend:
             )
             for row in rows
         )
-        text = "\n".join(f"- {unit.text}" for unit in based_on)
-        structured: Mapping[str, Any] | None = None
-        structured_error: str | None = None
-        if response_schema is not None:
-            structured, structured_error = fill_card_schema(response_schema, based_on)
-        return ReflectResult(
-            text=text,
-            structured=structured,
-            structured_error=structured_error,
-            based_on=based_on,
-            used_llm=False,
-        )
+        return extractive_answer(based_on, response_schema)
 
     async def retain(self, bank_id: str, items: Sequence[RetainItem]) -> RetainResult:
         """Store a batch in one transaction (all or nothing); the first retain creates the bank.
@@ -363,13 +246,13 @@ class EmbeddedBackend:
         bank id) raises :class:`PermanentBackendError` with status 422 before anything is written.
         An empty batch stores nothing and does not create the bank.
         """
-        _validate_retain(bank_id, items)
+        validate_retain(bank_id, items)
         if not items:
             return RetainResult(bank_id=bank_id, items_count=0)
 
         def run(conn: sqlite3.Connection) -> None:
-            with _write_transaction(conn):
-                _retain_batch(conn, bank_id, items)
+            with write_transaction(conn):
+                retain_batch(conn, bank_id, items)
 
         await self._call("retain", run)
         return RetainResult(bank_id=bank_id, items_count=len(items))
@@ -419,10 +302,10 @@ class EmbeddedBackend:
                     )
                 try:
                     if self._conn is None:
-                        self._conn = _connect(self.path)
+                        self._conn = connect(self.path)
                     return work(self._conn)
                 except sqlite3.Error as exc:
-                    raise _translate(exc, self.path, operation) from exc
+                    raise translate_error(exc, self.path, operation) from exc
                 except OSError as exc:
                     raise PermanentBackendError(
                         f"cannot create the embedded store at {self.path} ({exc}); "
@@ -434,608 +317,11 @@ class EmbeddedBackend:
         return await anyio.to_thread.run_sync(run)
 
 
-# -------------------------------------------------------------------- connection and errors
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    """Open (creating if needed) the store: WAL, busy timeout, schema."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(
-        path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
-    )
-    try:
-        conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        version = _schema_version(conn, path)
-        _enable_wal(conn, path)
-        if version < SCHEMA_VERSION:
-            with _write_transaction(conn):
-                _upgrade_schema(conn, path)
-    except BaseException:
-        conn.close()
-        raise
-    return conn
-
-
-def _schema_version(conn: sqlite3.Connection, path: Path) -> int:
-    """The file's schema version; a newer one than this code knows is refused."""
-    version = int(conn.execute("PRAGMA user_version").fetchone()[0])
-    if version > SCHEMA_VERSION:
-        raise PermanentBackendError(
-            f"{path} was written by a newer Dreamer (store schema {version}, this one knows "
-            f"{SCHEMA_VERSION}); upgrade Dreamer or point the embedded backend at another file",
-            operation="open",
-        )
-    return version
-
-
-def _upgrade_schema(conn: sqlite3.Connection, path: Path) -> None:
-    """Create or upgrade the schema inside the caller's write transaction.
-
-    The version is read again under the write lock: another process may have upgraded the file
-    since this connection first looked, and must not be upgraded twice.
-    """
-    version = _schema_version(conn, path)
-    if version == SCHEMA_VERSION:
-        return
-    if version == 1:
-        _migrate_from_v1(conn, path)
-    _create_schema(conn)
-
-
-def _migrate_from_v1(conn: sqlite3.Connection, path: Path) -> None:
-    """Give banks their number and units bank-scoped keys, then rebuild the full-text index.
-
-    Runs inside the caller's transaction: it only adds a column and renumbers keys (ids, texts and
-    times are untouched), and any failure rolls all of it back.
-    """
-    conn.execute("ALTER TABLE banks ADD COLUMN bank_no INTEGER")
-    # Every unit needs a bank to get a key range; this module always writes the bank first, so this
-    # only repairs a file edited by hand rather than leaving its units out of recall.
-    conn.execute(
-        """
-        INSERT INTO banks (bank_id, created_at, last_write_at)
-        SELECT bank_id, MIN(created_at), MAX(created_at) FROM units
-        WHERE bank_id NOT IN (SELECT bank_id FROM banks) GROUP BY bank_id
-        """
-    )
-    bank_count = int(conn.execute("SELECT COUNT(*) FROM banks").fetchone()[0])
-    if bank_count > MAX_BANK_NO:
-        raise PermanentBackendError(
-            f"{path} holds {bank_count} banks, more than an embedded store supports ({MAX_BANK_NO}); "
-            "split the banks across several store files",
-            operation="open",
-        )
-    conn.execute("CREATE TEMP TABLE bank_numbers (bank_id TEXT PRIMARY KEY, bank_no INTEGER NOT NULL)")
-    conn.execute(
-        "INSERT INTO temp.bank_numbers (bank_id, bank_no)"
-        " SELECT bank_id, ROW_NUMBER() OVER (ORDER BY created_at, bank_id) FROM main.banks"
-    )
-    conn.execute(
-        "UPDATE banks SET bank_no ="
-        " (SELECT n.bank_no FROM temp.bank_numbers n WHERE n.bank_id = banks.bank_id)"
-    )
-    conn.execute("DROP TABLE temp.bank_numbers")
-
-    conn.execute("CREATE TEMP TABLE unit_keys (old_seq INTEGER PRIMARY KEY, new_seq INTEGER NOT NULL)")
-    conn.execute(
-        f"""
-        INSERT INTO temp.unit_keys (old_seq, new_seq)
-        SELECT u.seq,
-               (b.bank_no << {BANK_KEY_BITS}) + ROW_NUMBER() OVER (PARTITION BY u.bank_id ORDER BY u.seq)
-        FROM main.units u JOIN main.banks b ON b.bank_id = u.bank_id
-        """
-    )
-    highest = conn.execute("SELECT MAX(seq) FROM units").fetchone()[0]
-    if highest is not None and int(highest) > _KEY_MASK:
-        # An old key could equal a new one while the rows are being renumbered; negative keys cannot.
-        conn.execute("UPDATE units SET seq = -seq")
-    conn.execute(
-        "UPDATE units SET seq = (SELECT k.new_seq FROM temp.unit_keys k WHERE k.old_seq = abs(units.seq))"
-    )
-    conn.execute("DROP TABLE temp.unit_keys")
-    conn.execute("INSERT INTO units_fts (units_fts) VALUES ('rebuild')")
-    # Both checks raise (and so roll the upgrade back) rather than commit a store recall would misread.
-    misplaced = conn.execute(
-        f"SELECT COUNT(*) FROM units u WHERE u.seq >> {BANK_KEY_BITS}"
-        " IS NOT (SELECT b.bank_no FROM banks b WHERE b.bank_id = u.bank_id)"
-    ).fetchone()[0]
-    if misplaced:
-        raise PermanentBackendError(
-            f"upgrading {path} left {misplaced} units outside their bank's key range; the file was "
-            "not changed, report this with a copy of the file",
-            operation="open",
-        )
-    conn.execute("INSERT INTO units_fts (units_fts) VALUES ('integrity-check')")
-
-
-def _enable_wal(conn: sqlite3.Connection, path: Path) -> None:
-    """Switch to WAL; retried because another process may be switching the same new file."""
-    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
-    while True:
-        try:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        except sqlite3.OperationalError as exc:
-            if not _is_busy(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.05)
-            continue
-        if str(mode).lower() != "wal":
-            raise PermanentBackendError(
-                f"could not switch {path} to WAL journaling (got {mode!r}); "
-                "the embedded store needs a local filesystem that supports shared memory",
-                operation="open",
-            )
-        return
-
-
-def _create_schema(conn: sqlite3.Connection) -> None:
-    """Create the tables inside the caller's transaction (``executescript`` would commit early)."""
-    for statement in _split_sql(_SCHEMA):
-        conn.execute(statement)
-
-
-def _split_sql(script: str) -> list[str]:
-    """Split a script into statements, keeping trigger bodies (which contain ``;``) whole."""
-    statements: list[str] = []
-    current = ""
-    for line in script.splitlines(keepends=True):
-        current += line
-        if sqlite3.complete_statement(current):
-            if current.strip():
-                statements.append(current.strip())
-            current = ""
-    return statements
-
-
-@contextmanager
-def _write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error.
-
-    IMMEDIATE takes the write lock up front, so a writer waits (busy_timeout) instead of failing
-    when it would upgrade a read snapshot that another process has made stale.
-    """
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
-
-
-def _is_busy(exc: sqlite3.Error) -> bool:
-    message = str(exc).lower()
-    return "locked" in message or "busy" in message
-
-
-def _translate(exc: sqlite3.Error, path: Path, operation: str) -> BackendError:
-    """Map a SQLite error to the error tree: lock and I/O trouble may pass, the rest will not."""
-    if isinstance(exc, sqlite3.OperationalError) and (
-        _is_busy(exc) or "disk i/o" in str(exc).lower() or "disk is full" in str(exc).lower()
-    ):
-        return TransientBackendError(
-            f"the embedded store {path} is busy or unavailable ({exc}); try again later",
-            operation=operation,
-        )
-    return PermanentBackendError(
-        f"the embedded store {path} cannot be used ({exc}); check that the path is a writable "
-        "Dreamer store file",
-        operation=operation,
-        detail=str(exc),
-    )
-
-
-# -------------------------------------------------------------------- retain
-
-
-def _validate_retain(bank_id: str, items: Sequence[RetainItem]) -> None:
-    """Refuse what Hindsight would refuse with a 422, naming the offending field."""
-
-    def refuse(where: str, problem: str) -> PermanentBackendError:
-        return PermanentBackendError(
-            f"retain refused: {where}: {problem}",
-            status=422,
-            operation="retain",
-            detail=f"{where}: {problem}",
-        )
-
-    if not isinstance(bank_id, str) or not bank_id:
-        raise refuse("bank_id", "must be a non-empty string")
-    for index, item in enumerate(items):
-        where = f"items[{index}]"
-        for field_name, value in (
-            ("content", item.content),
-            ("context", item.context),
-            ("document_id", item.document_id),
-        ):
-            if value is None and field_name != "content":
-                continue
-            if not isinstance(value, str):
-                raise refuse(f"{where}.{field_name}", f"must be a string, got {type(value).__name__}")
-            if not _is_encodable(value):
-                raise refuse(f"{where}.{field_name}", "is not valid Unicode text (lone surrogate)")
-        if not isinstance(item.metadata, Mapping):
-            raise refuse(f"{where}.metadata", "must be a mapping of strings to strings")
-        for key, value in item.metadata.items():
-            if not isinstance(key, str) or not isinstance(value, str):
-                raise refuse(
-                    f"{where}.metadata[{key!r}]",
-                    f"metadata values must be strings (got {type(value).__name__}); convert them with str()",
-                )
-            if not (_is_encodable(key) and _is_encodable(value)):
-                raise refuse(f"{where}.metadata[{key!r}]", "is not valid Unicode text (lone surrogate)")
-        for tag in item.tags:
-            if not isinstance(tag, str) or not _is_encodable(tag):
-                raise refuse(f"{where}.tags", f"every tag must be a valid string, got {tag!r}")
-        if item.timestamp is not None:
-            if not isinstance(item.timestamp, datetime):
-                raise refuse(f"{where}.timestamp", "must be a datetime or None")
-            try:
-                _format_time(item.timestamp)
-            except (OverflowError, ValueError) as exc:
-                raise refuse(f"{where}.timestamp", f"cannot be expressed in UTC ({exc})") from exc
-
-
-def _is_encodable(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[RetainItem]) -> None:
-    """Write the batch; the caller holds the write transaction."""
-    now = datetime.now(UTC)
-    row = conn.execute("SELECT last_write_at, bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
-    if row is None:
-        bank_no = int(conn.execute("SELECT COALESCE(MAX(bank_no), 0) + 1 FROM banks").fetchone()[0])
-        if bank_no > MAX_BANK_NO:
-            raise PermanentBackendError(
-                f"the embedded store holds the most banks it supports ({MAX_BANK_NO}); "
-                "keep further profiles in another store file",
-                operation="retain",
-            )
-        conn.execute(
-            "INSERT INTO banks (bank_id, created_at, last_write_at, bank_no) VALUES (?, ?, NULL, ?)",
-            (bank_id, _format_time(now), bank_no),
-        )
-        previous: datetime | None = None
-    else:
-        bank_no = int(row["bank_no"])
-        previous = _parse_time(row["last_write_at"])
-    first_key, last_key = _bank_key_range(bank_no)
-    highest = conn.execute(
-        "SELECT MAX(seq) FROM units WHERE seq BETWEEN ? AND ?", (first_key, last_key)
-    ).fetchone()[0]
-    next_key = (first_key if highest is None else int(highest)) + 1
-    last_created: datetime | None = None
-
-    for item in items:
-        tags_json = json.dumps(list(item.tags), ensure_ascii=False)
-        metadata_json = json.dumps(dict(item.metadata), ensure_ascii=False, sort_keys=True)
-        if item.document_id is not None:
-            content_hash = hashlib.sha256(item.content.encode("utf-8")).hexdigest()
-            document = conn.execute(
-                "SELECT content_hash FROM documents WHERE bank_id = ? AND document_id = ?",
-                (bank_id, item.document_id),
-            ).fetchone()
-            if document is not None and document["content_hash"] == content_hash:
-                # Hindsight's idempotent re-retain: same units, tags and metadata refreshed.
-                conn.execute(
-                    "UPDATE units SET tags = ?, metadata = ? WHERE bank_id = ? AND document_id = ?",
-                    (tags_json, metadata_json, bank_id, item.document_id),
-                )
-                continue
-            if document is not None:
-                # Hindsight's upsert of a changed document replaces its units. Dreamer derives
-                # document ids from content, so its own writes never reach this branch.
-                conn.execute(
-                    "DELETE FROM units WHERE bank_id = ? AND document_id = ?", (bank_id, item.document_id)
-                )
-            stamp = _format_time(now)
-            conn.execute(
-                """
-                INSERT INTO documents (bank_id, document_id, content_hash, created_at, updated_at)
-                VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT (bank_id, document_id)
-                DO UPDATE SET content_hash = excluded.content_hash, updated_at = excluded.updated_at
-                """,
-                (bank_id, item.document_id, content_hash, stamp, stamp),
-            )
-
-        if next_key > last_key:
-            raise PermanentBackendError(
-                f"bank {bank_id!r} holds the most units an embedded bank supports ({_KEY_MASK})",
-                operation="retain",
-            )
-        created = now if previous is None else max(now, previous + timedelta(microseconds=1))
-        previous = last_created = created
-        mentioned = created if item.timestamp is None else _as_utc(item.timestamp)
-        conn.execute(
-            """
-            INSERT INTO units (seq, id, bank_id, text, fact_type, context, document_id, tags, metadata,
-                               created_at, mentioned_at, proof_count)
-            VALUES (?, ?, ?, ?, 'world', ?, ?, ?, ?, ?, ?, 1)
-            """,
-            (
-                next_key,
-                str(uuid.uuid4()),
-                bank_id,
-                item.content,
-                item.context,
-                item.document_id,
-                tags_json,
-                metadata_json,
-                _format_time(created),
-                _format_time(mentioned),
-            ),
-        )
-        next_key += 1
-
-    if last_created is not None:
-        conn.execute(
-            "UPDATE banks SET last_write_at = ? WHERE bank_id = ?", (_format_time(last_created), bank_id)
-        )
-
-
-# -------------------------------------------------------------------- recall
-
-
-# Unicode categories FTS5's unicode61 tokenizer treats as separators (it keeps letters, numbers,
-# marks, private-use and other symbols such as emoji). Splitting on them here lets each term be
-# OR-ed on its own; anything this misses is still safe, because FTS5 re-tokenises quoted strings.
-_SEPARATOR_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Sm", "Sc", "Sk"})
-
-
-def query_terms(query: str) -> list[str]:
-    """The distinct search terms of ``query`` (case-insensitively), in order, at most ``MAX_QUERY_TERMS``."""
-    terms: list[str] = []
-    seen: set[str] = set()
-    current: list[str] = []
-
-    def flush() -> None:
-        if current:
-            term = "".join(current)
-            current.clear()
-            key = term.casefold()
-            if key not in seen and any(unicodedata.category(ch)[0] != "M" for ch in term):
-                seen.add(key)
-                terms.append(term)
-
-    for ch in query:
-        category = unicodedata.category(ch)
-        if category[0] in "PZ" or category in _SEPARATOR_CATEGORIES:
-            flush()
-        else:
-            current.append(ch)
-    flush()
-    return terms[:MAX_QUERY_TERMS]
-
-
-def fts_match_expression(query: str) -> str | None:
-    """An FTS5 MATCH expression OR-ing the quoted terms of ``query``; None when it has none.
-
-    Each term is an FTS5 string literal (``"`` doubled inside), so no user text is ever read as
-    FTS5 syntax: ``AND``, ``NEAR``, ``*``, ``^``, ``col:`` and quotes are plain words or separators.
-    """
-    terms = query_terms(query)
-    if not terms:
-        return None
-    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-
-
-def _search(
-    conn: sqlite3.Connection,
-    bank_id: str,
-    match: str,
-    *,
-    types: Sequence[str] | None,
-    tags: Sequence[str] | None,
-    tags_match: TagsMatch,
-) -> sqlite3.Cursor:
-    """Rows matching ``match`` in the bank, best BM25 first (lazily fetched).
-
-    The rowid range confines FTS5 to the bank's rows (see the module docstring); ``u.bank_id`` is
-    checked as well, so the range only ever saves work and never decides what matches.
-    """
-    bank = conn.execute("SELECT bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
-    unknown = bank is None or bank["bank_no"] is None
-    first_key, last_key = (1, 0) if unknown else _bank_key_range(int(bank["bank_no"]))
-    where = ["units_fts MATCH ?", "units_fts.rowid BETWEEN ? AND ?", "u.bank_id = ?"]
-    params: list[object] = [match, first_key, last_key, bank_id]
-    if types:
-        where.append("u.fact_type IN (SELECT value FROM json_each(?))")
-        params.append(json.dumps(list(types)))
-    tag_sql, tag_params = _tags_filter(tags, tags_match)
-    params.extend(tag_params)
-    return conn.execute(
-        f"""
-        SELECT {_UNIT_COLUMNS}, bm25(units_fts) AS rank
-        FROM units_fts JOIN units u ON u.seq = units_fts.rowid
-        WHERE {" AND ".join(where)} {tag_sql}
-        ORDER BY rank, u.created_at DESC, u.id
-        """,
-        params,
-    )
-
-
-def _bank_key_range(bank_no: int) -> tuple[int, int]:
-    """The first and last unit key (``units.seq``, the full-text rowid) a bank may hold."""
-    first = bank_no << BANK_KEY_BITS
-    return first, first | _KEY_MASK
-
-
-def _tags_filter(tags: Sequence[str] | None, tags_match: TagsMatch) -> tuple[str, list[object]]:
-    """An ``AND …`` clause on ``u.tags`` with Hindsight's ``tags_match`` meaning.
-
-    Mirrors ``hindsight_api/engine/search/tags.py``: ``any`` = overlap or untagged, ``all`` = every
-    requested tag present or untagged, ``any_strict``/``all_strict`` = the same without untagged
-    units, ``exact`` = the unit's tag set equals the requested set. No tags means no filter, except
-    for ``exact``, where the empty set selects untagged units.
-    """
-    untagged = "json_array_length(u.tags) = 0"
-    overlap = "EXISTS (SELECT 1 FROM json_each(u.tags) t WHERE t.value IN (SELECT value FROM json_each(?)))"
-    contains_all = (
-        "NOT EXISTS (SELECT 1 FROM json_each(?) q WHERE q.value NOT IN (SELECT value FROM json_each(u.tags)))"
-    )
-    within = (
-        "NOT EXISTS (SELECT 1 FROM json_each(u.tags) t WHERE t.value NOT IN (SELECT value FROM json_each(?)))"
-    )
-    if tags_match == "exact":
-        if not tags:
-            return f"AND {untagged}", []
-        wanted = json.dumps(list(tags))
-        return f"AND NOT {untagged} AND {contains_all} AND {within}", [wanted, wanted]
-    if not tags:
-        return "", []
-    wanted = json.dumps(list(tags))
-    if tags_match == "any":
-        return f"AND ({untagged} OR {overlap})", [wanted]
-    if tags_match == "all":
-        return f"AND ({untagged} OR {contains_all})", [wanted]
-    if tags_match == "any_strict":
-        return f"AND NOT {untagged} AND {overlap}", [wanted]
-    if tags_match == "all_strict":
-        return f"AND NOT {untagged} AND {contains_all}", [wanted]
-    raise PermanentBackendError(
-        f"unknown tags_match {tags_match!r}; use any, all, any_strict, all_strict or exact",
-        status=422,
-        operation="recall",
-        detail=f"tags_match: {tags_match!r}",
-    )
-
-
-def bm25_to_score(bm25: float) -> float:
-    """FTS5's ``bm25()`` (lower is better) as a score in [0, 1), higher is better."""
-    strength = max(0.0, -bm25)
-    return strength / (1.0 + strength)
-
-
-def _estimate_tokens(text: str) -> int:
-    return max(1, math.ceil(len(text) / CHARS_PER_TOKEN))
-
-
-# -------------------------------------------------------------------- reflect
-
-
-def fill_card_schema(
-    schema: Mapping[str, Any], units: Sequence[BasedOn]
-) -> tuple[dict[str, Any] | None, str | None]:
-    """Fill a "list of cards" response schema with one fact card per unit.
-
-    The schema must be an object with an array property whose items are objects with ``text``,
-    ``kind`` and ``source_ids`` properties (local ``$ref``s are followed). Other required properties
-    get neutral defaults (first enum value, "", 0, false, [], {}), so any such schema is satisfied.
-    Returns ``(structured, None)`` or ``(None, reason)`` when the schema is not of that shape.
-    """
-    root = schema
-    top = _resolve(root, schema)
-    properties = top.get("properties")
-    if not isinstance(properties, Mapping):
-        return None, "extractive reflect can only fill an object schema holding a list of cards"
-    for name, prop_schema in properties.items():
-        prop = _resolve(root, prop_schema)
-        items = _resolve(root, prop.get("items", {})) if prop.get("type") == "array" else {}
-        item_properties = items.get("properties")
-        if isinstance(item_properties, Mapping) and {"text", "kind", "source_ids"} <= set(item_properties):
-            cards = [_card(root, items, unit) for unit in units]
-            structured: dict[str, Any] = {}
-            for required in top.get("required", []):
-                if required != name and required in properties:
-                    structured[required] = _default_for(root, properties[required])
-            structured[name] = cards
-            return structured, None
-    return None, (
-        "extractive reflect can only fill a schema with an array of cards "
-        "(items with text, kind and source_ids)"
-    )
-
-
-def _card(root: Mapping[str, Any], item_schema: Mapping[str, Any], unit: BasedOn) -> dict[str, Any]:
-    item_properties: Mapping[str, Any] = item_schema["properties"]
-    kind_schema = _resolve(root, item_properties["kind"])
-    kinds = kind_schema.get("enum")
-    kind = "fact" if not isinstance(kinds, list) or not kinds or "fact" in kinds else kinds[0]
-    card: dict[str, Any] = {}
-    for required in item_schema.get("required", []):
-        if required in item_properties:
-            card[required] = _default_for(root, item_properties[required])
-    card.update({"text": unit.text, "kind": kind, "source_ids": [unit.id]})
-    return card
-
-
-def _resolve(root: Mapping[str, Any], node: Any) -> Mapping[str, Any]:
-    """Follow local ``$ref``s (``#/$defs/X``, ``#/definitions/X``); unknown shapes become ``{}``."""
-    seen = 0
-    while isinstance(node, Mapping) and isinstance(node.get("$ref"), str) and seen < 32:
-        ref: str = node["$ref"]
-        if not ref.startswith("#/"):
-            return {}
-        target: Any = root
-        for part in ref[2:].split("/"):
-            target = (
-                target.get(part.replace("~1", "/").replace("~0", "~"))
-                if isinstance(target, Mapping)
-                else None
-            )
-        node = target
-        seen += 1
-    return node if isinstance(node, Mapping) else {}
-
-
-def _default_for(root: Mapping[str, Any], node: Any) -> Any:
-    """A neutral value valid for a simple JSON schema node."""
-    schema = _resolve(root, node)
-    if "const" in schema:
-        return schema["const"]
-    if isinstance(schema.get("enum"), list) and schema["enum"]:
-        return schema["enum"][0]
-    if "default" in schema:
-        return schema["default"]
-    for key in ("anyOf", "oneOf"):
-        options = schema.get(key)
-        if isinstance(options, list) and options:
-            resolved = [_resolve(root, option) for option in options]
-            if any(option.get("type") == "null" for option in resolved):
-                return None
-            return _default_for(root, resolved[0])
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = "null" if "null" in kind else (kind[0] if kind else None)
-    defaults: dict[Any, Any] = {
-        "string": "",
-        "integer": 0,
-        "number": 0,
-        "boolean": False,
-        "array": [],
-        "object": {},
-        "null": None,
-    }
-    return defaults.get(kind)
-
-
-# -------------------------------------------------------------------- rows and times
-
-
-def _as_utc(moment: datetime) -> datetime:
-    """Aware UTC; a naive datetime is taken to be UTC already."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def _format_time(moment: datetime) -> str:
-    """Fixed-width ISO 8601 in UTC with microseconds, so text order is time order."""
-    return _as_utc(moment).isoformat(timespec="microseconds")
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
+# -------------------------------------------------------------------- rows
 
 
 def _unit_from_row(row: sqlite3.Row) -> MemoryUnit:
-    created = _parse_time(row["created_at"])
+    created = parse_time(row["created_at"])
     assert created is not None  # the column is NOT NULL
     return MemoryUnit(
         id=row["id"],
@@ -1043,7 +329,7 @@ def _unit_from_row(row: sqlite3.Row) -> MemoryUnit:
         text=row["text"],
         fact_type=row["fact_type"],
         created_at=created,
-        mentioned_at=_parse_time(row["mentioned_at"]),
+        mentioned_at=parse_time(row["mentioned_at"]),
         document_id=row["document_id"],
         context=row["context"],
         tags=tuple(json.loads(row["tags"])),
@@ -1063,5 +349,5 @@ def _recall_item_from_row(row: sqlite3.Row) -> RecallItem:
         document_id=row["document_id"],
         tags=tuple(json.loads(row["tags"])),
         metadata=json.loads(row["metadata"]),
-        mentioned_at=_parse_time(row["mentioned_at"]),
+        mentioned_at=parse_time(row["mentioned_at"]),
     )
