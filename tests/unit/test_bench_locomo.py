@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from bench import locomo
 from bench._common import BenchError, HashedEmbedder
-from bench.locomo import (
+from bench.locomo import replay as locomo
+from bench.locomo.replay import (
     Card,
     ExactHashPolicy,
     HonchoPolicy,
