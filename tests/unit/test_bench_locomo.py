@@ -15,22 +15,25 @@ import pytest
 
 from bench._common import BenchError, HashedEmbedder
 from bench.locomo import replay as locomo
+from bench.locomo.data import (
+    Question,
+    dia_ids,
+    evidence_sessions,
+    load_conversations,
+    parse_conversation,
+    parse_session_time,
+    split_sentences,
+)
 from bench.locomo.replay import (
     Card,
     ExactHashPolicy,
     HonchoPolicy,
     Policy,
-    Question,
     coverage,
-    dia_ids,
-    evidence_sessions,
     is_hit,
     near_duplicate_pairs,
-    parse_conversation,
-    parse_session_time,
     per_100,
     provenance,
-    split_sentences,
 )
 from tests.locomo import require_data, requires_locomo
 
@@ -135,7 +138,7 @@ class TestParsing:
     def test_missing_directory_says_what_to_pass(self, tmp_path: Path) -> None:
         """A wrong --data path fails with a message naming the option."""
         with pytest.raises(BenchError, match="--data"):
-            locomo.load_conversations(tmp_path / "nope")
+            load_conversations(tmp_path / "nope")
 
 
 class TestPolicies:
