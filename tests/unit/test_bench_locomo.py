@@ -15,6 +15,7 @@ import pytest
 
 from bench._common import BenchError, HashedEmbedder
 from bench.locomo import replay as locomo
+from bench.locomo.baselines import ExactHashPolicy, HonchoPolicy, Policy
 from bench.locomo.data import (
     Question,
     dia_ids,
@@ -26,9 +27,6 @@ from bench.locomo.data import (
 )
 from bench.locomo.replay import (
     Card,
-    ExactHashPolicy,
-    HonchoPolicy,
-    Policy,
     coverage,
     is_hit,
     near_duplicate_pairs,
