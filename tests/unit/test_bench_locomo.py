@@ -25,9 +25,10 @@ from bench.locomo.data import (
     parse_session_time,
     split_sentences,
 )
-from bench.locomo.replay import (
+from bench.locomo.metrics import (
     Card,
     coverage,
+    differs_in_detail,
     is_hit,
     near_duplicate_pairs,
     per_100,
@@ -232,14 +233,14 @@ class TestReplay:
 class TestNearDuplicateBreakdown:
     def test_changed_date_is_a_detail_difference(self) -> None:
         """A pair that differs only in its date is reported as differing in a protected detail."""
-        assert locomo.differs_in_detail(
+        assert differs_in_detail(
             "Gina and Jon caught up at 9:32 am on 8 February, 2023.",
             "Gina and Jon caught up at 7:18 pm on 27 May, 2023.",
         )
 
     def test_reworded_same_fact_is_not(self) -> None:
         """A rewording with the same details is not a detail difference."""
-        assert not locomo.differs_in_detail("Ada keeps bees on her roof.", "Ada keeps bees on the roof.")
+        assert not differs_in_detail("Ada keeps bees on her roof.", "Ada keeps bees on the roof.")
 
 
 @requires_locomo
