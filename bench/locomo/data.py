@@ -206,4 +206,3 @@ def load_conversations(directory: Path, limit: int | None = None) -> list[Conver
 def evidence_sessions(evidence: Iterable[str]) -> set[int]:
     """The session numbers of dialogue ids ("D3:12" is in session 3)."""
     return {int(m[1]) for d in evidence if (m := _DIA_ID.match(d))}
-

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bench._common import BenchError, HashedEmbedder
-from bench.locomo import replay as locomo
+from bench.locomo.__main__ import main, parse_args, run_benchmark
 from bench.locomo.baselines import ExactHashPolicy, HonchoPolicy, Policy
 from bench.locomo.data import (
     Question,
@@ -214,7 +214,7 @@ class TestReplay:
         data = tmp_path / "data"
         data.mkdir()
         (data / "7.json").write_text(json.dumps(fixture_conversation()), encoding="utf-8")
-        assert locomo.main(["--data", str(data), "--json"]) == 0
+        assert main(["--data", str(data), "--json"]) == 0
         result = json.loads(capsys.readouterr().out)
         rows = {r["policy"]: r for r in result["policies"]}
         assert set(rows) == {"dreamer", "none", "exact", "honcho"}
@@ -248,8 +248,8 @@ class TestQuickRun:
     async def test_json_lists_every_near_duplicate_pair_of_every_policy(self) -> None:
         """A quick replay on the real data reports, per policy, each pair it counted with its detail flag."""
         # A low threshold, so the hashed word-overlap similarity finds pairs to list.
-        args = locomo.parse_args(["--data", str(require_data()), "--quick", "--json", "--threshold", "0.6"])
-        result = await locomo.run_benchmark(args)
+        args = parse_args(["--data", str(require_data()), "--quick", "--json", "--threshold", "0.6"])
+        result = await run_benchmark(args)
         assert [p["policy"] for p in result["policies"]] == ["dreamer", "none", "exact", "honcho"]
         for policy in result["policies"]:
             pairs = policy["near_dup_texts"]
