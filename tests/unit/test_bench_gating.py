@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from bench.gating.banks import gating_config, synthetic_text
 from bench.gating.gate import (
     active_profiles,
-    gating_config,
     gating_targets,
     profile_names,
-    synthetic_text,
     walks,
 )
 
