@@ -14,11 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from bench._common import (
-    BenchError,
-    Embedder,
-    progress,
-)
+from bench._common import BenchError, Embedder, progress
 from bench.locomo.baselines import Policy, baseline_policies
 from bench.locomo.data import (
     Conversation,
