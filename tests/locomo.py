@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from bench.locomo import split_sentences  # the benchmark's own cut, so references name its sentences
+from bench.locomo.data import split_sentences  # the benchmark's own cut, so references name its sentences
 
 #: Environment variable naming the directory that holds `<conversation id>.json`.
 DATA_DIR_ENV = "DREAMER_LOCOMO_DIR"

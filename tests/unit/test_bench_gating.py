@@ -5,7 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from bench.gating import active_profiles, gating_config, gating_targets, profile_names, synthetic_text, walks
+from bench.gating.banks import gating_config, synthetic_text
+from bench.gating.gate import (
+    active_profiles,
+    gating_targets,
+    profile_names,
+    walks,
+)
 
 
 def row(backend: str, profiles: int, gate_requests: int, reflect: int = 0, active: int = 1) -> dict[str, Any]:

@@ -13,24 +13,26 @@ from typing import Any
 
 import pytest
 
-from bench import locomo
 from bench._common import BenchError, HashedEmbedder
-from bench.locomo import (
-    Card,
-    ExactHashPolicy,
-    HonchoPolicy,
-    Policy,
+from bench.locomo.__main__ import main, parse_args, run_benchmark
+from bench.locomo.baselines import ExactHashPolicy, HonchoPolicy, Policy
+from bench.locomo.data import (
     Question,
-    coverage,
     dia_ids,
     evidence_sessions,
-    is_hit,
-    near_duplicate_pairs,
+    load_conversations,
     parse_conversation,
     parse_session_time,
+    split_sentences,
+)
+from bench.locomo.metrics import (
+    Card,
+    coverage,
+    differs_in_detail,
+    is_hit,
+    near_duplicate_pairs,
     per_100,
     provenance,
-    split_sentences,
 )
 from tests.locomo import require_data, requires_locomo
 
@@ -135,7 +137,7 @@ class TestParsing:
     def test_missing_directory_says_what_to_pass(self, tmp_path: Path) -> None:
         """A wrong --data path fails with a message naming the option."""
         with pytest.raises(BenchError, match="--data"):
-            locomo.load_conversations(tmp_path / "nope")
+            load_conversations(tmp_path / "nope")
 
 
 class TestPolicies:
@@ -212,7 +214,7 @@ class TestReplay:
         data = tmp_path / "data"
         data.mkdir()
         (data / "7.json").write_text(json.dumps(fixture_conversation()), encoding="utf-8")
-        assert locomo.main(["--data", str(data), "--json"]) == 0
+        assert main(["--data", str(data), "--json"]) == 0
         result = json.loads(capsys.readouterr().out)
         rows = {r["policy"]: r for r in result["policies"]}
         assert set(rows) == {"dreamer", "none", "exact", "honcho"}
@@ -231,14 +233,14 @@ class TestReplay:
 class TestNearDuplicateBreakdown:
     def test_changed_date_is_a_detail_difference(self) -> None:
         """A pair that differs only in its date is reported as differing in a protected detail."""
-        assert locomo.differs_in_detail(
+        assert differs_in_detail(
             "Gina and Jon caught up at 9:32 am on 8 February, 2023.",
             "Gina and Jon caught up at 7:18 pm on 27 May, 2023.",
         )
 
     def test_reworded_same_fact_is_not(self) -> None:
         """A rewording with the same details is not a detail difference."""
-        assert not locomo.differs_in_detail("Ada keeps bees on her roof.", "Ada keeps bees on the roof.")
+        assert not differs_in_detail("Ada keeps bees on her roof.", "Ada keeps bees on the roof.")
 
 
 @requires_locomo
@@ -246,8 +248,8 @@ class TestQuickRun:
     async def test_json_lists_every_near_duplicate_pair_of_every_policy(self) -> None:
         """A quick replay on the real data reports, per policy, each pair it counted with its detail flag."""
         # A low threshold, so the hashed word-overlap similarity finds pairs to list.
-        args = locomo.parse_args(["--data", str(require_data()), "--quick", "--json", "--threshold", "0.6"])
-        result = await locomo.run_benchmark(args)
+        args = parse_args(["--data", str(require_data()), "--quick", "--json", "--threshold", "0.6"])
+        result = await run_benchmark(args)
         assert [p["policy"] for p in result["policies"]] == ["dreamer", "none", "exact", "honcho"]
         for policy in result["policies"]:
             pairs = policy["near_dup_texts"]
