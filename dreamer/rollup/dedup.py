@@ -1,28 +1,13 @@
 """Duplicate, conflict or new: the verdict on each card before it is promoted.
 
-Checks run cheapest first, and a duplicate found by any of them wins:
+Checks run cheapest first (exact text, then lexical overlap, then the backend's semantic score on
+the upstream candidates) and a duplicate found by any of them wins. Two texts that differ in a
+protected detail (a number, date, version, URL, host, path, negation, who did what to whom, or a
+named entity) are never duplicates; when such a pair is otherwise the same statement about the same
+subject, the new card is a `conflict` and supersedes the old one. Ledger cards are met by their
+stored `Sketch` first and analysed in full only when it passes a Jaccard gate.
 
-1. **exact**: the normalised text equals a card already promoted (the ledger) or an earlier card of
-   the same batch;
-2. **lexical**: content-word overlap and character shingles against the ledger and the earlier cards;
-3. **semantic**: every upstream candidate the caller recalled (the top k, never only the nearest),
-   using the backend's semantic score together with lexical evidence, or lexical evidence alone
-   when the backend gave no score.
-
-Whatever the similarity, two texts that differ in a **protected detail** (a number, date, version,
-URL, host, path, a negation, who did what to whom, or a named entity) are never duplicates. When
-such a pair is otherwise the same statement about the same subject, the verdict is `conflict`: the
-new card restates the fact with a changed value and supersedes the old one (nothing is deleted).
-
-Comparing a card with every ledger card is the costly part of a run: a full `TextProfile` takes
-about half a millisecond. So a ledger card is first met by its `Sketch` (its content words and the
-words outside its protected details), which the state store keeps beside the card; only the few
-ledger cards whose sketch passes a Jaccard gate are analysed in full. Results are the same as a full
-comparison with every card: below the gate no rule could call the pair a duplicate or a conflict.
-
-Thresholds were measured on paraphrase pairs from real conversation memories; see `DedupThresholds`.
-Embedding similarity alone is a blunt instrument ("Evan plans a painting session with Sam" and its
-role swap score 0.996), which is why protected details veto every route to `duplicate`.
+Why the rules and thresholds are what they are: docs/design/dedup.md.
 """
 
 from __future__ import annotations
@@ -74,15 +59,7 @@ class InvalidThresholdsError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class DedupThresholds:
-    """When two texts count as the same card.
-
-    The lexical defaults were measured on 89 hand-labelled pairs of real conversation-memory
-    sentences (46 restatements of one fact, 40 related but different facts, 3 where one says less
-    than the other), judged in both directions with protected details vetoing: precision 0.965,
-    recall 0.58. Jaccard 0.60 merges more (recall 0.67) but precision falls to 0.89; 0.80 reaches
-    precision 1.0 at recall 0.37. The one different-fact pair that still merges is a recurring event
-    in near-identical words (someone "wins another regional contest" / "wins another contest and
-    earns prize money"). Paraphrases that share few words are left to the semantic route.
+    """When two texts count as the same card; the defaults are measured (docs/design/dedup.md).
 
     >>> DedupThresholds(semantic=0.92).semantic
     0.92
