@@ -60,7 +60,7 @@ from bench._common import (
 )
 from dreamer.backends.base import MemoryBackend, MemoryUnit, RecallItem, RetainItem
 from dreamer.config import Config, parse_config
-from dreamer.rollup import dedup, extractive, salience
+from dreamer.rollup import extractive, salience, similarity
 from dreamer.rollup.pipeline import ROLLUP_TAG, Rollup, RollupReport
 from dreamer.state import StateStore
 
@@ -391,7 +391,7 @@ def differs_in_detail(older: str, newer: str) -> bool:
     facts, whatever the embedding says. It is Dreamer's judgement, so it is reported beside the
     count, never instead of it.
     """
-    return bool(dedup.compare(dedup.profile_text(newer), dedup.profile_text(older)).changed)
+    return bool(similarity.compare(similarity.profile_text(newer), similarity.profile_text(older)).changed)
 
 
 def evidence_sessions(evidence: Iterable[str]) -> set[int]:

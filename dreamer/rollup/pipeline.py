@@ -41,6 +41,7 @@ from dreamer.rollup.cards import (
     reflect_query,
 )
 from dreamer.rollup.gate import GateDecision, gate
+from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.slot import SlotLock
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
 from dreamer.text import card_document_id, normalize_text
@@ -362,11 +363,11 @@ class Rollup:
                     for h in hits[: cfg.rollup.semantic_top_k]
                 ]
             )
-        ledger_texts = [dedup.CardText(c.document_id, c.text, dedup.Sketch.loads(c.sketch)) for c in ledger]
+        ledger_texts = [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
         unsketched = {c.card_id: c.text for c in ledger_texts if c.sketch is None}
         if unsketched:
             # Cards from before sketches (or of an older format): sketch them once, for every later run.
-            sketches = {i: dedup.sketch_of(dedup.profile_text(t)) for i, t in unsketched.items()}
+            sketches = {i: sketch_of(profile_text(t)) for i, t in unsketched.items()}
             if not report.dry_run:
                 self.state.store_sketches({i: s.dumps() for i, s in sketches.items()})
             ledger_texts = [
@@ -476,7 +477,7 @@ class Rollup:
                 last_seen_at=now,
                 supersedes=item.metadata.get("supersedes"),
                 run_id=report.run_id,
-                sketch=dedup.sketch_of(dedup.profile_text(plan.text)).dumps(),
+                sketch=sketch_of(profile_text(plan.text)).dumps(),
             )
             for plan, item in to_promote
         ]
