@@ -136,7 +136,7 @@ class LedgerCard:
     last_seen_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     supersedes: str | None = None
     run_id: str = ""
-    #: The dedup sketch of `text` (`dreamer.rollup.dedup.Sketch.dumps`), kept so later runs can rule
+    #: The dedup sketch of `text` (`dreamer.rollup.similarity.Sketch.dumps`), kept so later runs can rule
     #: this card out cheaply; None for rows written before sketches existed.
     sketch: str | None = None
 

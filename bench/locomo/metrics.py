@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from bench._common import Embedder, similar_pair_indices
 from bench.locomo.data import Question
-from dreamer.rollup import dedup
+from dreamer.rollup import similarity
 
 #: A dialogue id within its conversation: (conversation id, "D3:12").
 Evidence = tuple[str, str]
@@ -77,7 +77,7 @@ def differs_in_detail(older: str, newer: str) -> bool:
     facts, whatever the embedding says. It is Dreamer's judgement, so it is reported beside the
     count, never instead of it.
     """
-    return bool(dedup.compare(dedup.profile_text(newer), dedup.profile_text(older)).changed)
+    return bool(similarity.compare(similarity.profile_text(newer), similarity.profile_text(older)).changed)
 
 
 def per_100(count: int, cards: int) -> float:

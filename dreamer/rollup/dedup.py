@@ -1,67 +1,41 @@
 """Duplicate, conflict or new: the verdict on each card before it is promoted.
 
-Checks run cheapest first, and a duplicate found by any of them wins:
+Checks run cheapest first (exact text, then lexical overlap, then the backend's semantic score on
+the upstream candidates) and a duplicate found by any of them wins. Two texts that differ in a
+protected detail (`dreamer.rollup.details`) are never duplicates; when such a pair is otherwise the
+same statement about the same subject, the new card is a `conflict` and supersedes the old one.
+Ledger cards are met by their stored `Sketch` (`dreamer.rollup.similarity`) first and analysed in
+full only when it passes a Jaccard gate. Every verdict carries a reason fit for a log line.
 
-1. **exact**: the normalised text equals a card already promoted (the ledger) or an earlier card of
-   the same batch;
-2. **lexical**: content-word overlap and character shingles against the ledger and the earlier cards;
-3. **semantic**: every upstream candidate the caller recalled (the top k, never only the nearest),
-   using the backend's semantic score together with lexical evidence, or lexical evidence alone
-   when the backend gave no score.
-
-Whatever the similarity, two texts that differ in a **protected detail** (a number, date, version,
-URL, host, path, a negation, who did what to whom, or a named entity) are never duplicates. When
-such a pair is otherwise the same statement about the same subject, the verdict is `conflict`: the
-new card restates the fact with a changed value and supersedes the old one (nothing is deleted).
-
-Comparing a card with every ledger card is the costly part of a run: a full `TextProfile` takes
-about half a millisecond. So a ledger card is first met by its `Sketch` (its content words and the
-words outside its protected details), which the state store keeps beside the card; only the few
-ledger cards whose sketch passes a Jaccard gate are analysed in full. Results are the same as a full
-comparison with every card: below the gate no rule could call the pair a duplicate or a conflict.
-
-Thresholds were measured on paraphrase pairs from real conversation memories; see `DedupThresholds`.
-Embedding similarity alone is a blunt instrument ("Evan plans a painting session with Sam" and its
-role swap score 0.996), which is why protected details veto every route to `duplicate`.
+Why the rules and thresholds are what they are: docs/design/dedup.md.
 """
 
 from __future__ import annotations
 
-import functools
-import re
-import unicodedata
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from dreamer.text import (
-    NUMBER_WORDS,
-    STOPWORDS,
-    content_tokens,
-    normalize_text,
-    without_leading_date_clause,
+from dreamer.rollup.details import VALUE_DETAILS
+from dreamer.rollup.similarity import (
+    Comparison,
+    Sketch,
+    TextProfile,
+    compare,
+    jaccard_index,
+    profile_text,
+    sketch_of,
 )
 
 __all__ = [
-    "VALUE_DETAILS",
     "CardText",
-    "Comparison",
     "DedupThresholds",
-    "Detail",
     "InvalidThresholdsError",
-    "ProtectedDetails",
-    "Sketch",
-    "TextProfile",
     "UpstreamCandidate",
     "Verdict",
     "VerdictKind",
-    "compare",
     "judge_batch",
     "lexical_duplicate",
-    "profile_text",
-    "protected_details",
-    "sketch_of",
 ]
 
 
@@ -74,15 +48,7 @@ class InvalidThresholdsError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class DedupThresholds:
-    """When two texts count as the same card.
-
-    The lexical defaults were measured on 89 hand-labelled pairs of real conversation-memory
-    sentences (46 restatements of one fact, 40 related but different facts, 3 where one says less
-    than the other), judged in both directions with protected details vetoing: precision 0.965,
-    recall 0.58. Jaccard 0.60 merges more (recall 0.67) but precision falls to 0.89; 0.80 reaches
-    precision 1.0 at recall 0.37. The one different-fact pair that still merges is a recurring event
-    in near-identical words (someone "wins another regional contest" / "wins another contest and
-    earns prize money"). Paraphrases that share few words are left to the semantic route.
+    """When two texts count as the same card; the defaults are measured (docs/design/dedup.md).
 
     >>> DedupThresholds(semantic=0.92).semantic
     0.92
@@ -157,27 +123,6 @@ class VerdictKind(StrEnum):
     CONFLICT = "conflict"
 
 
-class Detail(StrEnum):
-    """A protected detail: texts that differ in one of these never state the same fact."""
-
-    NUMBER = "number"
-    DATE = "date"
-    VERSION = "version"
-    URL = "url"
-    HOST = "host"
-    PATH = "path"
-    NEGATION = "negation"
-    ROLE = "role"
-    ENTITY = "entity"
-
-
-#: Details whose change, everything else equal, restates a fact with a new value (a conflict).
-#: A role swap or another named entity is a different fact instead.
-VALUE_DETAILS: frozenset[Detail] = frozenset(
-    {Detail.NUMBER, Detail.DATE, Detail.VERSION, Detail.URL, Detail.HOST, Detail.PATH, Detail.NEGATION}
-)
-
-
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """The decision on one card, with a reason fit for a log line.
@@ -193,540 +138,7 @@ class Verdict:
     changed: tuple[str, ...] = ()
 
 
-# --- protected details ----------------------------------------------------------------------------
-
-_MONTHS = {
-    "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4, "apr": 4,
-    "may": 5, "june": 6, "jun": 6, "july": 7, "jul": 7, "august": 8, "aug": 8, "september": 9,
-    "sep": 9, "sept": 9, "october": 10, "oct": 10, "november": 11, "nov": 11, "december": 12, "dec": 12,
-}  # fmt: skip
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
-_WEEKDAY_RE = "|".join(_WEEKDAYS)
-_DAY_RE = r"[0-3]?\d(?:st|nd|rd|th)?"
-_YEAR_RE = r"(?:1[89]|2[01])\d\d"
-
-_URL = re.compile(r"(?i)\b(?:[a-z][a-z0-9+.\-]*://|www\.)[^\s<>\"'()\[\]{}]+")
-_EMAIL = re.compile(r"(?i)\b[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+")
-_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])(?:~|\.{1,2})?/[\w.@%+~\-]+(?:/[\w.@%+~\-]+)*/?")
-_WINDOWS_PATH = re.compile(r"\b[A-Za-z]:\\[^\s]+")
-_RELATIVE_PATH = re.compile(r"(?<![\w/])[A-Za-z_][\w.\-]*(?:/[\w.@%+~\-]+)+/?")
-_FILE_EXTENSIONS = (
-    "py|toml|json|ya?ml|md|txt|cfg|conf|ini|log|sh|service|timer|socket|db|sqlite3?|env|lock|csv|html?"
-    "|js|ts|rs|go|c|h|cpp|java|rb|sql|xml|pdf|png|jpe?g|gz|tgz|zip|tar"
-)
-_FILE_NAME = re.compile(rf"(?i)\b[\w\-]+(?:\.[\w\-]+)*\.(?:{_FILE_EXTENSIONS})\b")
-_IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
-_TLDS = (
-    "com|org|net|io|dev|ai|app|co|uk|de|fr|nl|eu|us|ca|au|jp|info|biz|edu|gov|me|sh|tech|cloud"
-    "|local|lan|internal|home|arpa|localdomain|test|example|invalid"
-)
-_HOST_NAME = re.compile(rf"(?i)\b(?:localhost|(?:[a-z0-9](?:[a-z0-9\-]*[a-z0-9])?\.)+(?:{_TLDS}))(?::\d+)?\b")
-_PREFIXED_VERSION = re.compile(r"(?i)\bv\d+(?:\.\d+)*(?:[\-+][\w.]+)?\b")
-_DOTTED_VERSION = re.compile(r"\b\d+(?:\.\d+){2,}(?:[\-+][\w.]+)?\b")
-_DECIMAL = re.compile(r"\b\d+\.\d+\b")
-_VERSION_WORDS = frozenset({"version", "release", "ver", "rev", "revision", "build", "update"})
-_ISO_DATE = re.compile(
-    r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+\-]\d{2}:?\d{2})?)?\b"
-)
-_NUMERIC_DATE = re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{2,4})\b")
-_DAY_MONTH = re.compile(rf"(?i)\b(?:the\s+)?({_DAY_RE})\s+(?:of\s+)?({_MONTH_RE})\.?(?:,?\s+({_YEAR_RE}))?\b")
-_MONTH_DAY = re.compile(rf"(?i)\b({_MONTH_RE})\.?\s+(?:the\s+)?({_DAY_RE})(?!\d)(?:,?\s+({_YEAR_RE}))?\b")
-_MONTH_YEAR = re.compile(rf"(?i)\b({_MONTH_RE})\.?,?\s+({_YEAR_RE})\b")
-# A month name alone only when capitalised: "may" and "march" are also verbs.
-_LONE_MONTH = re.compile(
-    r"\b(January|February|March|April|May|June|July|August|September|October|November|December)\b"
-)
-_WEEKDAY = re.compile(rf"(?i)\b({_WEEKDAY_RE})s?\b")
-_LONE_YEAR = re.compile(rf"\b({_YEAR_RE})\b")
-_CLOCK_TIME = re.compile(r"(?i)\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\b\.?|\b(\d{1,2}):(\d{2})\b")
-# Digits with a short unit or ordinal suffix: "4th", "1900s", "5k", "30gb", "12%".
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*[A-Za-z]{0,3}(?![\w])%?")
-_NUMBER_WORD = re.compile(r"(?i)\b(" + "|".join(NUMBER_WORDS) + r")\b")
-_NEGATION_WORDS = frozenset(
-    {
-        "not",
-        "no",
-        "never",
-        "none",
-        "nobody",
-        "nothing",
-        "nowhere",
-        "neither",
-        "nor",
-        "without",
-        "cannot",
-        "unable",
-    }
-)
-_NEGATION_TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
-_NAME_WORD = re.compile(r"[^\W_]+(?:['’ʼ][^\W_]+)*")
-_POSSESSIVE_SUFFIX = re.compile(r"['’ʼ]s$")
-_NOT_NAMES = frozenset(STOPWORDS | set(_MONTHS) | set(_WEEKDAYS) | set(NUMBER_WORDS))
-#: Common nouns and adverbs that are capitalised only because they start a sentence
-#: ("Host atlas runs ..."): at the start of a sentence they are not names.
-_SENTENCE_STARTERS = frozenset(
-    [
-        "host",
-        "hosts",
-        "server",
-        "servers",
-        "service",
-        "services",
-        "user",
-        "users",
-        "project",
-        "projects",
-        "team",
-        "repo",
-        "repository",
-        "app",
-        "application",
-        "database",
-        "db",
-        "backup",
-        "backups",
-        "config",
-        "configuration",
-        "deploy",
-        "deployment",
-        "deployments",
-        "production",
-        "staging",
-        "model",
-        "models",
-        "job",
-        "jobs",
-        "daemon",
-        "agent",
-        "assistant",
-        "system",
-        "tool",
-        "tools",
-        "file",
-        "files",
-        "directory",
-        "port",
-        "ports",
-        "version",
-        "versions",
-        "node",
-        "nodes",
-        "cluster",
-        "container",
-        "containers",
-        "machine",
-        "box",
-        "network",
-        "both",
-        "each",
-        "every",
-        "all",
-        "some",
-        "most",
-        "many",
-        "several",
-        "one",
-        "another",
-        "other",
-        "new",
-        "old",
-        "later",
-        "earlier",
-        "also",
-        "however",
-        "still",
-        "now",
-        "then",
-        "there",
-        "here",
-        "today",
-        "yesterday",
-        "tomorrow",
-        "recently",
-        "currently",
-    ]
-)
-#: Third-person pronouns that can stand for a name the other text spells out.
-_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "they", "them", "their"})
-_SENTENCE_END = re.compile(r"[.!?:;]\s*$")
-
-
-@dataclass(frozen=True, slots=True)
-class ProtectedDetails:
-    """The details of one text that a duplicate must repeat exactly, each kind as a sorted multiset."""
-
-    values: tuple[tuple[Detail, tuple[str, ...]], ...]
-    negations: int
-    #: Capitalised names in order of first appearance, case-folded.
-    names: tuple[str, ...]
-    #: Names grouped where joined by "and" ("Nate and Joanna"), in order.
-    name_groups: tuple[frozenset[str], ...]
-    #: Content words of the text with every protected value cut out.
-    residual_tokens: tuple[str, ...]
-
-    @property
-    def subject_names(self) -> frozenset[str]:
-        """The first group of names: who the sentence is about."""
-        return self.name_groups[0] if self.name_groups else frozenset()
-
-    def of_kind(self, kind: Detail) -> tuple[str, ...]:
-        """The canonical values of one kind, sorted."""
-        for value_kind, values in self.values:
-            if value_kind == kind:
-                return values
-        return ()
-
-
-def _cut(text: str, span: tuple[int, int]) -> str:
-    # Replace rather than delete, so offsets of later matches stay valid.
-    start, end = span
-    return text[:start] + " " * (end - start) + text[end:]
-
-
-def _date_value(year: str | None, month: int | None, day: str | None) -> str:
-    day_digits = re.sub(r"\D", "", day) if day else None
-    return "-".join(
-        [year or "?", f"{month:02d}" if month else "?", f"{int(day_digits):02d}" if day_digits else "?"]
-    )
-
-
-def _month(name: str) -> int:
-    return _MONTHS[name.casefold().rstrip(".")]
-
-
-def _collect(pattern: re.Pattern[str], text: str) -> tuple[list[re.Match[str]], str]:
-    matches = list(pattern.finditer(text))
-    for match in matches:
-        text = _cut(text, match.span())
-    return matches, text
-
-
-def _trim_url(url: str) -> str:
-    return url.rstrip(".,;:!?").rstrip("/")
-
-
-def _extract_locations(text: str, found: dict[Detail, list[str]]) -> str:
-    matches, text = _collect(_URL, text)
-    found[Detail.URL] += [_trim_url(m.group(0)) for m in matches]
-    matches, text = _collect(_EMAIL, text)
-    found[Detail.URL] += [m.group(0).casefold() for m in matches]
-    for pattern in (_WINDOWS_PATH, _ABSOLUTE_PATH):
-        matches, text = _collect(pattern, text)
-        found[Detail.PATH] += [m.group(0).rstrip(".,;:!?") for m in matches]
-    for match in list(_RELATIVE_PATH.finditer(text)):
-        path = match.group(0).rstrip(".,;:!?")
-        segments = path.rstrip("/").split("/")
-        # "and/or", "TCP/IP" are words; "src/cli.py" and "a/b/c" are paths.
-        if len(segments) >= 3 or _FILE_NAME.fullmatch(segments[-1]):
-            found[Detail.PATH].append(path)
-            text = _cut(text, match.span())
-    matches, text = _collect(_FILE_NAME, text)
-    found[Detail.PATH] += [m.group(0) for m in matches]
-    matches, text = _collect(_IPV4, text)
-    found[Detail.HOST] += [m.group(0) for m in matches]
-    matches, text = _collect(_HOST_NAME, text)
-    found[Detail.HOST] += [m.group(0).casefold() for m in matches]
-    return text
-
-
-def _extract_versions(text: str, found: dict[Detail, list[str]]) -> str:
-    for pattern in (_PREFIXED_VERSION, _DOTTED_VERSION):
-        matches, text = _collect(pattern, text)
-        found[Detail.VERSION] += [m.group(0).casefold().lstrip("v") for m in matches]
-    for match in list(_DECIMAL.finditer(text)):
-        before = text[: match.start()].split()
-        previous = before[-1] if before else ""
-        # "Python 3.11", "version 2.4": a decimal right after a product name or "version" is a version.
-        if previous.casefold() in _VERSION_WORDS or (previous[:1].isupper() and previous.isalpha()):
-            found[Detail.VERSION].append(match.group(0))
-            text = _cut(text, match.span())
-    return text
-
-
-def _extract_dates(text: str, found: dict[Detail, list[str]]) -> str:
-    matches, text = _collect(_ISO_DATE, text)
-    found[Detail.DATE] += [_date_value(m[1], int(m[2]), m[3]) for m in matches]
-    matches, text = _collect(_NUMERIC_DATE, text)
-    found[Detail.DATE] += [f"{m[1]}/{m[2]}/{m[3]}" for m in matches]  # day/month order is ambiguous
-    matches, text = _collect(_DAY_MONTH, text)
-    found[Detail.DATE] += [_date_value(m[3], _month(m[2]), m[1]) for m in matches]
-    matches, text = _collect(_MONTH_DAY, text)
-    found[Detail.DATE] += [_date_value(m[3], _month(m[1]), m[2]) for m in matches]
-    matches, text = _collect(_MONTH_YEAR, text)
-    found[Detail.DATE] += [_date_value(m[2], _month(m[1]), None) for m in matches]
-    matches, text = _collect(_LONE_MONTH, text)
-    found[Detail.DATE] += [_date_value(None, _month(m[1]), None) for m in matches]
-    matches, text = _collect(_WEEKDAY, text)
-    found[Detail.DATE] += [m[1].casefold() for m in matches]
-    matches, text = _collect(_LONE_YEAR, text)
-    found[Detail.DATE] += [m[1] for m in matches]
-    matches, text = _collect(_CLOCK_TIME, text)
-    for m in matches:
-        if m[1] is not None:
-            hour = int(m[1]) % 12 + (12 if m[3].casefold() == "p" else 0)
-            found[Detail.DATE].append(f"{hour:02d}:{m[2] or '00'}")
-        else:
-            found[Detail.DATE].append(f"{int(m[4]):02d}:{m[5]}")
-    return text
-
-
-def _extract_numbers(text: str, found: dict[Detail, list[str]]) -> str:
-    matches, text = _collect(_NUMBER, text)
-    for m in matches:
-        value = m.group(0)
-        # "1,000" is a thousand; "3,5" stays as written.
-        found[Detail.NUMBER].append(re.sub(r",(?=\d{3}\b)", "", value).casefold())
-    matches, text = _collect(_NUMBER_WORD, text)
-    found[Detail.NUMBER] += [NUMBER_WORDS[m[1].casefold()] for m in matches]
-    return text
-
-
-def _count_negations(text: str) -> int:
-    folded = unicodedata.normalize("NFKC", text).casefold().replace("’", "'").replace("ʼ", "'")
-    words = _NEGATION_TOKEN.findall(folded)
-    return sum(1 for word in words if word in _NEGATION_WORDS or word.endswith("n't"))
-
-
-@functools.lru_cache(maxsize=8192)
-def _fold_word(word: str) -> str:
-    # Names repeat across cards; one word's normal form is worth remembering (a few MB at most).
-    return normalize_text(word)
-
-
-def _names(text: str) -> tuple[tuple[str, ...], tuple[frozenset[str], ...]]:
-    """Capitalised names in order, and the same names grouped where joined by "and"."""
-    ordered: list[str] = []
-    groups: list[set[str]] = []
-    current: set[str] = set()
-    previous_end = 0
-    for match in _NAME_WORD.finditer(text):
-        word = _POSSESSIVE_SUFFIX.sub("", match.group(0))
-        folded = _fold_word(word)
-        # Only the gap since the previous word can end a sentence (words hold no punctuation).
-        gap = text[previous_end : match.start()]
-        starts_sentence = (previous_end == 0 and not gap.strip()) or bool(_SENTENCE_END.search(gap))
-        previous_end = match.end()
-        is_name = (
-            word[:1].isupper()
-            and folded not in _NOT_NAMES
-            and not folded.isdigit()
-            and not (starts_sentence and folded in _SENTENCE_STARTERS)
-        )
-        if is_name:
-            current.add(folded)
-            if folded not in ordered:
-                ordered.append(folded)
-        elif folded == "and" and current:
-            continue
-        elif current:
-            groups.append(current)
-            current = set()
-    if current:
-        groups.append(current)
-    return tuple(ordered), tuple(frozenset(group) for group in groups)
-
-
-def protected_details(text: str) -> ProtectedDetails:
-    """Extract the protected details of a text (its leading date clause excluded)."""
-    body = without_leading_date_clause(text)
-    found: dict[Detail, list[str]] = {kind: [] for kind in Detail}
-    rest = _extract_locations(body, found)
-    names, name_groups = _names(rest)
-    rest = _extract_versions(rest, found)
-    rest = _extract_dates(rest, found)
-    rest = _extract_numbers(rest, found)
-    values = tuple((kind, tuple(sorted(found[kind]))) for kind in Detail if found[kind])
-    return ProtectedDetails(
-        values=values,
-        negations=_count_negations(body),
-        names=names,
-        name_groups=name_groups,
-        residual_tokens=tuple(content_tokens(rest)),
-    )
-
-
-# --- comparing two texts --------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TextProfile:
-    """Everything dedup needs to know about one text, computed once."""
-
-    text: str
-    normalized: str
-    words: frozenset[str]
-    content: tuple[str, ...]
-    content_set: frozenset[str]
-    shingles: frozenset[str]
-    details: ProtectedDetails
-
-    @property
-    def subject(self) -> frozenset[str]:
-        """Who or what the text is about: its first group of names, else its first content word."""
-        if self.details.subject_names:
-            return self.details.subject_names
-        return frozenset(self.content[:1])
-
-
-def _char_shingles(words: Sequence[str], n: int = 3) -> frozenset[str]:
-    joined = " ".join(words)
-    if len(joined) <= n:
-        return frozenset([joined]) if joined else frozenset()
-    return frozenset(joined[i : i + n] for i in range(len(joined) - n + 1))
-
-
-def profile_text(text: str) -> TextProfile:
-    """Precompute the comparison features of a text."""
-    normalized = normalize_text(text)
-    content = tuple(content_tokens(text))
-    return TextProfile(
-        text=text,
-        normalized=normalized,
-        words=frozenset(normalized.split()),
-        content=content,
-        content_set=frozenset(content),
-        shingles=_char_shingles(content),
-        details=protected_details(text),
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class Sketch:
-    """The two word sets the cheap gate compares: enough to rule a pair out without a full profile.
-
-    Stored beside each ledger card as a string (`dumps`); a string from another format version reads
-    as None and the card is sketched again from its text.
-    """
-
-    normalized: str
-    content: frozenset[str]
-    residual: frozenset[str]
-
-    #: Bump when normalisation or protected-detail extraction changes what a sketch holds.
-    VERSION = "s1"
-
-    def dumps(self) -> str:
-        """One line: version, normalised text, content words, residual words, tab-separated."""
-        return "\t".join(
-            (self.VERSION, self.normalized, " ".join(sorted(self.content)), " ".join(sorted(self.residual)))
-        )
-
-    @classmethod
-    def loads(cls, stored: str | None) -> Sketch | None:
-        """The sketch in `stored`, or None when it is missing, malformed or of another version."""
-        if not stored:
-            return None
-        parts = stored.split("\t")
-        if len(parts) != 4 or parts[0] != cls.VERSION:
-            return None
-        return cls(parts[1], frozenset(parts[2].split()), frozenset(parts[3].split()))
-
-
-def sketch_of(profile: TextProfile) -> Sketch:
-    """The sketch of an analysed text."""
-    return Sketch(profile.normalized, profile.content_set, frozenset(profile.details.residual_tokens))
-
-
-@dataclass(frozen=True, slots=True)
-class Comparison:
-    """How a new text relates to an existing one."""
-
-    #: Content-word Jaccard.
-    jaccard: float
-    #: Share of the new text's content words present in the existing text.
-    containment: float
-    #: Jaccard of character 3-grams of the content words (tolerates inflection and typos).
-    shingle: float
-    #: Content-word Jaccard with protected values cut out of both texts.
-    residual_jaccard: float
-    #: Protected details that differ, in `Detail` order.
-    changed: tuple[Detail, ...]
-    #: Both texts are about the same subject.
-    same_subject: bool
-    #: Changed details that only one of the texts has at all ("last Friday" against no date):
-    #: more or less specific, rather than a different value.
-    added: tuple[Detail, ...] = ()
-
-    def scores(self) -> dict[str, float]:
-        """The similarity figures, for the verdict's log line."""
-        return {
-            "jaccard": round(self.jaccard, 3),
-            "containment": round(self.containment, 3),
-            "shingle": round(self.shingle, 3),
-            "residual_jaccard": round(self.residual_jaccard, 3),
-        }
-
-
-def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
-    # Counted, not built: the gate calls this for every ledger card of every run.
-    common = len(a & b)
-    union = len(a) + len(b) - common
-    return common / union if union else 1.0
-
-
-def _role_swapped(new: TextProfile, old: TextProfile) -> bool:
-    new_names, old_names = new.details.names, old.details.names
-    common = set(new_names) & set(old_names)
-    if len(common) >= 2:
-        new_subject = new.details.subject_names & common
-        old_subject = old.details.subject_names & common
-        if new_subject and old_subject and new_subject != old_subject:
-            return True
-    same_words = Counter(new.content) == Counter(old.content)
-    if not same_words or new.content == old.content:
-        return False
-    # Same words, other order: "Evan gave Ben's dog to Sam" / "Evan gave Sam's dog to Ben".
-    if common:
-        new_groups = [group & common for group in new.details.name_groups if group & common]
-        old_groups = [group & common for group in old.details.name_groups if group & common]
-        return new_groups != old_groups
-    # No names: "the dog bit the man" / "the man bit the dog".
-    return new.content[:1] != old.content[:1]
-
-
-def _changed_details(new: TextProfile, old: TextProfile) -> tuple[Detail, ...]:
-    changed: set[Detail] = set()
-    for kind in VALUE_DETAILS - {Detail.NEGATION}:
-        if new.details.of_kind(kind) != old.details.of_kind(kind):
-            changed.add(kind)
-    if new.details.negations != old.details.negations:
-        changed.add(Detail.NEGATION)
-    if _role_swapped(new, old):
-        changed.add(Detail.ROLE)
-    # A name in one text that the other never mentions: another person, place or thing -- unless
-    # the other text has a third-person pronoun where the name would stand and no name of its own
-    # ("... made Caroline feel accepted" / "... made her feel accepted").
-    only_new = [name for name in new.details.names if name not in old.words]
-    only_old = [name for name in old.details.names if name not in new.words]
-    pronoun_stands_in = (bool(only_new) and not only_old and bool(old.words & _PRONOUNS)) or (
-        bool(only_old) and not only_new and bool(new.words & _PRONOUNS)
-    )
-    if (only_new or only_old) and not pronoun_stands_in:
-        changed.add(Detail.ENTITY)
-    return tuple(kind for kind in Detail if kind in changed)
-
-
-def compare(new: TextProfile, old: TextProfile) -> Comparison:
-    """Compare a new text with an existing one (containment is measured from the new text's side)."""
-    common = len(new.content_set & old.content_set)
-    changed = _changed_details(new, old)
-    return Comparison(
-        jaccard=_jaccard(new.content_set, old.content_set),
-        containment=common / len(new.content_set) if new.content_set else 1.0,
-        shingle=_jaccard(new.shingles, old.shingles),
-        residual_jaccard=_jaccard(
-            frozenset(new.details.residual_tokens), frozenset(old.details.residual_tokens)
-        ),
-        changed=changed,
-        same_subject=new.subject == old.subject,
-        added=tuple(
-            kind
-            for kind in changed
-            if kind in VALUE_DETAILS - {Detail.NEGATION}
-            and not (new.details.of_kind(kind) and old.details.of_kind(kind))
-        ),
-    )
+# --- the rules ------------------------------------------------------------------------------------
 
 
 def lexical_duplicate(comparison: Comparison, thresholds: DedupThresholds) -> bool:
@@ -865,8 +277,11 @@ def _judge_one(
     for existing in pool:
         semantic = existing.semantic_score
         if semantic is None:
-            jaccard = _jaccard(card.content_set, existing.sketch.content)
-            if jaccard < lexical_gate and _jaccard(residual, existing.sketch.residual) < thresholds.conflict:
+            jaccard = jaccard_index(card.content_set, existing.sketch.content)
+            if (
+                jaccard < lexical_gate
+                and jaccard_index(residual, existing.sketch.residual) < thresholds.conflict
+            ):
                 if jaccard > 0 and (nearest_unscored is None or jaccard > nearest_unscored[0]):
                     nearest_unscored = (jaccard, existing)
                 continue

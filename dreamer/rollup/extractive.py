@@ -14,7 +14,8 @@ from enum import StrEnum
 from typing import Protocol
 
 from dreamer.rollup.cards import MAX_CARD_CHARS, CardDraft, SourceUnit, trim_card_text
-from dreamer.rollup.dedup import DedupThresholds, TextProfile, compare, lexical_duplicate, profile_text
+from dreamer.rollup.dedup import DedupThresholds, lexical_duplicate
+from dreamer.rollup.similarity import TextProfile, compare, profile_text
 
 __all__ = [
     "MAX_CARD_CHARS",

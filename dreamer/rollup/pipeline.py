@@ -46,6 +46,7 @@ from dreamer.rollup.promote import (
     retain_item,
 )
 from dreamer.rollup.report import CardPlan, RollupReport
+from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.slot import SlotLock
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
 from dreamer.text import card_document_id
@@ -345,11 +346,11 @@ class Rollup:
     def _sketched(self, ctx: RunContext, ledger: Sequence[LedgerCard]) -> list[dedup.CardText]:
         """The ledger's cards with their sketches; cards from before sketches (or of an older
         format) are sketched once here and stored for every later run."""
-        texts = [dedup.CardText(c.document_id, c.text, dedup.Sketch.loads(c.sketch)) for c in ledger]
+        texts = [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
         unsketched = {c.card_id: c.text for c in texts if c.sketch is None}
         if not unsketched:
             return texts
-        sketches = {i: dedup.sketch_of(dedup.profile_text(t)) for i, t in unsketched.items()}
+        sketches = {i: sketch_of(profile_text(t)) for i, t in unsketched.items()}
         if not ctx.dry_run:
             self.state.store_sketches({i: s.dumps() for i, s in sketches.items()})
         return [replace(c, sketch=sketches[c.card_id]) if c.card_id in sketches else c for c in texts]

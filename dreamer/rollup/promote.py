@@ -15,8 +15,9 @@ from datetime import datetime
 from dreamer import __version__
 from dreamer.backends.base import RetainItem
 from dreamer.config import ConflictPolicy
-from dreamer.rollup.dedup import Verdict, VerdictKind, profile_text, sketch_of
+from dreamer.rollup.dedup import Verdict, VerdictKind
 from dreamer.rollup.report import CardPlan
+from dreamer.rollup.similarity import profile_text, sketch_of
 from dreamer.state import LedgerCard
 from dreamer.text import normalize_text
 

@@ -15,8 +15,8 @@ import pytest
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
-from dreamer.rollup.dedup import Sketch, profile_text, sketch_of
 from dreamer.rollup.pipeline import Rollup
+from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.state import StateStore
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,9 +1,8 @@
-"""Duplicate / conflict / new verdicts, protected details, and the measured lexical thresholds.
+"""Duplicate / conflict / new verdicts, and the measured lexical thresholds.
 
-The labelled pairs are real memory facts, events and session-summary sentences of the LoCoMo benchmark
-conversations (snap-research/locomo): one fact restated by different writers, or two related but different
-facts. They are loaded from the dataset by position (`tests.locomo`), never copied here, and the tests that
-use them are skipped when the dataset is absent. The other sentences are written for these tests.
+The labelled pairs (`tests.labelled_pairs`) are real sentences of the LoCoMo benchmark conversations,
+loaded from the dataset by position; the tests that use them are skipped when the dataset is absent. The
+other sentences are written for these tests.
 """
 
 from __future__ import annotations
@@ -19,258 +18,35 @@ from dreamer.rollup import dedup
 from dreamer.rollup.dedup import (
     CardText,
     DedupThresholds,
-    Detail,
     InvalidThresholdsError,
-    Sketch,
     UpstreamCandidate,
     Verdict,
     VerdictKind,
-    compare,
     judge_batch,
-    profile_text,
-    protected_details,
-    sketch_of,
+)
+from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
+from tests.labelled_pairs import (
+    DIFFERENT_FACTS,
+    GINA_JOB_LOSS,
+    GRATITUDE,
+    GUINEA_PIG,
+    JON_SELF_BELIEF,
+    MERGED_PARAPHRASES,
+    MISSED_PARAPHRASES,
+    NUMBER_TEMPLATE_SOURCES,
+    POTTERY_WORKSHOP,
+    RECURRING_EVENT,
+    SUBSUMED,
+    TRILOGY_WATCHED,
+    TURTLE_WALK,
+    texts,
 )
 from tests.locomo import Ref, edited, ref_id, requires_locomo, sentence
-
-#: Two sentences of the dataset, by position.
-Pair = tuple[Ref, Ref]
-
-# Pairs used by name below; the comments say what they are about, not what they say.
-TRILOGY_WATCHED: Pair = (
-    ("42", "events_session_10", "Joanna", 0),
-    ("42", "session_10_observation", "Joanna", 0),
-)
-GUINEA_PIG: Pair = (("26", "session_13_observation", "Caroline", 2), ("26", "session_13_summary", 2))
-TURTLE_WALK: Pair = (("42", "events_session_5", "Nate", 0), ("42", "events_session_25", "Nate", 0))
-GINA_JOB_LOSS: Pair = (("30", "events_session_1", "Gina", 0), ("30", "session_1_summary", 2))
-GRATITUDE: Pair = (
-    ("42", "session_13_observation", "Joanna", 5),
-    ("42", "session_26_observation", "Joanna", 5),
-)
-POTTERY_WORKSHOP: Pair = (("26", "session_8_observation", "Melanie", 0), ("26", "session_8_summary", 1))
-FRIENDSHIP_ROLE_SWAP: Pair = (
-    ("26", "session_12_observation", "Caroline", 4),
-    ("26", "session_12_observation", "Melanie", 3),
-)
-JON_SELF_BELIEF: Ref = ("30", "session_2_observation", "Jon", 4)
-
-#: One fact in two wordings that the lexical rule merges, in both directions.
-MERGED_PARAPHRASES: list[Pair] = [
-    TRILOGY_WATCHED,
-    GUINEA_PIG,
-    (("41", "events_session_2", "Maria", 0), ("41", "session_2_observation", "Maria", 0)),  # car donated
-    (("41", "events_session_2", "Maria", 1), ("41", "session_2_observation", "Maria", 3)),  # baking
-    TURTLE_WALK,
-    (("42", "events_session_27", "Nate", 1), ("42", "session_27_observation", "Nate", 3)),  # gaming gear
-    (("26", "events_session_9", "Caroline", 0), ("26", "session_9_observation", "Caroline", 0)),  # mentoring
-    GINA_JOB_LOSS,
-    (("41", "events_session_3", "John", 2), ("41", "session_3_observation", "John", 3)),  # failed test
-    (("41", "session_28_observation", "Maria", 2), ("41", "session_30_observation", "Maria", 5)),  # support
-    (("30", "events_session_18", "Jon", 1), ("30", "session_18_observation", "Jon", 2)),  # studio website
-    (("42", "session_1_observation", "Nate", 0), ("42", "session_1_summary", 1)),  # first tournament
-    (("26", "session_4_observation", "Caroline", 1), ("26", "session_4_summary", 3)),  # birthday gift
-    (("42", "session_23_observation", "Joanna", 1), ("42", "session_23_summary", 5)),  # games and people
-    (("41", "session_8_observation", "Maria", 1), ("41", "session_7_observation", "Maria", 1)),  # shelter
-    (("43", "events_session_26", "Tim", 1), ("43", "session_26_observation", "Tim", 0)),  # travel reading
-    (("30", "session_4_observation", "Gina", 2), ("30", "session_4_observation", "Gina", 4)),  # encouragement
-    (("26", "session_5_observation", "Caroline", 0), ("26", "session_5_summary", 0)),  # pride parade
-]
-
-#: True paraphrases the lexical rule leaves apart (a synonym, an added date, name or negation):
-#: the cost of never merging on a changed detail. The semantic route catches the first kind.
-MISSED_PARAPHRASES: list[Pair] = [
-    GRATITUDE,
-    (("43", "session_2_observation", "John", 4), ("43", "session_25_observation", "John", 5)),  # thanks
-    (("41", "session_31_observation", "Maria", 0), ("41", "session_31_summary", 1)),  # new puppy
-    POTTERY_WORKSHOP,
-    (("30", "session_4_observation", "Gina", 1), ("30", "session_13_observation", "Gina", 3)),  # keep pushing
-    (("42", "session_21_observation", "Nate", 3), ("42", "session_26_observation", "Joanna", 7)),  # a cake
-    (("41", "session_12_observation", "Maria", 0), ("41", "session_22_observation", "Maria", 0)),  # education
-]
-
-#: Related but different facts: never duplicates.
-DIFFERENT_FACTS: list[Pair] = [
-    (("30", "session_6_observation", "Jon", 1), GINA_JOB_LOSS[1]),  # the same loss, another person
-    FRIENDSHIP_ROLE_SWAP,
-    (JON_SELF_BELIEF, ("30", "session_13_observation", "Gina", 4)),  # who believes in whom
-    (("41", "session_6_observation", "Maria", 4), ("41", "session_21_observation", "John", 0)),  # who helps
-    (("42", "events_session_17", "Nate", 0), ("42", "events_session_27", "Nate", 0)),  # two tournaments
-    (("42", "events_session_9", "Nate", 0), ("42", "events_session_10", "Nate", 0)),  # before and after
-    (("42", "events_session_28", "Nate", 3), ("42", "session_24_observation", "Nate", 1)),  # pets
-    (("26", "events_session_6", "Melanie", 0), ("26", "events_session_15", "Melanie", 0)),  # outings
-    (("42", "events_session_22", "Joanna", 0), ("42", "events_session_24", "Joanna", 0)),  # a recipe
-    (("26", "session_19_observation", "Melanie", 0), ("26", "session_19_summary", 1)),  # figurines
-    (("41", "events_session_11", "Maria", 1), ("41", "session_8_observation", "Maria", 1)),  # the shelter
-    (("30", "session_5_observation", "Jon", 0), ("30", "session_13_observation", "Jon", 0)),  # the studio
-    (("41", "events_session_1", "John", 1), ("41", "session_2_observation", "John", 5)),  # martial arts
-    (("42", "session_14_observation", "Nate", 0), ("42", "session_22_observation", "Nate", 0)),  # two wins
-    (("42", "events_session_17", "Joanna", 1), ("42", "events_session_22", "Joanna", 1)),  # a book
-]
-
-#: A recurring event in near-identical words: the one different-fact pair the lexical rule merges.
-RECURRING_EVENT: Pair = (("42", "events_session_14", "Nate", 0), ("42", "events_session_22", "Nate", 0))
-
-#: The first says less than the second: a duplicate as a new card, not the other way round.
-SUBSUMED: Pair = (("41", "session_8_observation", "Maria", 1), ("41", "session_1_observation", "Maria", 0))
-
-#: Real sentences made templates by turning one number into a slot: (sentence, the number it holds).
-NUMBER_TEMPLATE_SOURCES: list[tuple[Ref, str]] = [
-    (TURTLE_WALK[0], "two"),
-    (("26", "session_4_observation", "Caroline", 1), "18"),
-    (("41", "events_session_29", "John", 0), "5"),
-]
-
-
-def texts(pair: Pair) -> tuple[str, str]:
-    """The two sentences of a pair, loaded from the dataset."""
-    return sentence(pair[0]), sentence(pair[1])
 
 
 def verdict_of(new: str, existing: str, thresholds: DedupThresholds | None = None) -> Verdict:
     """The verdict on one new card against one promoted card."""
     return judge_batch([CardText("new", new)], [CardText("old", existing)], {}, thresholds)[0]
-
-
-class TestProtectedDetails:
-    def test_numbers_in_digits_and_words_are_canonical(self) -> None:
-        """ "two" and "2", "fourth" and "4th", "1,000" and "1000" are the same number."""
-        assert (
-            protected_details("Nate has two turtles, 1,000 fish and his fourth win").of_kind(Detail.NUMBER)
-            == protected_details("Nate has 2 turtles, 1000 fish and his 4th win").of_kind(Detail.NUMBER)
-            == ("1000", "2", "4th")
-        )
-
-    def test_date_spellings_are_canonical(self) -> None:
-        """ "8 May 2023", "May 8th, 2023" and "2023-05-08" are one date."""
-        dates = {
-            protected_details(f"The backup ran on {date}.").of_kind(Detail.DATE)
-            for date in ("8 May 2023", "May 8th, 2023", "2023-05-08")
-        }
-        assert dates == {("2023-05-08",)}
-
-    def test_leading_date_clause_is_not_a_detail(self) -> None:
-        """The date a fact was recorded on is context, not part of the fact."""
-        assert protected_details("On 8 May 2023, Evan moved to Boston.").of_kind(Detail.DATE) == ()
-
-    def test_clock_times_are_dates(self) -> None:
-        """ "3 pm" and "15:00" are the same time of day."""
-        assert protected_details("Backups run at 3 pm").of_kind(Detail.DATE) == ("15:00",)
-        assert protected_details("Backups run at 15:00").of_kind(Detail.DATE) == ("15:00",)
-
-    @pytest.mark.parametrize(
-        ("text", "version"),
-        [
-            ("Hermes runs Python 3.11", "3.11"),
-            ("Pinned to v2.4.1", "2.4.1"),
-            ("Upgraded to 1.2.3-rc1", "1.2.3-rc1"),
-        ],
-    )
-    def test_versions(self, text: str, version: str) -> None:
-        """Dotted versions, "v" versions and decimals after a product name are versions."""
-        assert protected_details(text).of_kind(Detail.VERSION) == (version,)
-
-    def test_locations(self) -> None:
-        """URLs, hosts (IPs, domains, ports) and paths (absolute, home, relative, file names) are found."""
-        details = protected_details(
-            "See https://docs.example.com/a?b=1. Backups go to 10.0.0.5:22 and nas.lan from "
-            "/etc/dreamer/config.toml, ~/notes and src/cli.py."
-        )
-        assert details.of_kind(Detail.URL) == ("https://docs.example.com/a?b=1",)
-        assert details.of_kind(Detail.HOST) == ("10.0.0.5:22", "nas.lan")
-        assert details.of_kind(Detail.PATH) == ("/etc/dreamer/config.toml", "src/cli.py", "~/notes")
-
-    def test_word_slashes_are_not_paths(self) -> None:
-        """ "and/or" and "24/7" are not paths."""
-        assert protected_details("Support is and/or should be 24/7").of_kind(Detail.PATH) == ()
-
-    @pytest.mark.parametrize(
-        ("text", "count"),
-        [
-            ("Joanna is allergic to dairy.", 0),
-            ("Joanna isn't allergic to dairy.", 1),
-            ("Joanna is not allergic to dairy.", 1),
-            ("Nate never lost and won't lose.", 2),
-        ],
-    )
-    def test_negations_are_counted(self, text: str, count: int) -> None:
-        """Negation words and "n't" contractions are counted."""
-        assert protected_details(text).negations == count
-
-    def test_subject_is_the_first_group_of_names(self) -> None:
-        """ "Nate and Joanna" together are the subject; later names are not."""
-        details = protected_details("Nate and Joanna caught up with Sam at Door Dash.")
-        assert details.subject_names == frozenset({"nate", "joanna"})
-        assert details.names == ("nate", "joanna", "sam", "door", "dash")
-
-
-class TestCompare:
-    @pytest.mark.parametrize(
-        ("first", "second"),
-        [
-            ("Evan plans a painting session with Sam", "Sam plans a painting session with Evan"),
-            ("Evan invited Sam", "Sam invited Evan"),
-            ("The dog bit the man", "The man bit the dog"),
-        ],
-    )
-    def test_role_swaps_are_detected(self, first: str, second: str) -> None:
-        """Same words, other roles (who did what to whom) is a changed detail."""
-        assert Detail.ROLE in compare(profile_text(first), profile_text(second)).changed
-
-    def test_role_swap_between_dataset_facts_is_detected(self) -> None:
-        """Two people valuing their friendship, each the subject in turn (dataset facts), is a role swap."""
-        first, second = texts(FRIENDSHIP_ROLE_SWAP)
-        assert Detail.ROLE in compare(profile_text(first), profile_text(second)).changed
-
-    def test_swapped_objects_are_a_role_swap(self) -> None:
-        """Same subject, same words, objects swapped: "gave Ben's dog to Sam" / "gave Sam's dog to Ben"."""
-        comparison = compare(
-            profile_text("Evan gave Ben's dog to Sam."), profile_text("Evan gave Sam's dog to Ben.")
-        )
-        assert comparison.changed == (Detail.ROLE,)
-
-    def test_coordinated_names_in_either_order_are_no_role_swap(self) -> None:
-        """ "Nate and Joanna" and "Joanna and Nate" are the same subject (a dataset summary sentence)."""
-        caught_up = sentence(("42", "session_1_summary", 0))
-        swapped = caught_up.replace("Nate and Joanna", "Joanna and Nate")
-        assert swapped != caught_up
-        comparison = compare(profile_text(caught_up), profile_text(swapped))
-        assert comparison.changed == ()
-        assert comparison.same_subject
-
-    def test_another_person_is_an_entity_change(self) -> None:
-        """A name that only one text mentions is a changed entity (two dataset facts)."""
-        comparison = compare(
-            profile_text(sentence(("30", "session_6_observation", "Jon", 1))),
-            profile_text(sentence(("30", "session_6_observation", "Gina", 0))),
-        )
-        assert comparison.changed == (Detail.ENTITY,)
-
-    def test_capitalisation_alone_is_no_entity_change(self) -> None:
-        """ "Trilogy" in one text and "trilogy" in the other is the same word (a dataset fact, recased)."""
-        quoted = sentence(TRILOGY_WATCHED[1])
-        plain = quoted.replace("'The Lord of the Rings' Trilogy", "the Lord of the Rings trilogy")
-        assert plain != quoted
-        assert compare(profile_text(plain), profile_text(quoted)).changed == ()
-
-    def test_added_detail_is_told_apart_from_changed_detail(self) -> None:
-        """A date only one text has is "added"; two different dates are a change of value."""
-        added = compare(
-            profile_text("Nate attended a convention on Friday."), profile_text("Nate attended a convention.")
-        )
-        changed = compare(
-            profile_text("Nate attended a convention on Friday."),
-            profile_text("Nate attended a convention on Sunday."),
-        )
-        assert added.changed == added.added == (Detail.DATE,)
-        assert changed.changed == (Detail.DATE,)
-        assert changed.added == ()
-
-    def test_containment_is_measured_from_the_new_text(self) -> None:
-        """Containment is the share of the new text's words found in the existing one."""
-        short, long = (profile_text(text) for text in texts(SUBSUMED))
-        assert compare(short, long).containment == 1.0
-        assert compare(long, short).containment < 1.0
 
 
 class TestLexicalCalibration:
@@ -624,25 +400,7 @@ def record_analysed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return analysed
 
 
-class TestSketch:
-    def test_round_trip(self) -> None:
-        """A dumped sketch loads back equal, protected-detail words kept apart from content words."""
-        sketch = sketch_of(profile_text("On 8 May 2023, Grafana listens on port 3000 on host hermes-mon."))
-        assert Sketch.loads(sketch.dumps()) == sketch
-        assert "3000" in sketch.content and "3000" not in sketch.residual
-        assert sketch.normalized == "grafana listens on port 3000 on host hermes mon"
-
-    @pytest.mark.parametrize("text", [None, "", "s0\ttext\ta b\ta", "s1\tonly two", "garbage"], ids=repr)
-    def test_missing_or_foreign_sketch_reads_as_none(self, text: str | None) -> None:
-        """A missing, malformed or other-version sketch is None, so the card is sketched again."""
-        assert Sketch.loads(text) is None
-
-    def test_empty_word_sets_survive(self) -> None:
-        """A card whose words are all stopwords or protected values keeps empty sets, not ['']."""
-        sketch = sketch_of(profile_text("On 3 May at 10:00."))
-        again = Sketch.loads(sketch.dumps())
-        assert again == sketch and "" not in again.residual
-
+class TestJudgingWithSketches:
     @pytest.mark.parametrize("index", range(len(SKETCH_SENTENCES)))
     def test_verdicts_with_stored_sketches_equal_full_comparison(self, index: int) -> None:
         """Judging against sketched ledger cards gives the very verdicts of analysing every card."""

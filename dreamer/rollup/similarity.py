@@ -1,0 +1,207 @@
+"""Text similarity: how close a new card's text is to an existing one, and what differs.
+
+`profile_text` analyses a text once into a `TextProfile` (normalised text, content words, character
+shingles, protected details). `compare` measures a new profile against an existing one: content-word
+Jaccard, containment of the new text's words, shingle Jaccard (inflection and typos), the Jaccard of
+the words outside protected details, and which protected details changed, role swaps and other
+named entities included. A `Sketch` holds the word sets a cheap gate needs; it is stored beside each
+ledger card so that the card need not be analysed again.
+
+The thresholds that turn these figures into verdicts are in `dreamer.rollup.dedup`; why they are
+what they are: docs/design/dedup.md.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dreamer.rollup.details import VALUE_DETAILS, Detail, ProtectedDetails, protected_details
+from dreamer.text import content_tokens, normalize_text
+
+__all__ = ["Comparison", "Sketch", "TextProfile", "compare", "jaccard_index", "profile_text", "sketch_of"]
+
+#: Third-person pronouns that can stand for a name the other text spells out.
+_PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "they", "them", "their"})
+
+
+@dataclass(frozen=True, slots=True)
+class TextProfile:
+    """Everything dedup needs to know about one text, computed once."""
+
+    text: str
+    normalized: str
+    words: frozenset[str]
+    content: tuple[str, ...]
+    content_set: frozenset[str]
+    shingles: frozenset[str]
+    details: ProtectedDetails
+
+    @property
+    def subject(self) -> frozenset[str]:
+        """Who or what the text is about: its first group of names, else its first content word."""
+        if self.details.subject_names:
+            return self.details.subject_names
+        return frozenset(self.content[:1])
+
+
+def _char_shingles(words: Sequence[str], n: int = 3) -> frozenset[str]:
+    joined = " ".join(words)
+    if len(joined) <= n:
+        return frozenset([joined]) if joined else frozenset()
+    return frozenset(joined[i : i + n] for i in range(len(joined) - n + 1))
+
+
+def profile_text(text: str) -> TextProfile:
+    """Precompute the comparison features of a text."""
+    normalized = normalize_text(text)
+    content = tuple(content_tokens(text))
+    return TextProfile(
+        text=text,
+        normalized=normalized,
+        words=frozenset(normalized.split()),
+        content=content,
+        content_set=frozenset(content),
+        shingles=_char_shingles(content),
+        details=protected_details(text),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Sketch:
+    """The two word sets the cheap gate compares: enough to rule a pair out without a full profile.
+
+    Stored beside each ledger card as a string (`dumps`); a string from another format version reads
+    as None and the card is sketched again from its text.
+    """
+
+    normalized: str
+    content: frozenset[str]
+    residual: frozenset[str]
+
+    #: Bump when normalisation or protected-detail extraction changes what a sketch holds.
+    VERSION = "s1"
+
+    def dumps(self) -> str:
+        """One line: version, normalised text, content words, residual words, tab-separated."""
+        return "\t".join(
+            (self.VERSION, self.normalized, " ".join(sorted(self.content)), " ".join(sorted(self.residual)))
+        )
+
+    @classmethod
+    def loads(cls, stored: str | None) -> Sketch | None:
+        """The sketch in `stored`, or None when it is missing, malformed or of another version."""
+        if not stored:
+            return None
+        parts = stored.split("\t")
+        if len(parts) != 4 or parts[0] != cls.VERSION:
+            return None
+        return cls(parts[1], frozenset(parts[2].split()), frozenset(parts[3].split()))
+
+
+def sketch_of(profile: TextProfile) -> Sketch:
+    """The sketch of an analysed text."""
+    return Sketch(profile.normalized, profile.content_set, frozenset(profile.details.residual_tokens))
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    """How a new text relates to an existing one."""
+
+    #: Content-word Jaccard.
+    jaccard: float
+    #: Share of the new text's content words present in the existing text.
+    containment: float
+    #: Jaccard of character 3-grams of the content words (tolerates inflection and typos).
+    shingle: float
+    #: Content-word Jaccard with protected values cut out of both texts.
+    residual_jaccard: float
+    #: Protected details that differ, in `Detail` order.
+    changed: tuple[Detail, ...]
+    #: Both texts are about the same subject.
+    same_subject: bool
+    #: Changed details that only one of the texts has at all ("last Friday" against no date):
+    #: more or less specific, rather than a different value.
+    added: tuple[Detail, ...] = ()
+
+    def scores(self) -> dict[str, float]:
+        """The similarity figures, for the verdict's log line."""
+        return {
+            "jaccard": round(self.jaccard, 3),
+            "containment": round(self.containment, 3),
+            "shingle": round(self.shingle, 3),
+            "residual_jaccard": round(self.residual_jaccard, 3),
+        }
+
+
+def jaccard_index(a: frozenset[str], b: frozenset[str]) -> float:
+    """Shared items over all items of two sets; 1.0 when both are empty."""
+    # Counted, not built: the gate calls this for every ledger card of every run.
+    common = len(a & b)
+    union = len(a) + len(b) - common
+    return common / union if union else 1.0
+
+
+def _role_swapped(new: TextProfile, old: TextProfile) -> bool:
+    new_names, old_names = new.details.names, old.details.names
+    common = set(new_names) & set(old_names)
+    if len(common) >= 2:
+        new_subject = new.details.subject_names & common
+        old_subject = old.details.subject_names & common
+        if new_subject and old_subject and new_subject != old_subject:
+            return True
+    same_words = Counter(new.content) == Counter(old.content)
+    if not same_words or new.content == old.content:
+        return False
+    # Same words, other order: "Evan gave Ben's dog to Sam" / "Evan gave Sam's dog to Ben".
+    if common:
+        new_groups = [group & common for group in new.details.name_groups if group & common]
+        old_groups = [group & common for group in old.details.name_groups if group & common]
+        return new_groups != old_groups
+    # No names: "the dog bit the man" / "the man bit the dog".
+    return new.content[:1] != old.content[:1]
+
+
+def _changed_details(new: TextProfile, old: TextProfile) -> tuple[Detail, ...]:
+    changed: set[Detail] = set()
+    for kind in VALUE_DETAILS - {Detail.NEGATION}:
+        if new.details.of_kind(kind) != old.details.of_kind(kind):
+            changed.add(kind)
+    if new.details.negations != old.details.negations:
+        changed.add(Detail.NEGATION)
+    if _role_swapped(new, old):
+        changed.add(Detail.ROLE)
+    # A name in one text that the other never mentions: another person, place or thing -- unless
+    # the other text has a third-person pronoun where the name would stand and no name of its own
+    # ("... made Caroline feel accepted" / "... made her feel accepted").
+    only_new = [name for name in new.details.names if name not in old.words]
+    only_old = [name for name in old.details.names if name not in new.words]
+    pronoun_stands_in = (bool(only_new) and not only_old and bool(old.words & _PRONOUNS)) or (
+        bool(only_old) and not only_new and bool(new.words & _PRONOUNS)
+    )
+    if (only_new or only_old) and not pronoun_stands_in:
+        changed.add(Detail.ENTITY)
+    return tuple(kind for kind in Detail if kind in changed)
+
+
+def compare(new: TextProfile, old: TextProfile) -> Comparison:
+    """Compare a new text with an existing one (containment is measured from the new text's side)."""
+    common = len(new.content_set & old.content_set)
+    changed = _changed_details(new, old)
+    return Comparison(
+        jaccard=jaccard_index(new.content_set, old.content_set),
+        containment=common / len(new.content_set) if new.content_set else 1.0,
+        shingle=jaccard_index(new.shingles, old.shingles),
+        residual_jaccard=jaccard_index(
+            frozenset(new.details.residual_tokens), frozenset(old.details.residual_tokens)
+        ),
+        changed=changed,
+        same_subject=new.subject == old.subject,
+        added=tuple(
+            kind
+            for kind in changed
+            if kind in VALUE_DETAILS - {Detail.NEGATION}
+            and not (new.details.of_kind(kind) and old.details.of_kind(kind))
+        ),
+    )

@@ -1,0 +1,79 @@
+"""Protected details: the numbers, dates, versions, locations, negations and names a duplicate must repeat."""
+
+from __future__ import annotations
+
+import pytest
+
+from dreamer.rollup.details import Detail, protected_details
+
+
+class TestProtectedDetails:
+    def test_numbers_in_digits_and_words_are_canonical(self) -> None:
+        """ "two" and "2", "fourth" and "4th", "1,000" and "1000" are the same number."""
+        assert (
+            protected_details("Nate has two turtles, 1,000 fish and his fourth win").of_kind(Detail.NUMBER)
+            == protected_details("Nate has 2 turtles, 1000 fish and his 4th win").of_kind(Detail.NUMBER)
+            == ("1000", "2", "4th")
+        )
+
+    def test_date_spellings_are_canonical(self) -> None:
+        """ "8 May 2023", "May 8th, 2023" and "2023-05-08" are one date."""
+        dates = {
+            protected_details(f"The backup ran on {date}.").of_kind(Detail.DATE)
+            for date in ("8 May 2023", "May 8th, 2023", "2023-05-08")
+        }
+        assert dates == {("2023-05-08",)}
+
+    def test_leading_date_clause_is_not_a_detail(self) -> None:
+        """The date a fact was recorded on is context, not part of the fact."""
+        assert protected_details("On 8 May 2023, Evan moved to Boston.").of_kind(Detail.DATE) == ()
+
+    def test_clock_times_are_dates(self) -> None:
+        """ "3 pm" and "15:00" are the same time of day."""
+        assert protected_details("Backups run at 3 pm").of_kind(Detail.DATE) == ("15:00",)
+        assert protected_details("Backups run at 15:00").of_kind(Detail.DATE) == ("15:00",)
+
+    @pytest.mark.parametrize(
+        ("text", "version"),
+        [
+            ("Hermes runs Python 3.11", "3.11"),
+            ("Pinned to v2.4.1", "2.4.1"),
+            ("Upgraded to 1.2.3-rc1", "1.2.3-rc1"),
+        ],
+    )
+    def test_versions(self, text: str, version: str) -> None:
+        """Dotted versions, "v" versions and decimals after a product name are versions."""
+        assert protected_details(text).of_kind(Detail.VERSION) == (version,)
+
+    def test_locations(self) -> None:
+        """URLs, hosts (IPs, domains, ports) and paths (absolute, home, relative, file names) are found."""
+        details = protected_details(
+            "See https://docs.example.com/a?b=1. Backups go to 10.0.0.5:22 and nas.lan from "
+            "/etc/dreamer/config.toml, ~/notes and src/cli.py."
+        )
+        assert details.of_kind(Detail.URL) == ("https://docs.example.com/a?b=1",)
+        assert details.of_kind(Detail.HOST) == ("10.0.0.5:22", "nas.lan")
+        assert details.of_kind(Detail.PATH) == ("/etc/dreamer/config.toml", "src/cli.py", "~/notes")
+
+    def test_word_slashes_are_not_paths(self) -> None:
+        """ "and/or" and "24/7" are not paths."""
+        assert protected_details("Support is and/or should be 24/7").of_kind(Detail.PATH) == ()
+
+    @pytest.mark.parametrize(
+        ("text", "count"),
+        [
+            ("Joanna is allergic to dairy.", 0),
+            ("Joanna isn't allergic to dairy.", 1),
+            ("Joanna is not allergic to dairy.", 1),
+            ("Nate never lost and won't lose.", 2),
+        ],
+    )
+    def test_negations_are_counted(self, text: str, count: int) -> None:
+        """Negation words and "n't" contractions are counted."""
+        assert protected_details(text).negations == count
+
+    def test_subject_is_the_first_group_of_names(self) -> None:
+        """ "Nate and Joanna" together are the subject; later names are not."""
+        details = protected_details("Nate and Joanna caught up with Sam at Door Dash.")
+        assert details.subject_names == frozenset({"nate", "joanna"})
+        assert details.names == ("nate", "joanna", "sam", "door", "dash")

@@ -1,0 +1,99 @@
+"""Text similarity: comparing two texts (overlap, role swaps, changed details) and the stored sketch."""
+
+from __future__ import annotations
+
+import pytest
+
+from dreamer.rollup.details import Detail
+from dreamer.rollup.similarity import Sketch, compare, profile_text, sketch_of
+from tests.labelled_pairs import FRIENDSHIP_ROLE_SWAP, SUBSUMED, TRILOGY_WATCHED, texts
+from tests.locomo import sentence
+
+
+class TestCompare:
+    @pytest.mark.parametrize(
+        ("first", "second"),
+        [
+            ("Evan plans a painting session with Sam", "Sam plans a painting session with Evan"),
+            ("Evan invited Sam", "Sam invited Evan"),
+            ("The dog bit the man", "The man bit the dog"),
+        ],
+    )
+    def test_role_swaps_are_detected(self, first: str, second: str) -> None:
+        """Same words, other roles (who did what to whom) is a changed detail."""
+        assert Detail.ROLE in compare(profile_text(first), profile_text(second)).changed
+
+    def test_role_swap_between_dataset_facts_is_detected(self) -> None:
+        """Two people valuing their friendship, each the subject in turn (dataset facts), is a role swap."""
+        first, second = texts(FRIENDSHIP_ROLE_SWAP)
+        assert Detail.ROLE in compare(profile_text(first), profile_text(second)).changed
+
+    def test_swapped_objects_are_a_role_swap(self) -> None:
+        """Same subject, same words, objects swapped: "gave Ben's dog to Sam" / "gave Sam's dog to Ben"."""
+        comparison = compare(
+            profile_text("Evan gave Ben's dog to Sam."), profile_text("Evan gave Sam's dog to Ben.")
+        )
+        assert comparison.changed == (Detail.ROLE,)
+
+    def test_coordinated_names_in_either_order_are_no_role_swap(self) -> None:
+        """ "Nate and Joanna" and "Joanna and Nate" are the same subject (a dataset summary sentence)."""
+        caught_up = sentence(("42", "session_1_summary", 0))
+        swapped = caught_up.replace("Nate and Joanna", "Joanna and Nate")
+        assert swapped != caught_up
+        comparison = compare(profile_text(caught_up), profile_text(swapped))
+        assert comparison.changed == ()
+        assert comparison.same_subject
+
+    def test_another_person_is_an_entity_change(self) -> None:
+        """A name that only one text mentions is a changed entity (two dataset facts)."""
+        comparison = compare(
+            profile_text(sentence(("30", "session_6_observation", "Jon", 1))),
+            profile_text(sentence(("30", "session_6_observation", "Gina", 0))),
+        )
+        assert comparison.changed == (Detail.ENTITY,)
+
+    def test_capitalisation_alone_is_no_entity_change(self) -> None:
+        """ "Trilogy" in one text and "trilogy" in the other is the same word (a dataset fact, recased)."""
+        quoted = sentence(TRILOGY_WATCHED[1])
+        plain = quoted.replace("'The Lord of the Rings' Trilogy", "the Lord of the Rings trilogy")
+        assert plain != quoted
+        assert compare(profile_text(plain), profile_text(quoted)).changed == ()
+
+    def test_added_detail_is_told_apart_from_changed_detail(self) -> None:
+        """A date only one text has is "added"; two different dates are a change of value."""
+        added = compare(
+            profile_text("Nate attended a convention on Friday."), profile_text("Nate attended a convention.")
+        )
+        changed = compare(
+            profile_text("Nate attended a convention on Friday."),
+            profile_text("Nate attended a convention on Sunday."),
+        )
+        assert added.changed == added.added == (Detail.DATE,)
+        assert changed.changed == (Detail.DATE,)
+        assert changed.added == ()
+
+    def test_containment_is_measured_from_the_new_text(self) -> None:
+        """Containment is the share of the new text's words found in the existing one."""
+        short, long = (profile_text(text) for text in texts(SUBSUMED))
+        assert compare(short, long).containment == 1.0
+        assert compare(long, short).containment < 1.0
+
+
+class TestSketch:
+    def test_round_trip(self) -> None:
+        """A dumped sketch loads back equal, protected-detail words kept apart from content words."""
+        sketch = sketch_of(profile_text("On 8 May 2023, Grafana listens on port 3000 on host hermes-mon."))
+        assert Sketch.loads(sketch.dumps()) == sketch
+        assert "3000" in sketch.content and "3000" not in sketch.residual
+        assert sketch.normalized == "grafana listens on port 3000 on host hermes mon"
+
+    @pytest.mark.parametrize("text", [None, "", "s0\ttext\ta b\ta", "s1\tonly two", "garbage"], ids=repr)
+    def test_missing_or_foreign_sketch_reads_as_none(self, text: str | None) -> None:
+        """A missing, malformed or other-version sketch is None, so the card is sketched again."""
+        assert Sketch.loads(text) is None
+
+    def test_empty_word_sets_survive(self) -> None:
+        """A card whose words are all stopwords or protected values keeps empty sets, not ['']."""
+        sketch = sketch_of(profile_text("On 3 May at 10:00."))
+        again = Sketch.loads(sketch.dumps())
+        assert again == sketch and "" not in again.residual
