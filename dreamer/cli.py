@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from dreamer import __version__
-from dreamer.config import EX_CONFIG, Config, default_config_path, load_config
-from dreamer.errors import ConfigError
+from dreamer.config import Config, default_config_path, load_config
+from dreamer.errors import ConfigError, DreamerError, ExitCode, UnknownAgentError
 from dreamer.log import LOG_FORMATS, LOG_LEVELS, LogFormat, LogLevel, configure_logging
 
 Handler = Callable[[argparse.Namespace], int]
@@ -124,7 +124,7 @@ def _load_config(args: argparse.Namespace) -> Config:
 def _print_problems(exc: ConfigError) -> int:
     for problem in exc.problems:
         print(problem, file=sys.stderr)
-    return EX_CONFIG
+    return ExitCode.CONFIG
 
 
 def flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
@@ -149,7 +149,7 @@ def _check_config_arguments(parser: argparse.ArgumentParser) -> None:
     description=(
         "Read and validate the configuration file. On success print every setting, with defaults "
         "filled in, paths resolved and secrets redacted, and exit 0. On failure print one line per "
-        f"problem (file: key: what is wrong) to stderr and exit {EX_CONFIG}."
+        f"problem (file: key: what is wrong) to stderr and exit {ExitCode.CONFIG:d}."
     ),
     arguments=_check_config_arguments,
     examples=[
@@ -181,7 +181,7 @@ def _check_config(args: argparse.Namespace) -> int:
         "Run the daemon in the foreground: one scheduled job per enabled profile. It talks to "
         "systemd (READY, STATUS, WATCHDOG), reloads its configuration on SIGHUP (keeping the old one "
         "if the new file is invalid), and on SIGTERM lets running jobs finish before it exits. "
-        f"An invalid configuration at start exits {EX_CONFIG}."
+        f"An invalid configuration at start exits {ExitCode.CONFIG:d}."
     ),
     examples=[
         "dreamer run --config ./config.toml --log-format console",
@@ -198,18 +198,28 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _command(args: argparse.Namespace, body: Callable[[Config], Coroutine[Any, Any, int]]) -> int:
-    """Load the config and run an async command body; config and usage errors become exit codes."""
-    from dreamer.errors import UsageError
-
+    """Load the config and run an async command body. An error Dreamer reports is one line on
+    stderr and its exit code (:func:`dreamer.outcomes.classify`): 2 bad usage or a refused bank,
+    75 try again later, 1 failed, 78 bad configuration."""
     try:
         config = _load_config(args)
     except ConfigError as exc:
         return _print_problems(exc)
     try:
         return asyncio.run(body(config))
-    except UsageError as exc:
-        print(f"dreamer {args.command}: {exc}", file=sys.stderr)
-        return 2
+    except ConfigError as exc:
+        return _print_problems(exc)
+    except DreamerError as exc:
+        return _report_error(args, exc)
+
+
+def _report_error(args: argparse.Namespace, exc: DreamerError) -> int:
+    from dreamer.outcomes import classify, describe
+
+    option = "--agent: " if isinstance(exc, UnknownAgentError) else ""
+    print(f"dreamer {args.command}: {option}{describe(exc)}", file=sys.stderr)
+    _outcome, code = classify(exc) or (None, ExitCode.FAILED)
+    return int(code)
 
 
 def _rollup_arguments(parser: argparse.ArgumentParser) -> None:
@@ -372,7 +382,7 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
 def _recall(args: argparse.Namespace) -> int:
     from dreamer.commands.banks import recall_command
 
-    return _policy_command(
+    return _command(
         args,
         lambda config: recall_command(
             config,
@@ -409,7 +419,7 @@ def _reflect_arguments(parser: argparse.ArgumentParser) -> None:
 def _reflect(args: argparse.Namespace) -> int:
     from dreamer.commands.banks import reflect_command
 
-    return _policy_command(
+    return _command(
         args,
         lambda config: reflect_command(
             config, args.query, banks=args.bank, profile=args.profile, budget=args.budget, as_json=args.json
@@ -440,7 +450,7 @@ def _retain_arguments(parser: argparse.ArgumentParser) -> None:
 def _retain(args: argparse.Namespace) -> int:
     from dreamer.commands.banks import retain_command
 
-    return _policy_command(
+    return _command(
         args,
         lambda config: retain_command(
             config,
@@ -526,40 +536,20 @@ def _card_arguments(parser: argparse.ArgumentParser) -> None:
 def _card(args: argparse.Namespace) -> int:
     from dreamer.commands.card import card_command
 
-    return _policy_command(
+    return _command(
         args, lambda config: card_command(config, args.profile, write=args.write, as_json=args.json)
     )
 
 
-def _policy_command(args: argparse.Namespace, body: Callable[[Config], Coroutine[Any, Any, int]]) -> int:
-    """Like :func:`_command`, with bank-policy refusals and backend failures as clear messages."""
-    from dreamer.errors import BackendError, PolicyError
-
-    async def guarded(config: Config) -> int:
-        try:
-            return await body(config)
-        except PolicyError as exc:
-            print(f"dreamer {args.command}: {exc}", file=sys.stderr)
-            return 2
-        except BackendError as exc:
-            print(f"dreamer {args.command}: {exc}", file=sys.stderr)
-            return 1
-
-    return _command(args, guarded)
-
-
 def _policy_sync(args: argparse.Namespace, render: Callable[[Config], str]) -> int:
-    from dreamer.errors import PolicyError
-
     try:
         config = _load_config(args)
     except ConfigError as exc:
         return _print_problems(exc)
     try:
         print(render(config))
-    except PolicyError as exc:
-        print(f"dreamer {args.command}: {exc}", file=sys.stderr)
-        return 2
+    except DreamerError as exc:
+        return _report_error(args, exc)
     return 0
 
 
@@ -595,18 +585,13 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
 )
 def _audit(args: argparse.Namespace) -> int:
     from dreamer.commands.audit import audit_command
-    from dreamer.errors import UnknownAgentError
 
-    async def body(config: Config) -> int:
-        try:
-            return await audit_command(
-                config, args.agent, dry_run=args.dry_run, force=args.force, as_json=args.json
-            )
-        except UnknownAgentError as exc:
-            print(f"dreamer audit: --agent: {exc}", file=sys.stderr)
-            return 2
-
-    return _command(args, body)
+    return _command(
+        args,
+        lambda config: audit_command(
+            config, args.agent, dry_run=args.dry_run, force=args.force, as_json=args.json
+        ),
+    )
 
 
 def _memory_arguments(parser: argparse.ArgumentParser) -> None:
@@ -636,7 +621,6 @@ def _memory_arguments(parser: argparse.ArgumentParser) -> None:
 )
 def _memory(args: argparse.Namespace) -> int:
     from dreamer.commands.audit import memory_command
-    from dreamer.errors import UnknownAgentError
 
     try:
         config = _load_config(args)
@@ -644,9 +628,8 @@ def _memory(args: argparse.Namespace) -> int:
         return _print_problems(exc)
     try:
         return memory_command(config, args.action, args.agent, args.target, text=args.text, old=args.old)
-    except UnknownAgentError as exc:
-        print(f"dreamer memory: --agent: {exc}", file=sys.stderr)
-        return 2
+    except DreamerError as exc:
+        return _report_error(args, exc)
 
 
 # --- the parser ------------------------------------------------------------------------------------

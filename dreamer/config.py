@@ -31,7 +31,6 @@ from pydantic import (
 
 from dreamer.errors import ConfigError
 
-EX_CONFIG = 78
 DEFAULT_CONFIG_PATHS = (Path("/etc/dreamer/config.toml"),)
 
 Access = Literal["read_only", "read_write"]

@@ -10,9 +10,9 @@ from typing import TextIO
 
 from dreamer.backends import open_backend
 from dreamer.backends.base import BankActivity
-from dreamer.commands.output import EX_OK, EX_TEMPFAIL, emit, iso
+from dreamer.commands.output import emit, iso
 from dreamer.config import Budget, Config
-from dreamer.errors import BackendError
+from dreamer.errors import BackendError, ExitCode
 
 
 async def banks_command(
@@ -42,11 +42,11 @@ async def banks_command(
             docs.append(doc)
         json.dump({"banks": docs, "activity_error": activity_error}, out, indent=2)
         out.write("\n")
-        return EX_OK
+        return ExitCode.OK
     out.write(render_banks(infos) + "\n\n")
     if activity_error:
         out.write(f"activity unavailable: {activity_error}\n")
-        return EX_OK
+        return ExitCode.OK
     out.write("ACTIVITY\n")
     width = max((len(i.alias) for i in infos), default=5)
     for info in infos:
@@ -57,7 +57,7 @@ async def banks_command(
             out.write(
                 f"  {info.alias:<{width}}  {act.unit_count} units, last write {iso(act.last_write_at)}\n"
             )
-    return EX_OK
+    return ExitCode.OK
 
 
 async def recall_command(
@@ -85,7 +85,7 @@ async def recall_command(
     finally:
         await backend.aclose()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
-    return EX_OK if answer.complete else EX_TEMPFAIL
+    return ExitCode.OK if answer.complete else ExitCode.TEMPFAIL
 
 
 async def reflect_command(
@@ -108,7 +108,7 @@ async def reflect_command(
     finally:
         await backend.aclose()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
-    return EX_OK if answer.complete else EX_TEMPFAIL
+    return ExitCode.OK if answer.complete else ExitCode.TEMPFAIL
 
 
 async def retain_command(
@@ -133,4 +133,4 @@ async def retain_command(
     finally:
         await backend.aclose()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
-    return EX_OK
+    return ExitCode.OK

@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import TextIO
 
 from dreamer.backends import open_backend
-from dreamer.commands.output import EX_OK, emit, written_paths
+from dreamer.commands.output import emit, written_paths
 from dreamer.commands.rollup import select_profiles
 from dreamer.config import Config
+from dreamer.errors import ExitCode
 from dreamer.state import StateStore
 
 
@@ -37,9 +38,9 @@ async def card_command(
     if as_json:
         doc = {name: (card.to_json() if card else None) for name, _path, card in cards}
         emit({"cards": doc, "written": [str(p) for p in written]}, True, out)
-        return EX_OK
+        return ExitCode.OK
     for name, _path, card in cards:
         out.write(f"{card.render()}\n\n" if card else f"({name}: no promoted cards yet)\n\n")
     if write:
         out.write(written_paths(written) + "\n")
-    return EX_OK
+    return ExitCode.OK

@@ -1,4 +1,4 @@
-"""What the command bodies share: exit codes, JSON or text output, times as printed."""
+"""What the command bodies share: JSON or text output, times as printed."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
-
-EX_OK, EX_FAILED, EX_TEMPFAIL = 0, 1, 75
 
 
 def iso(ts: datetime | None) -> str | None:

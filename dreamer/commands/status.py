@@ -10,9 +10,9 @@ from typing import Any, TextIO
 
 from dreamer.backends import open_backend
 from dreamer.backends.base import BankActivity
-from dreamer.commands.output import EX_OK, iso
+from dreamer.commands.output import iso
 from dreamer.config import Config
-from dreamer.errors import BackendError
+from dreamer.errors import BackendError, ExitCode
 from dreamer.service.jobs import rollup_job_id
 from dreamer.state import StateStore
 
@@ -77,7 +77,7 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
     if as_json:
         json.dump(doc, out, indent=2)
         out.write("\n")
-        return EX_OK
+        return ExitCode.OK
     out.write(
         f"state {doc['state']} ({config.backend.kind} backend); ledger: {ledger_size} cards; "
         f"every {config.schedule.interval_minutes:g} min\n"
@@ -103,4 +103,4 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
         if row["deferred_in_a_row"]:
             out.write(f"; deferred {row['deferred_in_a_row']}x in a row")
         out.write("\n")
-    return EX_OK
+    return ExitCode.OK

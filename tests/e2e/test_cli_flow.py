@@ -154,3 +154,50 @@ class TestQuickStart:
         out = proc.stdout
         for word in ("promoted:", "reinforced:", "conflict", "idle:", "memories merged"):
             assert word in out, out
+
+
+UNREACHABLE = """
+state_dir = "state"
+[backend]
+kind = "hindsight"
+[backend.hindsight]
+url = "http://127.0.0.1:9"
+api_key_env = "DREAMER_E2E_KEY"
+[banks.global]
+bank_id = "private__hermes"
+[banks.shared]
+bank_id = "shared"
+[banks.research]
+bank_id = "private__hermes__research"
+access = "read_write"
+[profiles.research]
+bank = "research"
+[retry]
+max_attempts = 2
+base_delay_s = 0.05
+"""
+
+
+class TestBackendDown:
+    """A Hindsight that nothing answers for (port 9 on 127.0.0.1) is "try again later", never a crash."""
+
+    @pytest.fixture
+    def down(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+        (tmp_path / "config.toml").write_text(UNREACHABLE)
+        monkeypatch.setenv("DREAMER_E2E_KEY", "e2e-key")
+        return tmp_path
+
+    def test_rollup_is_deferred_exit_75_in_one_line(self, down: Path) -> None:
+        proc = dreamer(down, "rollup", "--log-level", "error", check=False)
+        assert proc.returncode == 75, proc.stderr
+        assert proc.stdout.startswith("research: deferred — cannot reach Hindsight")
+        assert len(proc.stdout.strip().splitlines()) == 1
+        assert "Traceback" not in proc.stderr
+        status = dreamer(down, "status", "--json")
+        (row,) = json.loads(status.stdout)["profiles"]
+        assert row["last_run"]["outcome"] == "deferred"
+
+    def test_retain_is_exit_75_in_one_line(self, down: Path) -> None:
+        proc = dreamer(down, "retain", "a fact", "--bank", "research", check=False)
+        assert proc.returncode == 75, (proc.stdout, proc.stderr)
+        assert "Traceback" not in proc.stderr + proc.stdout

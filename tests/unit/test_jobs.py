@@ -17,9 +17,16 @@ import pytest
 import structlog
 
 from dreamer.config import Config, parse_config
+from dreamer.errors import (
+    PermanentBackendError,
+    RetriesExhausted,
+    SlotBusyError,
+    TransientBackendError,
+)
 from dreamer.log import configure_logging
 from dreamer.service.jobs import PLANNERS, JobSpec, diff_plans, plan_jobs
 from dreamer.service.runner import JobOutcome, KindDispatcher, execute_job
+from dreamer.state import StateStore
 
 
 def make_config(**overrides: Any) -> Config:
@@ -169,6 +176,15 @@ class Recorder:
 
     def record_run_end(self, run_id: str, outcome: str, detail: str, counts: Any, finished_at: Any) -> None:
         self.events.append(("end", run_id, outcome, detail, dict(counts)))
+
+    def consecutive(self, job_id: str, outcome: str) -> int:
+        n = 0
+        for event in reversed(self.events):
+            if event[0] == "end":
+                if event[2] != outcome:
+                    break
+                n += 1
+        return n
 
 
 @pytest.fixture
@@ -328,6 +344,71 @@ class TestKindDispatcher:
         result = await execute_job(make_config(state_dir=str(tmp_path)), spec(), default_runner())
         assert result.outcome.outcome == "idle"
         assert "empty or not created" in result.outcome.detail
+
+
+class TestErrorsAsOutcomes:
+    """An error Dreamer reports is the run's outcome, with one line of detail and no traceback."""
+
+    @pytest.mark.parametrize(
+        ("error", "outcome"),
+        [
+            (TransientBackendError("cannot reach Hindsight at http://127.0.0.1:9", status=None), "deferred"),
+            (
+                RetriesExhausted("reflect", 3, TransientBackendError("503", status=503)),
+                "deferred",
+            ),
+            (SlotBusyError("slot held for 5 s (slot.acquire_timeout_s)"), "slot_busy"),
+            (PermanentBackendError("bank refused", status=400, detail="bad bank id"), "failed"),
+        ],
+    )
+    async def test_reported_errors_become_their_outcome(
+        self, logs: io.StringIO, error: Exception, outcome: str
+    ) -> None:
+        recorder = Recorder()
+
+        async def runner(config: Config, job: JobSpec, run_id: str) -> JobOutcome:
+            raise error
+
+        result = await execute_job(make_config(), spec(), runner, recorder=recorder)
+        assert result.outcome.outcome == outcome
+        assert str(error) in result.outcome.detail
+        assert recorder.events[-1][2] == outcome
+        finished = records(logs)[-1]
+        assert finished["level"] == "warning"
+        assert "exception" not in finished
+
+    async def test_permanent_error_detail_carries_the_servers_message(self, logs: io.StringIO) -> None:
+        async def runner(config: Config, job: JobSpec, run_id: str) -> JobOutcome:
+            raise PermanentBackendError("bank refused", status=400, detail="bad bank id")
+
+        result = await execute_job(make_config(), spec(), runner)
+        assert result.outcome.detail == "bank refused bad bank id"
+
+    async def test_deferred_runs_in_a_row_warn_from_the_threshold_on(
+        self, logs: io.StringIO, tmp_path: Path
+    ) -> None:
+        """With retry.warn_after_deferrals = 2, the second deferral in a row warns and is counted in
+        the run record; a success resets the count."""
+        config = make_config(state_dir=str(tmp_path), retry={"warn_after_deferrals": 2})
+        down = True
+
+        async def runner(config: Config, job: JobSpec, run_id: str) -> JobOutcome:
+            if down:
+                raise TransientBackendError("cannot reach the backend")
+            return JobOutcome("nothing_new")
+
+        with StateStore.open(config.state_path) as state:
+            for _ in range(3):
+                await execute_job(config, spec(), runner, recorder=state)
+            in_a_row = [r.counts.get("deferred_in_a_row") for r in reversed(state.runs("rollup:research"))]
+            assert in_a_row == [None, 2, 3]
+            warnings = [r for r in records(logs) if r["event"].startswith("deferred several cycles")]
+            assert [w["deferred_in_a_row"] for w in warnings] == [2, 3]
+            down = False
+            await execute_job(config, spec(), runner, recorder=state)
+            down = True
+            await execute_job(config, spec(), runner, recorder=state)
+            assert state.runs("rollup:research", limit=1)[0].counts.get("deferred_in_a_row") is None
 
 
 class TestStartupImports:
