@@ -24,7 +24,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 Budget = Literal["low", "mid", "high"]
 TagsMatch = Literal["any", "all", "any_strict", "all_strict", "exact"]
-FactType = Literal["world", "experience", "observation"]
 ObservationScope = Literal["combined", "shared"]
 
 

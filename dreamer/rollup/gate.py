@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from dreamer.backends.base import BankActivity
+from dreamer.outcomes import Outcome
 from dreamer.state import Watermark
 
 
@@ -25,7 +26,7 @@ class GateDecision:
     def outcome(self) -> str:
         if self.run:
             return "run"
-        return "waiting" if self.pending else "idle"
+        return Outcome.WAITING if self.pending else Outcome.IDLE
 
 
 def gate(
