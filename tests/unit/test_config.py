@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,24 +10,16 @@ import pytest
 
 from dreamer.config import Config, default_config_path, load_config, parse_config
 from dreamer.errors import ConfigError
+from tests.support.configs import config_data, parsed, write_config
 
 SOURCE = "config.toml"
 SECRET = "hs-0123456789abcdef"
 
-BASE: dict[str, Any] = {
-    "banks": {
-        "global": {"bank_id": "private__hermes"},
-        "shared": {"bank_id": "shared"},
-        "research": {"bank_id": "private__hermes__research"},
-    },
-    "profiles": {"research": {"bank": "research"}},
-}
+BASE = config_data()
 
 
 def config_with(change: Callable[[dict[str, Any]], None], environ: dict[str, str] | None = None) -> Config:
-    data = copy.deepcopy(BASE)
-    change(data)
-    return parse_config(data, source=SOURCE, base_dir=Path("/etc/dreamer"), environ=environ or {})
+    return parsed(BASE, change, source=SOURCE, base_dir=Path("/etc/dreamer"), environ=environ)
 
 
 def problems(change: Callable[[dict[str, Any]], None], environ: dict[str, str] | None = None) -> list[str]:
@@ -262,9 +253,8 @@ class TestFiles:
 class TestPathsAndDefaults:
     def test_state_dir_is_relative_to_the_config_file(self, tmp_path: Path) -> None:
         """A relative state_dir is resolved against the config file's directory, others under it."""
-        path = tmp_path / "config.toml"
-        banks = "".join(f'[banks.{alias}]\nbank_id = "{alias}"\n' for alias in ("global", "shared"))
-        path.write_text('state_dir = "state"\n' + banks)
+        data = config_data(("global", "shared"), (), state_dir="state")
+        path = write_config(tmp_path / "config.toml", data)
         config = load_config(path, environ={})
         assert config.state_dir == tmp_path / "state"
         assert config.slot.lock_path == tmp_path / "state" / "slot.lock"
