@@ -10,31 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.configs import config_data, write_toml
+
 REPO = Path(__file__).resolve().parents[2]
 
-CONFIG = """
-[topology]
-global = "global"
-shared = "shared"
-[banks.global]
-bank_id = "private__hermes"
-access = "read_write"
-[banks.shared]
-bank_id = "shared"
-[banks.homelab]
-bank_id = "private__hermes__homelab"
-access = "read_write"
-description = "Hosts and services."
-[banks.coder]
-bank_id = "private__hermes__coder"
-access = "read_write"
-enabled = false
-[profiles.homelab]
-bank = "homelab"
-peer_card_path = "cards/homelab.md"
-[agents.mumuni]
-memories_dir = "mumuni"
-"""
+WRITABLE = {"access": "read_write"}
+CONFIG = config_data(
+    {
+        "global": WRITABLE,
+        "shared": {},
+        "homelab": {**WRITABLE, "description": "Hosts and services."},
+        "coder": {**WRITABLE, "enabled": False},
+    },
+    {"homelab": {"peer_card_path": "cards/homelab.md"}},
+    topology={"global": "global", "shared": "shared"},
+    agents={"mumuni": {"memories_dir": "mumuni"}},
+)
 
 
 def dreamer(tmp: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -55,7 +46,7 @@ def dreamer(tmp: Path, *args: str, check: bool = True) -> subprocess.CompletedPr
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
-    (tmp_path / "config.toml").write_text(CONFIG)
+    write_toml(tmp_path / "config.toml", CONFIG)
     return tmp_path
 
 

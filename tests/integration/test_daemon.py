@@ -296,8 +296,13 @@ class TestAuditJob:
         (memories / "MEMORY.md").write_text("\n§\n".join([canary, *filler]))
         (memories / "USER.md").write_text(canary)
         assert len((memories / "MEMORY.md").read_text()) > 0.85 * 2200
-        extra = f'\n[agents.mumuni]\nmemories_dir = "{memories}"\n\n[audit]\ncheck_every_minutes = 0.02\n'
-        config = write_config(tmp_path / "config.toml", tmp_path / "state", profiles=(), extra=extra)
+        config = write_config(
+            tmp_path / "config.toml",
+            tmp_path / "state",
+            profiles=(),
+            agents={"mumuni": {"memories_dir": memories}},
+            audit={"check_every_minutes": 0.02},
+        )
         env = {"NOTIFY_SOCKET": notify.path}
         with DaemonProcess(run_args(config), log_path=tmp_path / "out.log", env=env) as daemon:
             ready = notify.wait_for(has("READY", "1"), what="READY=1")

@@ -92,7 +92,7 @@ def _scalar(value: Any) -> str:
     return json.dumps(value)
 
 
-def write_config(path: Path, data: Mapping[str, Any]) -> Path:
+def write_toml(path: Path, data: Mapping[str, Any]) -> Path:
     """Write ``data`` to ``path`` as TOML."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(toml_text(data) + "\n", encoding="utf-8")
@@ -101,4 +101,4 @@ def write_config(path: Path, data: Mapping[str, Any]) -> Path:
 
 def loaded(directory: Path, data: Mapping[str, Any]) -> Config:
     """Write ``data`` to ``directory/config.toml`` and load it as the daemon would."""
-    return load_config(write_config(directory / "config.toml", data))
+    return load_config(write_toml(directory / "config.toml", data))

@@ -10,7 +10,7 @@ import pytest
 
 from dreamer.config import Config, default_config_path, load_config, parse_config
 from dreamer.errors import ConfigError
-from tests.support.configs import config_data, parsed, write_config
+from tests.support.configs import config_data, parsed, write_toml
 
 SOURCE = "config.toml"
 SECRET = "hs-0123456789abcdef"
@@ -254,7 +254,7 @@ class TestPathsAndDefaults:
     def test_state_dir_is_relative_to_the_config_file(self, tmp_path: Path) -> None:
         """A relative state_dir is resolved against the config file's directory, others under it."""
         data = config_data(("global", "shared"), (), state_dir="state")
-        path = write_config(tmp_path / "config.toml", data)
+        path = write_toml(tmp_path / "config.toml", data)
         config = load_config(path, environ={})
         assert config.state_dir == tmp_path / "state"
         assert config.slot.lock_path == tmp_path / "state" / "slot.lock"
