@@ -187,7 +187,6 @@ class TestReload:
     def test_changed_interval_reschedules_and_removed_profile_is_dropped(
         self, tmp_path: Path, notify: NotifySocket
     ) -> None:
-        """A reload changing the interval reschedules the remaining jobs and unschedules a removed profile."""
         state = tmp_path / "state"
         config = write_config(tmp_path / "config.toml", state, profiles=("research", "homelab"))
         env = {"NOTIFY_SOCKET": notify.path}

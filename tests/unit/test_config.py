@@ -155,12 +155,10 @@ class TestCrossReferences:
         assert "already used by banks.research" in line
 
     def test_profile_bank_cannot_be_its_upstream(self) -> None:
-        """A profile rolling up into its own bank is refused."""
         (line,) = problems(lambda d: d["profiles"]["research"].update(upstream="research"))
         assert line.startswith(f"{SOURCE}: profiles.research.upstream: ")
 
     def test_shared_bank_cannot_be_a_profile_bank(self) -> None:
-        """The shared bank is never a profile's own bank."""
         (line,) = problems(lambda d: d["profiles"].update(everyone={"bank": "shared"}))
         assert line.startswith(f"{SOURCE}: profiles.everyone.bank: the shared bank")
 
@@ -260,7 +258,6 @@ class TestPathsAndDefaults:
         assert config.slot.lock_path == tmp_path / "state" / "slot.lock"
 
     def test_systemd_state_directory_is_used_when_state_dir_is_absent(self) -> None:
-        """Under systemd, $STATE_DIRECTORY is the default state_dir."""
         config = parse_config(BASE, environ={"STATE_DIRECTORY": "/var/lib/dreamer"})
         assert config.state_dir == Path("/var/lib/dreamer")
 

@@ -694,7 +694,6 @@ class TestPolishedCard:
         assert polished is not None and polished.document_ids == ("b", "a")
 
     def test_nothing_with_words_gives_no_card(self) -> None:
-        """Entries without words give no card."""
         built = build([card("Evan is a nurse.", doc="a")])
         assert (
             polished_peer_card(built, [PolishedEntry("…", None)], max_entries=40, max_entry_chars=200) is None

@@ -347,7 +347,6 @@ class TestMerge:
         assert [m.id for m in merged] == ["4", "3"]
 
     def test_merge_is_deterministic(self) -> None:
-        """The same input in the same order gives the same output."""
         per_bank = [
             ("a", [hit("1", "x one", 0.5), hit("2", "x two", 0.5)]),
             ("b", [hit("3", "X one!", 0.5, document_id="q"), hit("4", "x three", 0.5)]),
