@@ -10,31 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.configs import config_data, write_toml
+
 REPO = Path(__file__).resolve().parents[2]
 
-CONFIG = """
-[topology]
-global = "global"
-shared = "shared"
-[banks.global]
-bank_id = "private__hermes"
-access = "read_write"
-[banks.shared]
-bank_id = "shared"
-[banks.homelab]
-bank_id = "private__hermes__homelab"
-access = "read_write"
-description = "Hosts and services."
-[banks.coder]
-bank_id = "private__hermes__coder"
-access = "read_write"
-enabled = false
-[profiles.homelab]
-bank = "homelab"
-peer_card_path = "cards/homelab.md"
-[agents.mumuni]
-memories_dir = "mumuni"
-"""
+WRITABLE = {"access": "read_write"}
+CONFIG = config_data(
+    {
+        "global": WRITABLE,
+        "shared": {},
+        "homelab": {**WRITABLE, "description": "Hosts and services."},
+        "coder": {**WRITABLE, "enabled": False},
+    },
+    {"homelab": {"peer_card_path": "cards/homelab.md"}},
+    topology={"global": "global", "shared": "shared"},
+    agents={"mumuni": {"memories_dir": "mumuni"}},
+)
 
 
 def dreamer(tmp: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -55,7 +46,7 @@ def dreamer(tmp: Path, *args: str, check: bool = True) -> subprocess.CompletedPr
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
-    (tmp_path / "config.toml").write_text(CONFIG)
+    write_toml(tmp_path / "config.toml", CONFIG)
     return tmp_path
 
 
@@ -156,26 +147,14 @@ class TestQuickStart:
             assert word in out, out
 
 
-UNREACHABLE = """
-state_dir = "state"
-[backend]
-kind = "hindsight"
-[backend.hindsight]
-url = "http://127.0.0.1:9"
-api_key_env = "DREAMER_E2E_KEY"
-[banks.global]
-bank_id = "private__hermes"
-[banks.shared]
-bank_id = "shared"
-[banks.research]
-bank_id = "private__hermes__research"
-access = "read_write"
-[profiles.research]
-bank = "research"
-[retry]
-max_attempts = 2
-base_delay_s = 0.05
-"""
+UNREACHABLE = config_data(
+    ("global", "shared", "research"),
+    ("research",),
+    state_dir="state",
+    backend={"kind": "hindsight", "hindsight": {"url": "http://127.0.0.1:9", "api_key_env": "DREAMER_E2E_KEY"}},
+    retry={"max_attempts": 2, "base_delay_s": 0.05},
+)
+UNREACHABLE["banks"]["research"]["access"] = "read_write"
 
 
 class TestBackendDown:
@@ -183,7 +162,7 @@ class TestBackendDown:
 
     @pytest.fixture
     def down(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-        (tmp_path / "config.toml").write_text(UNREACHABLE)
+        write_toml(tmp_path / "config.toml", UNREACHABLE)
         monkeypatch.setenv("DREAMER_E2E_KEY", "e2e-key")
         return tmp_path
 

@@ -31,8 +31,6 @@ from dreamer.retry import RetryPolicy, call_with_retry
 from dreamer.rollup.cards import CARD_KINDS, CARDS_SCHEMA
 from tests.hindsight_fixtures import HINDSIGHT_API_KEY_VAR, HINDSIGHT_URL_VAR, required_env
 
-pytestmark = pytest.mark.slow
-
 #: Other test sessions may share the test server, and its admission control can then answer a retain
 #: with 503 + Retry-After; the daemon retries those, and so do these tests.
 SHARED_SERVER_RETRY = RetryPolicy(max_attempts=20, base_delay_s=0.5, max_delay_s=5.0, retry_after_cap_s=5.0)
@@ -84,7 +82,9 @@ class Backends:
             await backend.aclose()
 
 
-@pytest.fixture(params=["embedded", pytest.param("hindsight", marks=pytest.mark.hindsight)])
+@pytest.fixture(
+    params=["embedded", pytest.param("hindsight", marks=[pytest.mark.hindsight, pytest.mark.slow])]
+)
 async def backends(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backends]:
     made = Backends(request.param, tmp_path)
     try:

@@ -12,10 +12,12 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.support.daemon_harness import REPO_ROOT, NotifySocket, config_text, parse_log_line
+from tests.support.configs import write_toml
+from tests.support.daemon_harness import REPO_ROOT, NotifySocket, daemon_config, parse_log_line, write_config
 
 EX_CONFIG = 78
 SECRET = "sk-test-0123456789abcdef"
@@ -24,39 +26,29 @@ SECRET = "sk-test-0123456789abcdef"
 @dataclass(frozen=True)
 class BadConfig:
     name: str
-    key: str  # the key path the message must name
-    extra: str = ""
-    profile_bank: str = "research"
+    key: str  # the key path set to ``value``, which the message must name
+    value: Any
 
 
 BAD_CONFIGS = [
-    BadConfig("unknown key", "schedule.intervall_minutes", extra="\n[rollup]\n"),
-    BadConfig("wrong type", "schedule.job_timeout_s"),
-    BadConfig("unknown bank alias", "profiles.research.bank", profile_bank="reserch"),
+    BadConfig("unknown key", "schedule.intervall_minutes", 5),
+    BadConfig("wrong type", "schedule.job_timeout_s", "half an hour"),
+    BadConfig("unknown bank alias", "profiles.research.bank", "reserch"),
+    BadConfig("duplicate bank id", "banks.copy.bank_id", "private__hermes__research"),
     BadConfig(
-        "duplicate bank id",
-        "banks.copy.bank_id",
-        extra='\n[banks.copy]\nbank_id = "private__hermes__research"\n',
-    ),
-    BadConfig(
-        "missing secret file",
-        "backend.hindsight.api_key_file",
-        extra='\n[backend.hindsight]\napi_key_file = "/nonexistent/dreamer/hindsight-api-key"\n',
+        "missing secret file", "backend.hindsight.api_key_file", "/nonexistent/dreamer/hindsight-api-key"
     ),
 ]
 
 
 def write_bad(path: Path, case: BadConfig) -> Path:
-    text = config_text(path.parent / "state", extra=case.extra)
-    text = text.replace(
-        '[profiles.research]\nbank = "research"', f'[profiles.research]\nbank = "{case.profile_bank}"'
-    )
-    if case.name == "unknown key":
-        text = text.replace("[schedule]\n", "[schedule]\nintervall_minutes = 5\n")
-    if case.name == "wrong type":
-        text = text.replace("job_timeout_s = 300", 'job_timeout_s = "half an hour"')
-    path.write_text(text, encoding="utf-8")
-    return path
+    data = daemon_config(path.parent / "state")
+    *tables, key = case.key.split(".")
+    table = data
+    for name in tables:
+        table = table.setdefault(name, {})
+    table[key] = case.value
+    return write_toml(path, data)
 
 
 def dreamer(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -108,10 +100,9 @@ class TestInvalidConfig:
 
     def test_every_problem_is_reported_at_once(self, tmp_path: Path) -> None:
         """Several mistakes in one file are all listed, one line each."""
-        path = tmp_path / "config.toml"
-        text = config_text(tmp_path / "state").replace("[schedule]\n", "[schedule]\nintervall_minutes = 5\n")
-        text = text.replace("jitter_s = 0", "jitter_s = -1")
-        path.write_text(text, encoding="utf-8")
+        path = write_config(
+            tmp_path / "config.toml", tmp_path / "state", schedule={"intervall_minutes": 5, "jitter_s": -1}
+        )
         result = dreamer("check-config", "--config", str(path))
         assert result.returncode == EX_CONFIG
         lines = result.stderr.strip().splitlines()
@@ -123,8 +114,7 @@ class TestInvalidConfig:
 class TestValidConfig:
     def test_prints_normalised_config_with_secret_redacted(self, tmp_path: Path) -> None:
         """check-config prints one `key = value` line per setting, and the API key only as a marker."""
-        path = tmp_path / "config.toml"
-        path.write_text(config_text(tmp_path / "state"), encoding="utf-8")
+        path = write_config(tmp_path / "config.toml", tmp_path / "state")
         result = dreamer("check-config", "--config", str(path), env={"HINDSIGHT_API_KEY": SECRET})
         assert result.returncode == 0, result.stderr
         assert SECRET not in result.stdout + result.stderr
@@ -135,12 +125,11 @@ class TestValidConfig:
 
     def test_json_output_round_trips(self, tmp_path: Path) -> None:
         """check-config --json prints one JSON document with the secret redacted, also with --config first."""
-        path = tmp_path / "config.toml"
-        path.write_text(config_text(tmp_path / "state"), encoding="utf-8")
         key_file = tmp_path / "hindsight-api-key"
         key_file.write_text(SECRET + "\n", encoding="utf-8")
-        with path.open("a", encoding="utf-8") as f:
-            f.write(f'\n[backend.hindsight]\napi_key_file = "{key_file}"\n')
+        path = write_config(
+            tmp_path / "config.toml", tmp_path / "state", backend={"hindsight": {"api_key_file": key_file}}
+        )
         result = dreamer("--config", str(path), "check-config", "--json")
         assert result.returncode == 0, result.stderr
         data = json.loads(result.stdout)

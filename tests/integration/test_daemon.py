@@ -187,7 +187,6 @@ class TestReload:
     def test_changed_interval_reschedules_and_removed_profile_is_dropped(
         self, tmp_path: Path, notify: NotifySocket
     ) -> None:
-        """A reload changing the interval reschedules the remaining jobs and unschedules a removed profile."""
         state = tmp_path / "state"
         config = write_config(tmp_path / "config.toml", state, profiles=("research", "homelab"))
         env = {"NOTIFY_SOCKET": notify.path}
@@ -296,8 +295,13 @@ class TestAuditJob:
         (memories / "MEMORY.md").write_text("\n§\n".join([canary, *filler]))
         (memories / "USER.md").write_text(canary)
         assert len((memories / "MEMORY.md").read_text()) > 0.85 * 2200
-        extra = f'\n[agents.mumuni]\nmemories_dir = "{memories}"\n\n[audit]\ncheck_every_minutes = 0.02\n'
-        config = write_config(tmp_path / "config.toml", tmp_path / "state", profiles=(), extra=extra)
+        config = write_config(
+            tmp_path / "config.toml",
+            tmp_path / "state",
+            profiles=(),
+            agents={"mumuni": {"memories_dir": memories}},
+            audit={"check_every_minutes": 0.02},
+        )
         env = {"NOTIFY_SOCKET": notify.path}
         with DaemonProcess(run_args(config), log_path=tmp_path / "out.log", env=env) as daemon:
             ready = notify.wait_for(has("READY", "1"), what="READY=1")

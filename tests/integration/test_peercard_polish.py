@@ -52,9 +52,9 @@ from tests.integration.test_rollup_hindsight import (
     sentences,
     stop_group,
     wait_for,
-    write_config,
 )
 from tests.llmstub.server import MALFORMED_POLISH_WORD, polish_card_entries
+from tests.support.configs import loaded
 from tests.unit.test_peercard import card, promote, refresh_config
 
 RULE = "═" * 46
@@ -404,7 +404,7 @@ async def rolled_up(tmp_path: Path, server: str, marker: str, texts: Sequence[st
     data = config_data(server, marker, slot_timeout_s=0.5)
     data["profiles"][PROFILE]["peer_card_path"] = "cards/research.md"
     data["peer_card"] = {"polish": True}
-    cfg = write_config(tmp_path, data)
+    cfg = loaded(tmp_path, data)
     async with opened(cfg) as backend:
         await backend.retain(
             cfg.bank_id(PROFILE), [RetainItem(content=" ".join(texts), document_id=f"{marker}-seed")]
@@ -513,7 +513,7 @@ async def seeded_for_polish(tmp_path: Path, server: str, marker: str) -> Config:
     data = config_data(server, marker, slot_timeout_s=0.5)
     data["profiles"][PROFILE]["peer_card_path"] = "cards/research.md"
     data["peer_card"] = {"polish": True}
-    cfg = write_config(tmp_path, data)
+    cfg = loaded(tmp_path, data)
     async with opened(cfg) as backend:
         await backend.retain(
             cfg.bank_id(PROFILE),

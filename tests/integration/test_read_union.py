@@ -35,12 +35,13 @@ from pydantic import SecretStr
 from dreamer.backends.base import MemoryBackend, RecallItem, ReflectResult, RetainItem, RetainResult
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.forwarding import ForwardingBackend
-from dreamer.config import Config, parse_config
+from dreamer.config import Config
 from dreamer.errors import PolicyError, TransientBackendError
 from dreamer.readside.answers import RecallAnswer
 from dreamer.readside.router import BankRouter
 from dreamer.readside.tools import run_tool_call
 from dreamer.retry import RetryPolicy, call_with_retry
+from tests.support.configs import config_data, default_bank_id, parsed
 
 HINDSIGHT_URL_ENV = "DREAMER_TEST_HINDSIGHT_URL"
 HINDSIGHT_KEY_ENV = "DREAMER_TEST_HINDSIGHT_API_KEY"
@@ -166,23 +167,22 @@ class World:
 
 
 def make_config(tmp_path: Path, suffix: str, *, allow_raw_bank_ids: bool = False) -> Config:
-    def bank(name: str, **extra: Any) -> dict[str, Any]:
-        return {"bank_id": f"{name}-{suffix}", **extra}
-
-    data: dict[str, Any] = {
-        "state_dir": str(tmp_path / "state"),
-        "topology": {"allow_raw_bank_ids": allow_raw_bank_ids},
-        "banks": {
-            "global": bank("private__hermes", access="read_write"),
-            "shared": bank("shared", description="Cross-agent knowledge."),
-            "research": bank("private__hermes__research", access="read_write"),
-            "coder": bank("private__hermes__coder", access="read_write"),
-            "ops": bank("ops", description="Deployment and host quirks."),
-            "archive": bank("archive", access="read_write", enabled=False),
+    writable = {"access": "read_write"}
+    data = config_data(
+        {
+            "global": writable,
+            "shared": {"description": "Cross-agent knowledge."},
+            "research": writable,
+            "coder": writable,
+            "ops": {"description": "Deployment and host quirks."},
+            "archive": {**writable, "enabled": False},
         },
-        "profiles": {"research": {"bank": "research"}, "coder": {"bank": "coder"}},
-    }
-    return parse_config(data, source="test", base_dir=tmp_path, environ={})
+        ("research", "coder"),
+        bank_id=lambda alias: f"{default_bank_id(alias)}-{suffix}",
+        state_dir=str(tmp_path / "state"),
+        topology={"allow_raw_bank_ids": allow_raw_bank_ids},
+    )
+    return parsed(data, base_dir=tmp_path)
 
 
 def open_backend(kind: str, config: Config) -> MemoryBackend:

@@ -14,32 +14,21 @@ import pytest
 
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
-from dreamer.config import Config, load_config
+from dreamer.config import Config
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.state import StateStore
+from tests.support.configs import config_data, loaded
 
 REPO = Path(__file__).resolve().parents[2]
 
-CONFIG = """
-state_dir = "state"
-[banks.global]
-bank_id = "private__hermes"
-[banks.shared]
-bank_id = "shared"
-[banks.research]
-bank_id = "private__hermes__research"
-access = "read_write"
-[banks.coder]
-bank_id = "private__hermes__coder"
-access = "read_write"
-[profiles.research]
-bank = "research"
-[profiles.coder]
-bank = "coder"
-[slot]
-acquire_timeout_s = 2
-"""
+WRITABLE = {"access": "read_write"}
+CONFIG = config_data(
+    {"global": {}, "shared": {}, "research": WRITABLE, "coder": WRITABLE},
+    ("research", "coder"),
+    state_dir="state",
+    slot={"acquire_timeout_s": 2},
+)
 
 # Memories of a homelab profile, with a paraphrase pair.
 MEMORIES = [
@@ -52,9 +41,7 @@ MEMORIES = [
 
 
 def write_config(tmp_path: Path) -> Config:
-    path = tmp_path / "config.toml"
-    path.write_text(CONFIG)
-    return load_config(path)
+    return loaded(tmp_path, CONFIG)
 
 
 async def seed(cfg: Config, texts: list[str], profile: str = "research") -> None:

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,13 +33,14 @@ from structlog.testing import capture_logs
 from dreamer import __version__
 from dreamer.backends.base import RetainItem
 from dreamer.backends.hindsight.backend import HindsightBackend
-from dreamer.config import Config, load_config
+from dreamer.config import Config
 from dreamer.rollup.cards import CARD_KINDS
 from dreamer.rollup.report import RollupReport
 from dreamer.service.jobs import rollup_job_id
 from dreamer.service.runner import run_rollups_now
 from dreamer.state import StateStore, Watermark
 from tests.hindsight_fixtures import HINDSIGHT_API_KEY_VAR, LLMStub, MarkedRequests
+from tests.support import configs
 
 pytestmark = [pytest.mark.hindsight]
 
@@ -74,47 +75,24 @@ def config_data(
 ) -> dict[str, Any]:
     """A configuration whose banks all start with ``bank_prefix`` and whose state (and slot lock)
     lives next to the config file; the API key is read from the test server's variable."""
-    return {
-        "state_dir": "state",
-        "backend": {
+    writable = {"access": "read_write"}
+    return configs.config_data(
+        {"global": {}, "shared": {}, PROFILE: writable, IDLE_PROFILE: writable},
+        (PROFILE, IDLE_PROFILE),
+        bank_id=lambda alias: f"{bank_prefix}-{alias}",
+        state_dir="state",
+        backend={
             "kind": "hindsight",
             "hindsight": {"url": url, "api_key_env": HINDSIGHT_API_KEY_VAR, "read_timeout_s": 120.0},
         },
-        "banks": {
-            "global": {"bank_id": f"{bank_prefix}-global"},
-            "shared": {"bank_id": f"{bank_prefix}-shared"},
-            PROFILE: {"bank_id": f"{bank_prefix}-{PROFILE}", "access": "read_write"},
-            IDLE_PROFILE: {"bank_id": f"{bank_prefix}-{IDLE_PROFILE}", "access": "read_write"},
-        },
-        "profiles": {PROFILE: {"bank": PROFILE}, IDLE_PROFILE: {"bank": IDLE_PROFILE}},
-        "slot": {"lock_path": "slot.lock", "acquire_timeout_s": slot_timeout_s, "poll_interval_s": 0.05},
-        "retry": {
+        slot={"lock_path": "slot.lock", "acquire_timeout_s": slot_timeout_s, "poll_interval_s": 0.05},
+        retry={
             "max_attempts": max_attempts,
             "base_delay_s": base_delay_s,
             "max_delay_s": max_delay_s,
             "retry_after_cap_s": retry_after_cap_s,
         },
-    }
-
-
-def toml_text(data: Mapping[str, Any], table: str = "") -> str:
-    """``data`` (tables of strings, numbers and booleans) as TOML; JSON scalars are valid TOML."""
-    scalars = [
-        f"{key} = {json.dumps(value)}" for key, value in data.items() if not isinstance(value, Mapping)
-    ]
-    lines = ([f"[{table}]"] if table and scalars else []) + scalars
-    for key, value in data.items():
-        if isinstance(value, Mapping):
-            lines.append(toml_text(value, f"{table}.{key}" if table else key))
-    return "\n".join(lines)
-
-
-def write_config(directory: Path, data: Mapping[str, Any]) -> Config:
-    """Write ``data`` to ``directory/config.toml`` and load it as the daemon would."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "config.toml"
-    path.write_text(toml_text(data) + "\n", encoding="utf-8")
-    return load_config(path)
+    )
 
 
 # --- what went over the wire ------------------------------------------------------------------
@@ -257,7 +235,7 @@ class TestPromotion:
     ) -> None:
         """New units of a profile reach the upstream bank as cards tagged rollup/src:<profile>, with
         string provenance metadata and rollup:<profile>: document ids, summarised by one reflect."""
-        cfg = write_config(tmp_path, config_data(server, fresh_bank_id))
+        cfg = configs.loaded(tmp_path, config_data(server, fresh_bank_id))
         source_ids = await seed(cfg, fresh_bank_id)
         marked.tag()
         seq = marked.last_seq()
@@ -296,7 +274,7 @@ class TestPromotion:
         self, tmp_path: Path, server: str, fresh_bank_id: str, marked: MarkedRequests
     ) -> None:
         """A rerun with nothing new since the watermark promotes nothing and makes no reflect call."""
-        cfg = write_config(tmp_path, config_data(server, fresh_bank_id))
+        cfg = configs.loaded(tmp_path, config_data(server, fresh_bank_id))
         await seed(cfg, fresh_bank_id)
         async with opened(cfg) as backend:
             first = await run_once(cfg, backend)
@@ -320,7 +298,7 @@ class TestIdle:
     ) -> None:
         """A profile whose bank was never written is skipped as idle: one bank listing, no LLM request
         about its bank, and the slot lock file is never even created."""
-        cfg = write_config(tmp_path, config_data(server, fresh_bank_id))
+        cfg = configs.loaded(tmp_path, config_data(server, fresh_bank_id))
         marked.tag()
         seq = marked.last_seq()
         transport = ForwardingTransport()
@@ -342,7 +320,7 @@ class TestSlotLock:
     ) -> None:
         """While flock(1) holds the slot, a run ends slot_busy without reflecting or moving the
         watermark; once it is released, the next run promotes."""
-        cfg = write_config(tmp_path, config_data(server, fresh_bank_id, slot_timeout_s=0.5))
+        cfg = configs.loaded(tmp_path, config_data(server, fresh_bank_id, slot_timeout_s=0.5))
         await seed(cfg, fresh_bank_id)
         lock = cfg.slot.lock_path
         lock.parent.mkdir(parents=True, exist_ok=True)
@@ -380,7 +358,7 @@ class TestBackoff:
         unchanged, and once the LLM recovers the next run promotes and moves the watermark."""
         # The longest backoff is 2 s; the other process holds the slot for longer, so the retry
         # is seen waiting for the slot rather than still sleeping.
-        cfg = write_config(
+        cfg = configs.loaded(
             tmp_path,
             config_data(
                 server, fresh_bank_id, slot_timeout_s=60.0, max_attempts=2, base_delay_s=2.0, max_delay_s=2.0
@@ -452,7 +430,7 @@ class TestRetryAfter:
     ) -> None:
         """Reflect answering 503 + Retry-After: 1 is retried after at least a second each time, the run
         ends deferred after max_attempts with the watermark unchanged, and the next run promotes."""
-        cfg = write_config(
+        cfg = configs.loaded(
             tmp_path,
             config_data(server, fresh_bank_id, max_attempts=3, base_delay_s=0.01, retry_after_cap_s=30.0),
         )
@@ -486,7 +464,7 @@ class TestRetryAfter:
         self, tmp_path: Path, server: str, fresh_bank_id: str
     ) -> None:
         """A Retry-After longer than retry.retry_after_cap_s is cut to the cap; the watermark stays."""
-        cfg = write_config(
+        cfg = configs.loaded(
             tmp_path,
             config_data(server, fresh_bank_id, max_attempts=2, base_delay_s=0.01, retry_after_cap_s=0.5),
         )
@@ -522,7 +500,7 @@ class TestCrashSafety:
     ) -> None:
         """Killed with SIGKILL at a step boundary, the rerun leaves the upstream bank with the same card
         documents, each holding the same units, as a clean run of the same memories."""
-        reference = write_config(tmp_path / "reference", config_data(server, f"{fresh_bank_id}-ref"))
+        reference = configs.loaded(tmp_path / "reference", config_data(server, f"{fresh_bank_id}-ref"))
         await seed(reference, fresh_bank_id)
         async with opened(reference) as backend:
             clean = await run_once(reference, backend)
@@ -530,7 +508,7 @@ class TestCrashSafety:
         expected = await card_documents(reference)
         assert expected and all(doc.startswith(f"rollup:{PROFILE}:") for doc in expected)
 
-        cfg = write_config(tmp_path / "crash", config_data(server, f"{fresh_bank_id}-crash"))
+        cfg = configs.loaded(tmp_path / "crash", config_data(server, f"{fresh_bank_id}-crash"))
         await seed(cfg, fresh_bank_id)
         proc = subprocess.run(
             [

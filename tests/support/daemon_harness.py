@@ -26,6 +26,7 @@ from typing import Any
 from bench.notify_socket import NotifySocket as NotifySocket
 from bench.notify_socket import has as has
 from bench.notify_socket import without_systemd
+from tests.support.configs import BANK_IDS, config_data, toml_text, write_toml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 # Generous: the machine running the tests may be busy with other work.
@@ -179,23 +180,15 @@ def event_is(event: str) -> Callable[[dict[str, Any]], bool]:
     return lambda record: record.get("event") == event
 
 
-BANKS = {
-    "global": "private__hermes",
-    "shared": "shared",
-    "research": "private__hermes__research",
-    "homelab": "private__hermes__homelab",
-    "coder": "private__hermes__coder",
-}
-
-
-def config_text(
+def daemon_config(
     state_dir: Path,
     *,
     profiles: Iterable[str] = ("research",),
     schedule: Mapping[str, float | int] | None = None,
-    extra: str = "",
-) -> str:
-    """A valid configuration whose jobs run every ~1 s, starting at once."""
+    **sections: Any,
+) -> dict[str, Any]:
+    """A valid configuration whose jobs run every ~1 s, starting at once; ``schedule`` changes
+    single settings, ``sections`` add or replace top-level keys."""
     settings: dict[str, float | int] = {
         "interval_minutes": 0.02,
         "jitter_s": 0,
@@ -204,17 +197,14 @@ def config_text(
         "job_timeout_s": 300,
     }
     settings.update(schedule or {})
-    lines = [f'state_dir = "{state_dir}"', ""]
-    for alias, bank_id in BANKS.items():
-        lines += [f"[banks.{alias}]", f'bank_id = "{bank_id}"', ""]
-    for name in profiles:
-        lines += [f"[profiles.{name}]", f'bank = "{name}"', ""]
-    lines.append("[schedule]")
-    lines += [f"{key} = {value}" for key, value in settings.items()]
-    lines.append("")
-    return "\n".join(lines) + extra
+    return config_data(tuple(BANK_IDS), profiles, state_dir=state_dir, schedule=settings, **sections)
+
+
+def config_text(state_dir: Path, **kwargs: Any) -> str:
+    """:func:`daemon_config` as TOML."""
+    return toml_text(daemon_config(state_dir, **kwargs))
 
 
 def write_config(path: Path, state_dir: Path, **kwargs: Any) -> Path:
-    path.write_text(config_text(state_dir, **kwargs), encoding="utf-8")
-    return path
+    """Write :func:`daemon_config` to ``path``."""
+    return write_toml(path, daemon_config(state_dir, **kwargs))

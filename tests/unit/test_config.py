@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,24 +10,16 @@ import pytest
 
 from dreamer.config import Config, default_config_path, load_config, parse_config
 from dreamer.errors import ConfigError
+from tests.support.configs import config_data, parsed, write_toml
 
 SOURCE = "config.toml"
 SECRET = "hs-0123456789abcdef"
 
-BASE: dict[str, Any] = {
-    "banks": {
-        "global": {"bank_id": "private__hermes"},
-        "shared": {"bank_id": "shared"},
-        "research": {"bank_id": "private__hermes__research"},
-    },
-    "profiles": {"research": {"bank": "research"}},
-}
+BASE = config_data()
 
 
 def config_with(change: Callable[[dict[str, Any]], None], environ: dict[str, str] | None = None) -> Config:
-    data = copy.deepcopy(BASE)
-    change(data)
-    return parse_config(data, source=SOURCE, base_dir=Path("/etc/dreamer"), environ=environ or {})
+    return parsed(BASE, change, source=SOURCE, base_dir=Path("/etc/dreamer"), environ=environ)
 
 
 def problems(change: Callable[[dict[str, Any]], None], environ: dict[str, str] | None = None) -> list[str]:
@@ -164,12 +155,10 @@ class TestCrossReferences:
         assert "already used by banks.research" in line
 
     def test_profile_bank_cannot_be_its_upstream(self) -> None:
-        """A profile rolling up into its own bank is refused."""
         (line,) = problems(lambda d: d["profiles"]["research"].update(upstream="research"))
         assert line.startswith(f"{SOURCE}: profiles.research.upstream: ")
 
     def test_shared_bank_cannot_be_a_profile_bank(self) -> None:
-        """The shared bank is never a profile's own bank."""
         (line,) = problems(lambda d: d["profiles"].update(everyone={"bank": "shared"}))
         assert line.startswith(f"{SOURCE}: profiles.everyone.bank: the shared bank")
 
@@ -262,15 +251,13 @@ class TestFiles:
 class TestPathsAndDefaults:
     def test_state_dir_is_relative_to_the_config_file(self, tmp_path: Path) -> None:
         """A relative state_dir is resolved against the config file's directory, others under it."""
-        path = tmp_path / "config.toml"
-        banks = "".join(f'[banks.{alias}]\nbank_id = "{alias}"\n' for alias in ("global", "shared"))
-        path.write_text('state_dir = "state"\n' + banks)
+        data = config_data(("global", "shared"), (), state_dir="state")
+        path = write_toml(tmp_path / "config.toml", data)
         config = load_config(path, environ={})
         assert config.state_dir == tmp_path / "state"
         assert config.slot.lock_path == tmp_path / "state" / "slot.lock"
 
     def test_systemd_state_directory_is_used_when_state_dir_is_absent(self) -> None:
-        """Under systemd, $STATE_DIRECTORY is the default state_dir."""
         config = parse_config(BASE, environ={"STATE_DIRECTORY": "/var/lib/dreamer"})
         assert config.state_dir == Path("/var/lib/dreamer")
 

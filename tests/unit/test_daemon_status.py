@@ -82,7 +82,6 @@ class TestFormatStatus:
         assert status == "3 profiles; last reload 09:41Z"
 
     def test_running_jobs_are_listed(self) -> None:
-        """Jobs in progress are named."""
         status = format_status(
             plan=PLAN,
             last_runs={},
@@ -130,5 +129,4 @@ class TestFormatTime:
         assert format_time(NOW.replace(hour=9, minute=5), NOW) == "09:05Z"
 
     def test_other_day_carries_the_date(self) -> None:
-        """A time on another day carries its date."""
         assert format_time(NOW + timedelta(days=14), NOW) == "2025-03-18 12:30Z"

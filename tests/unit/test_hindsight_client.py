@@ -665,7 +665,6 @@ class TestParsing:
         assert recorder.requests == []
 
     async def test_empty_retain_sends_nothing(self) -> None:
-        """Retaining no items is a local no-op."""
         backend, recorder = backend_with(no_network)
         assert (await backend.retain(BANK, [])).items_count == 0
         assert recorder.requests == []

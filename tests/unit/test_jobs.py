@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import structlog
 
-from dreamer.config import Config, parse_config
+from dreamer.config import Config
 from dreamer.errors import (
     PermanentBackendError,
     RetriesExhausted,
@@ -27,23 +27,18 @@ from dreamer.log import configure_logging
 from dreamer.service.jobs import PLANNERS, JobSpec, diff_plans, plan_jobs
 from dreamer.service.runner import JobOutcome, KindDispatcher, execute_job
 from dreamer.state import StateStore
+from tests.support.configs import config_data, parsed
 
 
-def make_config(**overrides: Any) -> Config:
-    data: dict[str, Any] = {
-        "state_dir": "/var/lib/dreamer",
-        "banks": {
-            "global": {"bank_id": "private__hermes"},
-            "shared": {"bank_id": "shared"},
-            "research": {"bank_id": "private__hermes__research"},
-            "homelab": {"bank_id": "private__hermes__homelab"},
-        },
-        "profiles": {"research": {"bank": "research"}, "homelab": {"bank": "homelab"}},
-        "schedule": {"interval_minutes": 60, "jitter_s": 120, "first_run_delay_s": 10},
-    }
-    for key, value in overrides.items():
-        data[key] = value
-    return parse_config(data, environ={})
+def make_config(**sections: Any) -> Config:
+    """Two profiles on an hourly schedule; each of ``sections`` replaces that top-level key."""
+    data = config_data(
+        ("global", "shared", "research", "homelab"),
+        ("research", "homelab"),
+        state_dir="/var/lib/dreamer",
+        schedule={"interval_minutes": 60, "jitter_s": 120, "first_run_delay_s": 10},
+    )
+    return parsed({**data, **sections})
 
 
 def spec(job_id: str = "rollup:research", **changes: Any) -> JobSpec:
@@ -143,17 +138,12 @@ class TestDiffPlans:
         """Schedule, bank and profile edits in the config map to reschedule, update, add and remove."""
         old = plan_jobs(make_config())
         banks = {
-            "global": {"bank_id": "private__hermes"},
-            "shared": {"bank_id": "shared"},
+            "global": {},
+            "shared": {},
             "research": {"bank_id": "private__hermes__research_v2"},
-            "coder": {"bank_id": "private__hermes__coder"},
+            "coder": {},
         }
-        new = plan_jobs(
-            make_config(
-                banks=banks,
-                profiles={"research": {"bank": "research"}, "coder": {"bank": "coder"}},
-            )
-        )
+        new = plan_jobs(make_config(**config_data(banks, ("research", "coder"))))
         diff = diff_plans(old, new)
         assert diff.summary() == {
             "added": ["rollup:coder"],

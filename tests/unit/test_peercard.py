@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from dreamer.backends.base import ReflectResult
-from dreamer.config import Config, parse_config
+from dreamer.config import Config
 from dreamer.errors import PolicyError
 from dreamer.hermes.memory.entries import ENTRY_DELIMITER, parse_entries
 from dreamer.peercard.card import (
@@ -37,6 +37,7 @@ from dreamer.peercard.polish import (
     polish_schema,
 )
 from dreamer.state import LedgerCard, StateStore, Watermark
+from tests.support.configs import config_data, parsed
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 RULE = "═" * 46
@@ -436,21 +437,17 @@ class TestWrite:
 
 
 def refresh_config(tmp_path: Path, **peer_card: Any) -> Config:
-    data: dict[str, Any] = {
-        "state_dir": str(tmp_path / "state"),
-        "banks": {
-            "global": {"bank_id": "private__hermes"},
-            "shared": {"bank_id": "shared"},
-            "research": {"bank_id": "private__hermes__research", "access": "read_write"},
-            "coder": {"bank_id": "private__hermes__coder", "access": "read_write"},
+    writable = {"access": "read_write"}
+    data = config_data(
+        {"global": {}, "shared": {}, "research": writable, "coder": writable},
+        {
+            "research": {"peer_card_path": "cards/research.md"},
+            "coder": {"peer_card_path": "cards/coder.md", "conflict_policy": "keep_both"},
         },
-        "profiles": {
-            "research": {"bank": "research", "peer_card_path": "cards/research.md"},
-            "coder": {"bank": "coder", "peer_card_path": "cards/coder.md", "conflict_policy": "keep_both"},
-        },
-        "peer_card": {"global_path": "cards/global.md", **peer_card},
-    }
-    return parse_config(data, source="test", base_dir=tmp_path, environ={})
+        state_dir=str(tmp_path / "state"),
+        peer_card={"global_path": "cards/global.md", **peer_card},
+    )
+    return parsed(data, base_dir=tmp_path)
 
 
 def promote(state: StateStore, cards: Sequence[LedgerCard]) -> None:
@@ -697,7 +694,6 @@ class TestPolishedCard:
         assert polished is not None and polished.document_ids == ("b", "a")
 
     def test_nothing_with_words_gives_no_card(self) -> None:
-        """Entries without words give no card."""
         built = build([card("Evan is a nurse.", doc="a")])
         assert (
             polished_peer_card(built, [PolishedEntry("…", None)], max_entries=40, max_entry_chars=200) is None

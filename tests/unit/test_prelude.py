@@ -36,7 +36,6 @@ def line_starting(text: str, prefix: str) -> str:
 
 class TestStability:
     def test_same_config_same_bytes(self) -> None:
-        """Two configurations built from the same data give identical bytes."""
         assert prelude(config_with(), "research").encode() == prelude(config_with(), "research").encode()
 
     def test_access_change_changes_the_text(self) -> None:
@@ -98,7 +97,6 @@ class TestContent:
         assert "A search without a bank reads research, global and shared together" in text
 
     def test_no_shared_bank_two_tiers(self) -> None:
-        """Without a shared bank there are two tiers."""
         config = config_with(lambda d: d.setdefault("topology", {}).update(shared=None))
         text = prelude(config, "research")
         assert text.splitlines()[0] == "Memory for profile research: 2 tiers."

@@ -128,7 +128,6 @@ class TestOrdering:
 
     @given(st.permutations(list(range(8))))
     def test_order_does_not_depend_on_input_order(self, order: list[int]) -> None:
-        """Any permutation of the same units gives the same ranking."""
         units = [
             unit(
                 f"u{i}", f"Nate won tournament number {i % 3} with team {i % 2}.", minutes=i % 4, proof=i % 3
@@ -139,7 +138,6 @@ class TestOrdering:
         assert [s.id for s in score_units([units[i] for i in order], "tournament")] == baseline
 
     def test_scores_are_sorted_best_first(self) -> None:
-        """The returned scores never increase down the list."""
         units = [
             unit(str(i), f"Fact number {i} about Joanna's writing " + "and more " * i, i, i)
             for i in range(10)

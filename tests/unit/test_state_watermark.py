@@ -25,7 +25,6 @@ class TestWatermark:
         assert not wm.is_new(T0 - timedelta(seconds=1), "z")
 
     def test_without_overlap_only_the_newest_instant_is_remembered(self) -> None:
-        """With no overlap, only ids at the newest instant are kept."""
         wm = Watermark().advanced_to([(T0, "a"), (T0 + timedelta(seconds=1), "b")])
         assert wm.boundary_ids == {"b"}
         again = wm.advanced_to([(T0 + timedelta(seconds=1), "c")])
@@ -169,7 +168,6 @@ class TestLedgerSketches:
         assert after == dataclasses.replace(before, sketch=after.sketch)
 
     def test_commit_keeps_the_sketch_of_a_promoted_card(self, tmp_path: Path) -> None:
-        """A ledger row committed with a sketch reads back with it."""
         with StateStore.open(tmp_path / "s.sqlite3") as st:
             card = LedgerCard("d1", "p", "global", "Text", "text", sketch="s1\ttext\ttext\ttext")
             commit_promoted(st, card)

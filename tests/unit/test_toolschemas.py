@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator, ValidationError  # type: ignore[import-untyped]
 
-from dreamer.config import Config, parse_config
+from dreamer.config import Config
 from dreamer.errors import PolicyError
 from dreamer.readside.tools import TOOL_NAMES, tool_schemas
 from tests.support.configs import parsed
@@ -134,7 +133,7 @@ class TestBankEnums:
     def test_one_readable_bank_has_no_banks_list(self) -> None:
         """With a single readable bank there is nothing to combine, so no 'banks' property."""
         data = {"banks": {"global": {"bank_id": "g"}}, "topology": {"shared": None}}
-        config = parse_config(data, source="test", base_dir=Path("/srv"), environ={})
+        config = parsed(data)
         found = tools(config, None)
         assert list(found["memory_recall"]["parameters"]["properties"]) == ["query", "bank"]
         assert "memory_retain" not in found

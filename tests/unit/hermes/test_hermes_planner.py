@@ -105,21 +105,18 @@ class TestMoves:
     """Entries in the wrong place move; a move that does not fit is reported and the entry stays."""
 
     def test_config_in_user_moves_to_memory(self) -> None:
-        """A technical config in USER.md moves to MEMORY.md."""
         entry = "Staging DSN lives in ~/.config/app/db.env"
         plan = plan_for([CANARY], [CANARY, entry])
         assert [(a.kind, a.destination) for a in plan.actions] == [(ActionKind.MOVE, "MEMORY.md")]
         assert plan.final_memory == (CANARY, entry)
 
     def test_identity_and_preference_in_memory_move_to_user(self) -> None:
-        """Identity and preferences found in MEMORY.md move to USER.md."""
         identity, preference = "User's name is Ada.", "User prefers short answers."
         plan = plan_for([CANARY, identity, preference], [CANARY])
         assert [a.destination for a in plan.actions] == ["USER.md", "USER.md"]
         assert plan.final_user == (CANARY, identity, preference)
 
     def test_operating_rule_moves_to_the_skill(self) -> None:
-        """An operating rule leaves the memory files for the rules skill."""
         rule = "Always run pytest before committing."
         plan = plan_for([CANARY, rule], [CANARY])
         assert [a.destination for a in plan.actions] == [SKILL_DESTINATION]
