@@ -151,7 +151,10 @@ UNREACHABLE = config_data(
     ("global", "shared", "research"),
     ("research",),
     state_dir="state",
-    backend={"kind": "hindsight", "hindsight": {"url": "http://127.0.0.1:9", "api_key_env": "DREAMER_E2E_KEY"}},
+    backend={
+        "kind": "hindsight",
+        "hindsight": {"url": "http://127.0.0.1:9", "api_key_env": "DREAMER_E2E_KEY"},
+    },
     retry={"max_attempts": 2, "base_delay_s": 0.05},
 )
 UNREACHABLE["banks"]["research"]["access"] = "read_write"
