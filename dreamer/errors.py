@@ -13,6 +13,12 @@
     ├── RetriesExhausted            every attempt failed with a transient error (exit 75)
     ├── ForbiddenRequestError       a request outside the append-only allow-list was about to be
     │                               sent; raised before any byte leaves the process
+    ├── StateFileError              the state file is damaged, foreign, from a newer Dreamer or
+    │                               cannot be written (disk full); the message names the file
+    ├── RunBusyError                another run of the same profile is running or committed first
+    │                               (exit 75)
+    ├── LockFileError               a lock file cannot be opened (a symbolic link where none may be,
+    │                               a missing permission)
     ├── UsageError                  a command-line value cannot be used (exit 2)
     │   ├── PolicyError             a bank alias is unknown, disabled, or not allowed for the operation
     │   └── UnknownAgentError       an agent name that is not under ``[agents]``
@@ -104,6 +110,19 @@ class RetriesExhausted(DreamerError):
         self.attempts = attempts
         self.last = last
         super().__init__(f"{operation}: gave up after {attempts} attempts: {last}")
+
+
+class StateFileError(DreamerError):
+    """Dreamer's state file cannot be used as it is; the message names the file and what to do.
+    Never answered by starting a new file: that would forget every watermark and card."""
+
+
+class RunBusyError(DreamerError):
+    """Another run of the same profile holds its run lock, or committed first; try again later."""
+
+
+class LockFileError(DreamerError):
+    """A lock file could not be opened; the message names it and why."""
 
 
 class ForbiddenRequestError(DreamerError):

@@ -18,6 +18,7 @@ from dreamer.errors import (
     ExitCode,
     PermanentBackendError,
     RetriesExhausted,
+    RunBusyError,
     SlotBusyError,
     TransientBackendError,
     UsageError,
@@ -34,6 +35,7 @@ class Outcome(StrEnum):
     REINFORCED = "reinforced"
     DRY_RUN = "dry_run"
     SLOT_BUSY = "slot_busy"  # the accelerator slot stayed taken
+    BUSY = "busy"  # another run of the same profile was running
     DEFERRED = "deferred"  # a transient failure: the watermark is unchanged, the next cycle retries
     FAILED = "failed"
     TIMEOUT = "timeout"  # cancelled after schedule.job_timeout_s
@@ -46,13 +48,21 @@ COMMITTED: frozenset[str] = frozenset({Outcome.NOTHING_NEW, Outcome.PROMOTED, Ou
 
 #: Outcomes worth a warning in the logs and the STATUS line.
 TROUBLE: frozenset[str] = frozenset(
-    {Outcome.DEFERRED, Outcome.FAILED, Outcome.SLOT_BUSY, Outcome.TIMEOUT, Outcome.CANCELLED}
+    {
+        Outcome.DEFERRED,
+        Outcome.FAILED,
+        Outcome.SLOT_BUSY,
+        Outcome.BUSY,
+        Outcome.TIMEOUT,
+        Outcome.CANCELLED,
+    }
 )
 
 _EXIT_CODES: Mapping[str, ExitCode] = {
     Outcome.FAILED: ExitCode.FAILED,
     Outcome.DEFERRED: ExitCode.TEMPFAIL,
     Outcome.SLOT_BUSY: ExitCode.TEMPFAIL,
+    Outcome.BUSY: ExitCode.TEMPFAIL,
     Outcome.TIMEOUT: ExitCode.TEMPFAIL,
     Outcome.CANCELLED: ExitCode.TEMPFAIL,
 }
@@ -62,6 +72,7 @@ _BY_ERROR: tuple[tuple[type[DreamerError], Outcome, ExitCode], ...] = (
     (ConfigError, Outcome.FAILED, ExitCode.CONFIG),
     (UsageError, Outcome.FAILED, ExitCode.USAGE),
     (SlotBusyError, Outcome.SLOT_BUSY, ExitCode.TEMPFAIL),
+    (RunBusyError, Outcome.BUSY, ExitCode.TEMPFAIL),
     (RetriesExhausted, Outcome.DEFERRED, ExitCode.TEMPFAIL),
     (TransientBackendError, Outcome.DEFERRED, ExitCode.TEMPFAIL),
     (BackendError, Outcome.FAILED, ExitCode.FAILED),

@@ -1,4 +1,5 @@
-"""The accelerator-slot lock, shared with graph extraction and any other LLM job on the host.
+"""File locks: the accelerator-slot lock, shared with graph extraction and any other LLM job on the
+host, and the per-profile run lock in the state directory.
 
 An exclusive ``fcntl.flock`` on a file, so ``flock /path/to/slot.lock CMD`` serialises with Dreamer
 without code changes. The file is never deleted: with unlink-on-release two processes can both
@@ -11,22 +12,44 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 
-from dreamer.errors import SlotBusyError
+from dreamer.errors import DreamerError, LockFileError, SlotBusyError
+
+BusyError = Callable[[Path, float], DreamerError]
+
+
+def _slot_busy(path: Path, timeout_s: float) -> DreamerError:
+    return SlotBusyError(
+        f"slot lock {path} still held by another process after {timeout_s:g}s (slot.acquire_timeout_s)"
+    )
 
 
 class SlotLock:
-    """An exclusive, non-reentrant flock on ``path``; ``waited_s``/``held_s`` add up across uses."""
+    """An exclusive, non-reentrant flock on ``path``; ``waited_s``/``held_s`` add up across uses.
 
-    def __init__(self, path: Path, *, acquire_timeout_s: float, poll_interval_s: float = 0.25) -> None:
+    ``busy`` builds the error raised when the lock stays taken; ``follow_symlinks=False`` refuses a
+    lock file that is a symbolic link (for files in Dreamer's own directories).
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        acquire_timeout_s: float,
+        poll_interval_s: float = 0.25,
+        busy: BusyError = _slot_busy,
+        follow_symlinks: bool = True,
+    ) -> None:
         self.path = path
         self.acquire_timeout_s = acquire_timeout_s
         self.poll_interval_s = poll_interval_s
+        self.busy = busy
+        self.flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | (0 if follow_symlinks else os.O_NOFOLLOW)
         self._fd: int | None = None
         self._held_since = 0.0
         self.waited_s = 0.0
@@ -50,16 +73,17 @@ class SlotLock:
         if self._fd is not None:
             raise RuntimeError("slot lock is already held by this holder")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o660)
+        try:
+            fd = os.open(self.path, self.flags, 0o660)
+        except OSError as exc:
+            link = " (it is a symbolic link, which is not followed here)" if self.path.is_symlink() else ""
+            raise LockFileError(f"cannot open the lock file {self.path}{link}: {exc.strerror}") from None
         self._fd = fd
         start = time.monotonic()
         try:
             while not self._try_lock():
                 if time.monotonic() - start >= self.acquire_timeout_s:
-                    raise SlotBusyError(
-                        f"slot lock {self.path} still held by another process after "
-                        f"{self.acquire_timeout_s:g}s (slot.acquire_timeout_s)"
-                    )
+                    raise self.busy(self.path, self.acquire_timeout_s)
                 await anyio.sleep(self.poll_interval_s)
         except BaseException:
             self._fd = None

@@ -11,13 +11,27 @@ one, are neither skipped nor repeated.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
+import os
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
+
+from dreamer.errors import RunBusyError, StateFileError
+
+#: ``PRAGMA application_id`` of a Dreamer state file ("DRMR"): tells it from another program's.
+APPLICATION_ID = 0x44524D52
+#: ``PRAGMA user_version`` this code writes; a file of a newer version is refused, never misread.
+SCHEMA_VERSION = 1
+_TABLES = frozenset({"runs", "watermarks", "ledger"})
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -60,6 +74,110 @@ CREATE INDEX IF NOT EXISTS ledger_by_bank ON ledger (upstream_bank, promoted_at)
 
 
 _END_RUN = "UPDATE runs SET finished_at = ?, outcome = ?, detail = ?, counts = ? WHERE run_id = ?"
+
+
+def _state_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """An SQLite error in a state operation becomes a :class:`StateFileError` naming the file."""
+
+    @functools.wraps(method)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.Error as exc:
+            path = getattr(args[0], "path", "the state file")
+            raise StateFileError(f"{path}: {_what_failed(exc)}") from exc
+
+    return guarded
+
+
+def _what_failed(exc: sqlite3.Error) -> str:
+    text = str(exc)
+    if "full" in text:
+        return f"cannot write the state file: {text}; free space on its file system, then run again"
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+        return f"the state file stayed locked by another process: {text}"
+    return f"the state file failed: {text}; if it is damaged, move it aside and restore it from a backup"
+
+
+def _create(path: Path) -> None:
+    """Create a new state file atomically (built beside it, then linked into place), so a file that
+    exists is always a finished one: an empty file is never mistaken for a new one."""
+    tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        conn = sqlite3.connect(tmp)
+        try:
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.commit()
+        finally:
+            conn.close()
+        with contextlib.suppress(FileExistsError):  # another process created it first: use theirs
+            os.link(tmp, path)
+    except OSError as exc:
+        raise StateFileError(f"{path}: cannot create the state file: {exc}; check state_dir") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def _check_identity(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a file that is not a Dreamer state file this code can read; upgrade an older one."""
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    tables = {
+        r[0]
+        for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if not r[0].startswith("sqlite_")
+    }
+    # A file from before the identity pragmas has application_id 0 and only tables of ours.
+    legacy = app_id == 0 and bool(tables) and tables <= _TABLES
+    if app_id != APPLICATION_ID and not legacy and tables:
+        raise StateFileError(
+            f"{path}: not a Dreamer state file (it is another program's SQLite database); "
+            "point state_dir at Dreamer's own directory"
+        )
+    if not tables:
+        raise StateFileError(
+            f"{path}: the state file is empty, so its watermarks and ledger are gone; restore it "
+            "from a backup, or delete it to start over (every profile is then read from the beginning)"
+        )
+    if version > SCHEMA_VERSION:
+        raise StateFileError(
+            f"{path}: written by a newer Dreamer (state schema {version}; this one reads up to "
+            f"{SCHEMA_VERSION}); upgrade Dreamer, or restore a backup from before the upgrade"
+        )
+    missing = _TABLES - tables
+    if missing and not legacy:
+        raise StateFileError(
+            f"{path}: the state file is damaged (missing tables: {', '.join(sorted(missing))}); "
+            "restore it from a backup"
+        )
+    if legacy or version < SCHEMA_VERSION:
+        _upgrade(conn)
+
+
+def _upgrade(conn: sqlite3.Connection) -> None:
+    """Bring a state file of an older schema to this one, in one transaction (version 0: the file
+    from before the identity pragmas, possibly without the ``sketch`` column)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(ledger)")}
+            if "sketch" not in columns:
+                # The column is added empty and filled as roll-ups read the cards.
+                conn.execute("ALTER TABLE ledger ADD COLUMN sketch TEXT")
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
 
 
 def _iso(ts: datetime | None) -> str | None:
@@ -170,17 +288,52 @@ class StateStore:
 
     @classmethod
     def open(cls, path: Path) -> StateStore:
+        """Open the state file, creating it when there is none. A file that is not a Dreamer state
+        file of a schema this code reads (garbage, empty, another program's, a newer Dreamer's) is
+        refused with :class:`StateFileError`, never replaced: that would forget every watermark."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute("PRAGMA synchronous=FULL")
-        conn.execute("PRAGMA busy_timeout=30000")
-        conn.executescript(_SCHEMA)
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(ledger)")}
-        if "sketch" not in columns:
-            # A state file from before sketches: the column is added empty and filled as runs read it.
-            conn.execute("ALTER TABLE ledger ADD COLUMN sketch TEXT")
+        if path.is_symlink():
+            raise StateFileError(
+                f"{path}: the state file is a symbolic link, which Dreamer does not follow; "
+                "set state_dir to the directory that holds the real file"
+            )
+        if not path.exists():
+            _create(path)
+        try:
+            conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StateFileError(f"{path}: cannot open the state file: {exc}") from None
+        try:
+            conn.execute("PRAGMA busy_timeout=30000")
+            _check_identity(conn, path)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StateFileError(
+                f"{path}: not a readable state file ({exc}); move it aside and restore it from a "
+                "backup, or point state_dir at a new directory to start over"
+            ) from None
+        except BaseException:
+            conn.close()
+            raise
         return cls(conn, path)
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction. A failed one is rolled back when it is still open, and the error
+        that failed it is the one raised (a ROLLBACK after SQLite already rolled back, as on a full
+        disk, must not replace it)."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise
 
     def close(self) -> None:
         self._conn.close()
@@ -193,12 +346,14 @@ class StateStore:
 
     # --- runs --------------------------------------------------------------------------------
 
+    @_state_errors
     def record_run_start(self, run_id: str, job_id: str, started_at: datetime) -> None:
         self._conn.execute(
             "INSERT OR IGNORE INTO runs (run_id, job_id, started_at) VALUES (?, ?, ?)",
             (run_id, job_id, _iso(started_at)),
         )
 
+    @_state_errors
     def record_run_end(
         self,
         run_id: str,
@@ -212,6 +367,7 @@ class StateStore:
             (_iso(finished_at), outcome, detail, json.dumps(dict(counts)), run_id),
         )
 
+    @_state_errors
     def runs(self, job_id: str | None = None, limit: int = 50) -> list[RunRecord]:
         """Most recent first."""
         sql = "SELECT run_id, job_id, started_at, finished_at, outcome, detail, counts FROM runs"
@@ -226,6 +382,7 @@ class StateStore:
             for r in rows
         ]
 
+    @_state_errors
     def consecutive(self, job_id: str, outcome: str) -> int:
         """How many of the job's most recent finished runs in a row ended with ``outcome``."""
         n = 0
@@ -239,6 +396,7 @@ class StateStore:
 
     # --- watermarks --------------------------------------------------------------------------
 
+    @_state_errors
     def watermark(self, profile: str) -> Watermark:
         row = self._conn.execute(
             "SELECT created_at, boundary_ids, unit_count, last_write_at, rolled_at "
@@ -260,6 +418,7 @@ class StateStore:
 
     # --- ledger ------------------------------------------------------------------------------
 
+    @_state_errors
     def ledger(self, upstream_bank: str | None = None) -> list[LedgerCard]:
         sql = (
             "SELECT document_id, profile, upstream_bank, text, normalized, kind, source_ids, profiles, "
@@ -290,6 +449,7 @@ class StateStore:
             for r in self._conn.execute(sql, args).fetchall()
         ]
 
+    @_state_errors
     def store_sketches(self, sketches: Mapping[str, str]) -> None:
         """Fill in the dedup sketches of ledger cards (document id -> sketch), in one transaction.
 
@@ -297,23 +457,19 @@ class StateStore:
         """
         if not sketches:
             return
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._write() as conn:
             conn.executemany(
                 "UPDATE ledger SET sketch = ? WHERE document_id = ?",
                 [(sketch, document_id) for document_id, sketch in sketches.items()],
             )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
+    @_state_errors
     def ledger_size(self) -> int:
         return int(self._conn.execute("SELECT count(*) FROM ledger").fetchone()[0])
 
     # --- the one commit of a roll-up ---------------------------------------------------------
 
+    @_state_errors
     def commit_rollup(
         self,
         *,
@@ -327,12 +483,27 @@ class StateStore:
         detail: str,
         counts: Mapping[str, int],
         finished_at: datetime,
+        expected: Watermark | None = None,
     ) -> None:
-        """Move the watermark, add the ledger rows and finish the run record, atomically."""
+        """Move the watermark, add the ledger rows and finish the run record, atomically.
+
+        ``expected`` is the watermark the run read: when the stored one is no longer it (another
+        run of the profile committed meanwhile), nothing is written and :class:`RunBusyError` is
+        raised, so a watermark never moves backwards. A reinforcement counts only when it brings
+        source ids the card did not have, so re-reading the same units never inflates a count.
+        """
         now = _iso(finished_at)
-        conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._write() as conn:
+            if expected is not None:
+                row = conn.execute(
+                    "SELECT created_at, rolled_at FROM watermarks WHERE profile = ?", (profile,)
+                ).fetchone()
+                stored = (row[0], row[1]) if row is not None else (None, None)
+                if stored != (_iso(expected.created_at), _iso(expected.rolled_at)):
+                    raise RunBusyError(
+                        f"the watermark of profile {profile!r} moved during this run (another run "
+                        "committed first); nothing was committed and the next run reads on from there"
+                    )
             conn.execute(
                 "INSERT INTO watermarks (profile, bank_id, created_at, boundary_ids, unit_count, "
                 "last_write_at, rolled_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
@@ -379,18 +550,21 @@ class StateStore:
                 ).fetchone()
                 if row is None:
                     continue
-                sources = list(dict.fromkeys([*json.loads(row[0]), *r.source_ids]))
+                known = json.loads(row[0])
+                fresh = [s for s in dict.fromkeys(r.source_ids) if s not in set(known)]
                 profiles = list(dict.fromkeys([*json.loads(row[1]), r.profile]))
                 conn.execute(
-                    "UPDATE ledger SET reinforcements = reinforcements + 1, source_ids = ?, "
+                    "UPDATE ledger SET reinforcements = reinforcements + ?, source_ids = ?, "
                     "profiles = ?, last_seen_at = ? WHERE document_id = ?",
-                    (json.dumps(sources), json.dumps(profiles), now, r.document_id),
+                    (
+                        1 if fresh else 0,
+                        json.dumps([*known, *fresh]),
+                        json.dumps(profiles),
+                        now,
+                        r.document_id,
+                    ),
                 )
             conn.execute(
                 _END_RUN,
                 (now, outcome, detail, json.dumps(dict(counts)), run_id),
             )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise

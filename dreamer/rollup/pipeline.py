@@ -461,6 +461,7 @@ class Rollup:
             detail=report.reason,
             counts=report.counts(),
             finished_at=self.clock(),
+            expected=ctx.watermark,
         )
         self._step("committed", ctx.profile)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,10 +23,12 @@ import anyio
 import structlog
 
 from dreamer.config import Config
+from dreamer.errors import RunBusyError
 from dreamer.log import get_logger
 from dreamer.outcomes import TROUBLE, Outcome, classify, describe
 from dreamer.rollup.activity import ActivityCache
 from dreamer.service.jobs import JobSpec, rollup_job
+from dreamer.slot import SlotLock
 from dreamer.state import StateStore
 
 if TYPE_CHECKING:
@@ -110,6 +113,9 @@ class RollupJob:
         from dreamer.rollup.pipeline import Rollup
 
         profile = job.key
+        run_lock = None if self.dry_run else profile_run_lock(config, profile)
+        if run_lock is not None:
+            await run_lock.acquire()
         backend = self.backend or open_backend(config)
         try:
             with StateStore.open(config.state_path) as state:
@@ -134,6 +140,28 @@ class RollupJob:
         finally:
             if self.backend is None:
                 await backend.aclose()
+            if run_lock is not None:
+                run_lock.release()
+
+
+#: How long a roll-up waits for another run of the same profile before it reports ``busy``.
+RUN_LOCK_WAIT_S = 2.0
+
+
+def profile_run_lock(config: Config, profile: str) -> SlotLock:
+    """The lock that makes runs of one profile one at a time, across the daemon and the CLI: a
+    flock on ``<state_dir>/locks/rollup-<profile>.lock`` (never unlinked, never a followed link)."""
+    name = "rollup-" + urllib.parse.quote(profile, safe="") + ".lock"
+    return SlotLock(
+        config.state_dir / "locks" / name,
+        acquire_timeout_s=RUN_LOCK_WAIT_S,
+        poll_interval_s=0.1,
+        busy=lambda path, waited: RunBusyError(
+            f"another roll-up of profile {profile!r} is running (its run lock {path} stayed taken "
+            f"for {waited:g}s); this one is skipped and the next cycle runs it"
+        ),
+        follow_symlinks=False,
+    )
 
 
 _REPORT_FIELDS = ("summariser", "slot_wait_s", "slot_held_s", "dry_run", "watermark_from", "watermark_to")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from dreamer.errors import StateFileError
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -98,14 +99,14 @@ class TestStateStore:
             assert [r.outcome for r in st.runs()] == ["reinforced", "promoted"]
 
     def test_failed_commit_leaves_nothing(self, tmp_path: Path) -> None:
-        """If the transaction fails midway, the watermark does not move."""
+        """If the transaction fails midway, the watermark does not move and the error names the file."""
         with StateStore.open(tmp_path / "s.sqlite3") as st:
             bad = LedgerCard("d1", "p", "global", "T", "t")
             wm = Watermark(T0, {"u1": T0}, 1, T0)
             st._conn.execute(
                 "CREATE TRIGGER boom BEFORE INSERT ON ledger BEGIN SELECT RAISE(ABORT, 'x'); END"
             )
-            with pytest.raises(sqlite3.IntegrityError):
+            with pytest.raises(StateFileError, match=r"s\.sqlite3: the state file failed: x"):
                 st.commit_rollup(
                     profile="p",
                     bank_id="b",
