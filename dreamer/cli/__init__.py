@@ -1,0 +1,97 @@
+"""The ``dreamer`` command: one entry point, one subcommand per task.
+
+The subcommands live in one module per group (:mod:`~dreamer.cli.service`, :mod:`~dreamer.cli.rollup`,
+:mod:`~dreamer.cli.banks`, :mod:`~dreamer.cli.agents`); :mod:`~dreamer.cli.registry` says how to add one.
+Their handlers import the modules doing the work inside the function, so ``dreamer --help`` and
+``dreamer run`` load neither the roll-up pipeline nor a backend.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import textwrap
+from collections.abc import Sequence
+
+from dreamer import __version__
+from dreamer.cli import agents, banks, rollup, service
+from dreamer.cli.base import add_global_options, log_format, log_level
+from dreamer.cli.registry import Handler, in_order
+from dreamer.log import configure_logging
+
+__all__ = ["build_parser", "main"]
+
+# The order of the commands in `dreamer --help`.
+_GROUPS = (service.COMMANDS, rollup.COMMANDS, banks.COMMANDS, agents.COMMANDS)
+
+_DESCRIPTION = """\
+Dreamer consolidates agent memory: on a schedule it rolls up what is new in each profile's memory
+bank into one global bank, as deduplicated summary cards with provenance, append-only.
+"""
+
+_EPILOG_HEAD = """\
+examples:
+  dreamer check-config                 validate the configuration file
+  dreamer demo                         see a roll-up on a throwaway embedded store
+  dreamer run --log-format console     run the daemon in the foreground, readable logs
+  dreamer rollup --dry-run             what the next roll-up would promote, and why
+  dreamer status                       watermarks, last runs, pending units
+  dreamer COMMAND --help               options and examples of one command
+
+configuration: --config, else $DREAMER_CONFIG, else $CONFIGURATION_DIRECTORY/config.toml,
+else /etc/dreamer/config.toml. Exit status 78 means the configuration is wrong.
+"""
+
+
+_HELP_WIDTH = 100
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dreamer`` parser with every subcommand, in the order of ``_GROUPS``."""
+    parser = argparse.ArgumentParser(
+        prog="dreamer",
+        description=_DESCRIPTION,
+        epilog=_EPILOG_HEAD,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"dreamer {__version__}")
+    add_global_options(parser, top_level=True)
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for command in in_order(*_GROUPS):
+        epilog = None
+        if command.examples:
+            epilog = "examples:\n" + "\n".join(f"  {line}" for line in command.examples)
+        sub = subparsers.add_parser(
+            command.name,
+            help=command.help,
+            description=textwrap.fill(command.description, width=_HELP_WIDTH),
+            epilog=epilog,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if command.arguments is not None:
+            command.arguments(sub)
+        add_global_options(sub, top_level=False)
+        sub.set_defaults(handler=command.handler)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dreamer`` console script and ``python -m dreamer``."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler: Handler | None = getattr(args, "handler", None)
+    if handler is None:
+        parser.print_help(sys.stderr)
+        return 2
+    # Commands log to stderr so their stdout stays clean output; the daemon moves its logs to stdout.
+    configure_logging(log_format=log_format(args), level=log_level(args) or "info", stream=sys.stderr)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `dreamer check-config | head`: the reader left; stop quietly, as other tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141

@@ -1,0 +1,85 @@
+"""The subcommands over agents' own memory files (MEMORY.md / USER.md): ``audit`` checks and tidies
+them, ``memory`` reads and edits them as Hermes' store does."""
+
+from __future__ import annotations
+
+import argparse
+
+from dreamer.cli.base import run_async, run_sync
+from dreamer.cli.registry import CommandGroup
+
+COMMANDS = CommandGroup()
+
+
+def _audit_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent",
+        action="append",
+        default=[],
+        metavar="A",
+        help="audit this agent (repeatable; default: all)",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="change nothing; print the planned actions")
+    parser.add_argument("--force", action="store_true", help="audit now even if no audit is due")
+    parser.add_argument("--json", action="store_true", help="print the reports as JSON")
+
+
+@COMMANDS.subcommand(
+    "audit",
+    help="audit agents' MEMORY.md / USER.md (canaries, stale entries, moves, duplicates)",
+    description=(
+        "Run the memory audit of each configured agent when it is due (every audit.interval_days, "
+        "or at once above audit.threshold_pct of a file's limit), or now with --force. Each agent "
+        "is audited in isolation; changes are patch-level edits through the store and only when "
+        "Dreamer is a registered writer in the agent's MEMORY_WRITERS.md; every audit appends to "
+        "the agent's MEMORY_AUDIT_LEDGER.md. Exit 1 when an agent is CRITICAL (missing canary) or "
+        "its files cannot be read."
+    ),
+    arguments=_audit_arguments,
+    examples=["dreamer audit --agent mumuni --dry-run --force", "dreamer audit --json | jq '.agents'"],
+)
+def _audit(args: argparse.Namespace) -> int:
+    from dreamer.commands.audit import audit_command
+
+    return run_async(
+        args,
+        lambda config: audit_command(
+            config, args.agent, dry_run=args.dry_run, force=args.force, as_json=args.json
+        ),
+    )
+
+
+def _memory_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=["list", "stats", "add", "replace", "remove", "render"])
+    parser.add_argument("text", nargs="?", help="the entry's text (add, replace)")
+    parser.add_argument("--agent", required=True, metavar="NAME", help="an agent under [agents]")
+    parser.add_argument("--target", choices=["memory", "user"], default="memory", help="MEMORY.md or USER.md")
+    parser.add_argument("--old", metavar="TEXT", help="a unique piece of the entry to replace or remove")
+
+
+@COMMANDS.subcommand(
+    "memory",
+    help="read or edit an agent's MEMORY.md / USER.md with Hermes' store semantics",
+    description=(
+        "Entries are separated by a line holding only §; MEMORY.md holds at most 2,200 characters "
+        "and USER.md 1,375. add refuses exact duplicates and, over the limit, prints the current "
+        "entries; replace and remove find the entry by a unique piece of its text. Writes take the "
+        "sidecar .lock file and replace the file atomically."
+    ),
+    arguments=_memory_arguments,
+    examples=[
+        "dreamer memory stats --agent mumuni --target user",
+        "dreamer memory add 'Deploys go through the staging host first.' --agent mumuni",
+        "dreamer memory replace 'Prefers metric units.' --old 'imperial' --agent mumuni --target user",
+        "dreamer memory render --agent mumuni",
+    ],
+)
+def _memory(args: argparse.Namespace) -> int:
+    from dreamer.commands.audit import memory_command
+
+    return run_sync(
+        args,
+        lambda config: memory_command(
+            config, args.action, args.agent, args.target, text=args.text, old=args.old
+        ),
+    )

@@ -1,0 +1,59 @@
+"""The ``dreamer`` parser: which commands it lists, in which order, and what importing it costs."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+
+import pytest
+
+from dreamer.cli import build_parser
+from dreamer.cli.registry import CommandGroup, in_order
+
+
+def _command_names(parser: argparse.ArgumentParser) -> list[str]:
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return list(subparsers.choices)
+
+
+class TestParser:
+    def test_help_lists_commands_group_by_group(self) -> None:
+        """`dreamer --help` lists service, roll-up, read-side, then agent commands, each group as defined."""
+        assert _command_names(build_parser()) == [
+            "check-config",
+            "run",
+            "rollup",
+            "status",
+            "demo",
+            "banks",
+            "recall",
+            "reflect",
+            "retain",
+            "tool-schemas",
+            "prelude",
+            "card",
+            "audit",
+            "memory",
+        ]
+
+    def test_a_name_registered_twice_is_refused(self) -> None:
+        """Two groups defining the same command name is an error, not a silent override."""
+        first, second = CommandGroup(), CommandGroup()
+        first.subcommand("x", help="first")(lambda args: 0)
+        second.subcommand("x", help="second")(lambda args: 0)
+        with pytest.raises(ValueError, match="'x' is registered twice"):
+            in_order(first, second)
+
+
+class TestImports:
+    def test_importing_the_cli_leaves_command_bodies_unimported(self) -> None:
+        """`import dreamer.cli` loads no pipeline, backend, Hermes store, command body or httpx."""
+        probe = (
+            "import sys, dreamer.cli\n"
+            "heavy = ['dreamer.rollup.pipeline', 'dreamer.backends.hindsight.backend', 'dreamer.hermes', "
+            "'dreamer.commands', 'dreamer.peercard.card', 'dreamer.service.daemon', 'httpx']\n"
+            "print(' '.join(m for m in heavy if m in sys.modules))\n"
+        )
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+        assert done.stdout.strip() == ""
