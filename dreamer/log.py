@@ -1,17 +1,10 @@
 """Structured logs that read well in the journal and on a terminal, and never carry a secret.
 
-- Under systemd (stdout is the journal stream named by ``$JOURNAL_STREAM``): one JSON object per
-  line, prefixed with the sd-daemon priority (``<3>`` error, ``<4>`` warning, ``<6>`` info,
-  ``<7>`` debug) so journald sets ``PRIORITY=`` and ``journalctl -p warning`` works. Tracebacks are
-  structured (``exception`` is a list of dicts), so a record never spans two lines.
-- On a terminal: structlog's readable console format.
-- Anywhere else (a pipe, a file): JSON lines without the prefix, ready for ``jq``.
-  ``--log-format json|console`` forces either format.
-
-Records from the standard ``logging`` module (APScheduler, Python warnings) go through the same
-chain. Secrets are redacted twice: values of keys named like ``api_key``/``token``/``secret``/
-``password``/``authorization``, and any occurrence of a configured secret string, first in the
-event's values and then once more in the rendered line.
+Under systemd (the output stream is the journal named by ``$JOURNAL_STREAM``): one JSON object per
+line, prefixed with its sd-daemon priority (``<3>`` ... ``<7>``) so ``journalctl -p warning`` works.
+On a terminal: structlog's console format; anywhere else: JSON lines without the prefix.
+``--log-format json|console`` forces either. Records of the standard ``logging`` module go through
+the same chain. Secrets are redacted by key name and by value, in the event and in the rendered line.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the next run redo the same promotion, which content-derived document ids make ha
 
 A watermark is the newest ``created_at`` rolled up plus the ids of the units rolled up shortly
 before it (see :class:`Watermark`), so units sharing a timestamp, or committed late with an older
-one, are neither skipped nor repeated.
+one, are neither skipped nor repeated. Why: ``docs/design/rollup.md``.
 """
 
 from __future__ import annotations

@@ -5,9 +5,9 @@ punctuation removed, whitespace collapsed, and leading date clauses ("On 8 May 2
 ...", "2023-05-08: ...") dropped, because the same fact restated on another day must still compare
 equal. Dates *inside* a sentence are kept: they are part of the fact.
 
-`card_document_id` hashes the normalised text, so re-sending a card after a crash is a no-op on the
-backend, and two cards share an id only if their normalised texts are equal, which dedup already
-rejects as a duplicate before anything is sent.
+`card_document_id` hashes the profile and the normalised text, so a card re-sent after a crash
+keeps its id, and two cards of a profile share an id only if their normalised texts are equal, which
+dedup already judges a duplicate before anything is sent (``docs/design/rollup.md``).
 """
 
 from __future__ import annotations

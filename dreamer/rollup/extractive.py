@@ -1,9 +1,9 @@
 """Cards without a language model: cluster paraphrased units and keep the most informative wording.
 
-This is the fallback when reflect is unavailable or returns nothing useful. Units that restate one
-fact (by the same lexical rule dedup uses, protected details included) collapse into one card that
-lists all of their ids as sources. Units come in salience order and cards keep that order, so the
-result depends only on the input.
+Used when the backend's reflect has no LLM (the embedded store) or ``rollup.use_reflect = "never"``.
+Units that restate one fact (by the same lexical rule dedup uses, protected details included)
+collapse into one card that lists all of their ids as sources. Units come in salience order and
+cards keep that order, so the result depends only on the input.
 """
 
 from __future__ import annotations

@@ -3,12 +3,11 @@ commit, consolidate (the README's "How one roll-up works", in the same words).
 
 The only module of the roll-up that does I/O; the steps' rules live in the pure modules beside it
 (:mod:`.gate`, :mod:`.salience`, :mod:`.cards`, :mod:`.extractive`, :mod:`.dedup`, :mod:`.promote`).
-A run's state travels in one :class:`RunContext`; each step reads what the steps before it left
-there. Step boundaries are announced through ``on_step`` (progress for the CLI, and the place a
-crash-safety test kills the process). The run's record, log context and summary belong to the job
-runner (:mod:`dreamer.service.runner`); the pipeline writes only its one atomic commit: watermark,
-ledger rows and the run's end, after the promotion succeeded. Nothing here deletes or rewrites
-memory: upstream only ever receives new documents whose ids derive from their content.
+A run's state travels in one :class:`RunContext`; step boundaries are announced through
+``on_step``. The run's record, log context and summary belong to :mod:`dreamer.service.runner`; the
+pipeline writes only its one atomic commit (watermark, ledger rows, the run's end) after the
+promotion succeeded. Why, and how crashes, retries and the slot lock are handled:
+``docs/design/rollup.md``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """The service lifecycle: configuration, scheduler, signals, reload, drain, watchdog, STATUS.
 
-``dreamer run`` calls :func:`run_daemon`. In order:
+``dreamer run`` calls :func:`run_daemon`: an invalid configuration exits 78; otherwise the signal
+handlers, the scheduler (one job per entry of :func:`dreamer.service.jobs.plan_jobs`) and the
+watchdog start, *then* ``READY=1`` is sent. SIGHUP reloads the configuration (a bad file keeps the
+old one running); SIGTERM/SIGINT stop new runs, drain the running ones within
+``schedule.drain_timeout_s`` and exit 0. The job body is injected (a
+:class:`dreamer.service.runner.JobRunner`): the daemon does not know what a roll-up is.
 
-1. load the configuration; if it is invalid, report every problem and exit 78 (EX_CONFIG), so
-   systemd does not restart a daemon that cannot work (``RestartPreventExitStatus=78``);
-2. open the state store (run records);
-3. install the SIGHUP/SIGTERM/SIGINT handlers, *then* start the scheduler (UTC, one job per entry
-   of :func:`dreamer.service.jobs.plan_jobs`) and the watchdog, *then* send ``READY=1`` with a STATUS line;
-4. SIGHUP: ``RELOADING=1``, re-read and validate; a bad file keeps the old configuration running
-   (``reload failed: ...`` in STATUS and an error in the log); a good one adds, removes and
-   reschedules only the jobs that changed. Then ``READY=1``. A running job finishes with the
-   configuration it started with.
-5. SIGTERM/SIGINT: ``STOPPING=1``; no new runs start; running jobs get
-   ``schedule.drain_timeout_s`` to finish, then are cancelled; exit 0.
-
-The job body is injected (a :class:`dreamer.service.runner.JobRunner`); the daemon does not know what a
-roll-up is. Every run is an asyncio task the daemon tracks itself, because the scheduler's
-``shutdown(wait=True)`` cancels coroutine jobs instead of waiting for them.
+Why it is built this way: ``docs/design/service.md``.
 """
 
 from __future__ import annotations
@@ -69,7 +60,7 @@ class Daemon:
     """One running service. Create it with a loaded config; :meth:`serve` runs until stopped.
 
     Attributes tests and the STATUS line read: ``config``, ``plan``, ``last_runs`` (job id ->
-    :class:`~dreamer.service.jobs.RunResult`), ``running`` (job id -> run id), ``last_reload``.
+    :class:`~dreamer.service.runner.RunResult`), ``running`` (job id -> run id), ``last_reload``.
     """
 
     def __init__(
@@ -378,7 +369,7 @@ def run_daemon(
 ) -> int:
     """Run the service until stopped; returns the process exit status (0, 78, 73 or 70).
 
-    ``runner`` replaces the default job body (see :mod:`dreamer.service.jobs`); ``log_level`` overrides the
+    ``runner`` replaces the default job body (see :mod:`dreamer.service.runner`); ``log_level`` overrides the
     configuration's ``log.level``.
     """
     faulthandler.enable()

@@ -1,14 +1,8 @@
 """sd_notify: tell systemd when the service is ready, reloading, stopping, alive, and what it is doing.
 
-The ``sdnotify`` package is the transport (it connects to ``$NOTIFY_SOCKET``, including abstract
-``@name`` sockets, and is a no-op when the variable is unset), but it encodes every message as
-Latin-1 and silently drops any message that does not encode. systemd, for its part, ignores a
-``STATUS=`` that is not valid UTF-8 and splits assignments at newlines. So every value goes through
-:func:`sanitize_value` first: the text is reduced to printable ASCII (which both sides agree on),
-dashes, quotes, arrows and check marks are transliterated, accents are stripped, anything else
-becomes ``?``, and the text is capped in length. A STATUS line therefore always arrives.
-
-Usage::
+The ``sdnotify`` package is the transport (a no-op when ``$NOTIFY_SOCKET`` is unset); every value
+first goes through :func:`sanitize_value` (one line of printable ASCII, capped), so that a STATUS
+line always arrives. Why: ``docs/design/service.md``. Usage::
 
     notifier = Notifier.from_environ()
     notifier.ready(status="3 profiles; next: homelab 13:02Z")

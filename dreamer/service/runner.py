@@ -6,6 +6,7 @@ the demo): a run id, the log context (``job_id``, ``run_id`` and the job's own f
 summary, the "deferred N times in a row" warning, and the rule that an error in a job body is an
 outcome (:func:`dreamer.outcomes.classify`), never a crash. The job bodies are runners:
 :class:`RollupJob` (the pipeline, then the peer card) and :func:`run_audit_job`.
+See ``docs/design/rollup.md`` (the run owner) and ``docs/design/service.md``.
 """
 
 from __future__ import annotations
