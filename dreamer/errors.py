@@ -3,7 +3,7 @@
 ::
 
     DreamerError
-    ├── ConfigError                 the configuration is wrong: fix the file (exit 78, EX_CONFIG)
+    ├── ConfigError                 the configuration is wrong: fix the file (exit 78)
     ├── BackendError                the memory backend did not do what was asked
     │   ├── TransientBackendError   try again later (timeouts, connection errors, 429, 5xx);
     │   │                           ``retry_after`` carries the server's suggested delay, if any

@@ -22,6 +22,7 @@ from dreamer.hermes.memory.store import AmbiguousMatchError, OverBudgetError
 
 log = structlog.get_logger("dreamer.audit")
 
+
 async def audit_command(
     config: Config,
     agents: Sequence[str],

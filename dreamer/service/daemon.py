@@ -45,6 +45,7 @@ from dreamer.state import StateStore
 
 log = get_logger("dreamer.daemon")
 
+
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -52,6 +53,8 @@ def _utcnow() -> datetime:
 # After the drain timeout, cancelled jobs get this long to run their cleanup (release the slot lock,
 # write the run record) before the process exits regardless.
 CANCEL_GRACE_S = 10.0
+
+
 def _problems_text(exc: ConfigError) -> str:
     return "; ".join(exc.problems)
 
