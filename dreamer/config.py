@@ -38,8 +38,18 @@ Budget = Literal["low", "mid", "high"]
 ConflictPolicy = Literal["recency_wins", "keep_both"]
 Alias = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
 BankId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
-PositiveFloat = Annotated[float, Field(gt=0)]
-NonNegativeFloat = Annotated[float, Field(ge=0)]
+# Every number has a finite, sane maximum: a value that passes check-config must not crash the
+# daemon (an interval of inf) or leave it idle for ever (a jitter of 1e300 seconds).
+MINUTE, HOUR, DAY, WEEK = 60.0, 3600.0, 86400.0, 7 * 86400.0
+
+
+PositiveFloat = Annotated[float, Field(gt=0, le=DAY, allow_inf_nan=False)]
+NonNegativeFloat = Annotated[float, Field(ge=0, le=DAY, allow_inf_nan=False)]
+Count = Annotated[int, Field(ge=1, le=1_000_000)]
+IntervalMinutes = Annotated[float, Field(gt=0, le=WEEK / MINUTE, allow_inf_nan=False)]
+Hours = Annotated[float, Field(gt=0, le=24 * 366, allow_inf_nan=False)]
+ShortSeconds = Annotated[float, Field(gt=0, le=MINUTE, allow_inf_nan=False)]
+HourSeconds = Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)]
 
 
 class _Model(BaseModel):
@@ -76,8 +86,8 @@ class ProfileConfig(_Model):
     conflict_policy: ConflictPolicy = "recency_wins"
     directive: str = ""
     top_n: Annotated[int, Field(ge=1, le=500)] = 20
-    min_new_units: Annotated[int, Field(ge=1)] = 1
-    max_quiet_hours: Annotated[float, Field(gt=0)] = 24.0
+    min_new_units: Count = 1
+    max_quiet_hours: Hours = 24.0
     peer_card_path: Path | None = None
     enabled: bool = True
 
@@ -112,18 +122,27 @@ class BackendConfig(_Model):
 
 
 class ScheduleConfig(_Model):
-    interval_minutes: PositiveFloat = 60.0
-    jitter_s: Annotated[int, Field(ge=0)] = 120
-    misfire_grace_s: Annotated[int, Field(ge=1)] = 900
+    interval_minutes: IntervalMinutes = 60.0
+    jitter_s: Annotated[int, Field(ge=0, le=int(WEEK))] = 120
+    misfire_grace_s: Annotated[int, Field(ge=1, le=int(WEEK))] = 900
     job_timeout_s: PositiveFloat = 1800.0
-    drain_timeout_s: PositiveFloat = 30.0
+    drain_timeout_s: HourSeconds = 30.0
     first_run_delay_s: NonNegativeFloat = 10.0
+
+    @model_validator(mode="after")
+    def _jitter_within_interval(self) -> ScheduleConfig:
+        interval_s = self.interval_minutes * MINUTE
+        if self.jitter_s > interval_s:
+            raise _CrossReferenceError(
+                [("schedule.jitter_s", f"{self.jitter_s} s is longer than the interval ({interval_s:g} s)")]
+            )
+        return self
 
 
 class SlotConfig(_Model):
     lock_path: Path = Path("slot.lock")
     acquire_timeout_s: NonNegativeFloat = 300.0
-    poll_interval_s: PositiveFloat = 0.25
+    poll_interval_s: ShortSeconds = 0.25
 
 
 class RetryConfig(_Model):
@@ -131,7 +150,7 @@ class RetryConfig(_Model):
     base_delay_s: NonNegativeFloat = 2.0
     max_delay_s: NonNegativeFloat = 120.0
     retry_after_cap_s: NonNegativeFloat = 300.0
-    warn_after_deferrals: Annotated[int, Field(ge=1)] = 3
+    warn_after_deferrals: Annotated[int, Field(ge=1, le=10_000)] = 3
 
 
 class RollupConfig(_Model):
@@ -163,12 +182,12 @@ class AgentConfig(_Model):
 
 class AuditConfig(_Model):
     enabled: bool = True
-    check_every_minutes: PositiveFloat = 60.0
-    interval_days: Annotated[int, Field(ge=1)] = 14
+    check_every_minutes: IntervalMinutes = 60.0
+    interval_days: Annotated[int, Field(ge=1, le=3650)] = 14
     threshold_pct: Annotated[float, Field(gt=0, le=100)] = 85.0
     skip_below_pct: Annotated[float, Field(gt=0, le=100)] = 75.0
-    stale_days: Annotated[int, Field(ge=1)] = 14
-    url_timeout_s: PositiveFloat = 2.0
+    stale_days: Annotated[int, Field(ge=1, le=3650)] = 14
+    url_timeout_s: ShortSeconds = 2.0
 
 
 class LogConfig(_Model):
@@ -405,6 +424,11 @@ def _resolve_paths(cfg: Config, base_dir: Path, source: str, environ: Mapping[st
     )
 
 
+def _usable_key(key: str) -> bool:
+    """Printable ASCII without spaces: what a ``Bearer`` token in an HTTP header can be."""
+    return all("!" <= ch <= "~" for ch in key)
+
+
 def _resolve_secret(cfg: Config, source: str, environ: Mapping[str, str]) -> Config:
     hs = cfg.backend.hindsight
     key: str | None = None
@@ -417,14 +441,24 @@ def _resolve_secret(cfg: Config, source: str, environ: Mapping[str, str]) -> Con
                 f"{source}: backend.hindsight.api_key_file: cannot read {str(path)!r}: "
                 f"{exc.strerror or exc}; create the file (e.g. a systemd credential) or remove the key"
             ) from None
+        except UnicodeDecodeError:
+            key = "\x00"  # not text at all: refused below like any other unusable byte
         if not key:
             raise ConfigError(
                 f"{source}: backend.hindsight.api_key_file: {str(path)!r} is empty; "
                 "put the API key in it or remove the key"
             )
+        where = f"backend.hindsight.api_key_file: the key in {str(path)!r}"
     elif hs.api_key_env:
         key = environ.get(hs.api_key_env) or None
-    secret = SecretStr(key) if key else None
+        where = f"backend.hindsight.api_key_env: the key in ${hs.api_key_env}"
+    if key and not _usable_key(key) and cfg.backend.kind == "hindsight":
+        # Never shown: a key with a newline would be printed whole by the HTTP library's own error.
+        raise ConfigError(
+            f"{source}: {where} holds a space, a control character or a non-ASCII character, "
+            "which an HTTP header cannot carry; store the key alone, as printable ASCII"
+        )
+    secret = SecretStr(key) if key and _usable_key(key) else None
     hindsight = hs.model_copy(update={"api_key": secret})
     return cfg.model_copy(update={"backend": cfg.backend.model_copy(update={"hindsight": hindsight})})
 

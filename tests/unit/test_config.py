@@ -276,3 +276,72 @@ class TestPathsAndDefaults:
         example = Path(__file__).resolve().parents[2] / "config.example.toml"
         config = load_config(example, environ={})
         assert sorted(config.enabled_profiles()) == ["coder", "homelab", "research"]
+
+
+class TestBounds:
+    """Numbers that pass check-config never break the daemon: each has a finite, sane maximum."""
+
+    @pytest.mark.parametrize(
+        ("table", "key", "value"),
+        [
+            ("schedule", "interval_minutes", float("inf")),
+            ("schedule", "interval_minutes", float("nan")),
+            ("schedule", "interval_minutes", 7 * 24 * 60 + 1),
+            ("schedule", "first_run_delay_s", 1e300),
+            ("schedule", "job_timeout_s", 86401),
+            ("schedule", "misfire_grace_s", 10**12),
+            ("schedule", "drain_timeout_s", 3601),
+            ("retry", "max_delay_s", float("inf")),
+            ("retry", "retry_after_cap_s", 1e300),
+            ("rollup", "watermark_overlap_s", 1e300),
+            ("slot", "acquire_timeout_s", float("inf")),
+            ("audit", "check_every_minutes", 1e300),
+        ],
+    )
+    def test_out_of_bounds_is_refused_by_key(self, table: str, key: str, value: float) -> None:
+        (line,) = problems(lambda d: section(d, table).update({key: value}))
+        assert line.startswith(f"{SOURCE}: {table}.{key}: ")
+
+    def test_jitter_longer_than_the_interval_is_refused(self) -> None:
+        """A jitter past the interval would leave the daemon pinging the watchdog and never running."""
+        (line,) = problems(lambda d: section(d, "schedule").update(interval_minutes=60, jitter_s=10**9))
+        assert line.startswith(f"{SOURCE}: schedule.jitter_s: ")
+        (line,) = problems(lambda d: section(d, "schedule").update(interval_minutes=1, jitter_s=61))
+        assert line == f"{SOURCE}: schedule.jitter_s: 61 s is longer than the interval (60 s)"
+
+    def test_the_largest_allowed_values_load(self) -> None:
+        config = config_with(
+            lambda d: section(d, "schedule").update(
+                interval_minutes=7 * 24 * 60, jitter_s=7 * 24 * 3600, first_run_delay_s=86400
+            )
+        )
+        assert config.schedule.interval_minutes == 7 * 24 * 60
+
+
+class TestUnusableKeys:
+    """A key an HTTP header cannot carry is refused at load, without being shown."""
+
+    @pytest.mark.parametrize("key", ["hs-key\ninjected", "hs-ключ-1234", "hs key", "hs-\x00-key"])
+    def test_refused_without_showing_it(self, key: str) -> None:
+        environ = {"HS_KEY": key}
+        (line,) = problems(
+            lambda d: d.update(backend={"kind": "hindsight", "hindsight": {"api_key_env": "HS_KEY"}}),
+            environ,
+        )
+        assert line.startswith(f"{SOURCE}: backend.hindsight.api_key_env: the key in $HS_KEY holds ")
+        for piece in (key, "hs-key", "injected", "ключ"):
+            assert piece not in line
+
+    def test_a_binary_key_file_is_refused(self, tmp_path: Path) -> None:
+        key_file = tmp_path / "key"
+        key_file.write_bytes(b"\xff\xfe\x00secret")
+        (line,) = problems(
+            lambda d: d.update(
+                backend={"kind": "hindsight", "hindsight": {"api_key_file": str(key_file)}}
+            )
+        )
+        assert "backend.hindsight.api_key_file" in line and "secret" not in line
+
+    def test_an_embedded_install_ignores_an_unusable_variable(self) -> None:
+        config = config_with(lambda d: None, {"HINDSIGHT_API_KEY": "bad\nkey"})
+        assert config.backend.hindsight.api_key is None
