@@ -203,10 +203,11 @@ def merge_recalls(
 ) -> tuple[LabelledRecall, ...]:
     """Merge the hits of several banks (given in read order, as ``(label, hits)``) into one ranking.
 
-    Hits fold when their normalised texts are equal, or when they share a ``document_id`` that no
-    bank returned twice; a folded hit keeps every label and shows its best-scoring member. Ranked by
-    score, then read order of the first label, then id; ``limit`` applies after folding. Why these
-    rules: ``docs/design/readside.md``.
+    Hits fold only when their normalised texts are equal: a document id is a caller's name inside
+    one bank and says nothing about sameness across banks, so different texts under one id stay
+    apart (folding them would hide a fact). A folded hit keeps every label, shows its best-scoring
+    member and keeps a document id of its members. Ranked by score, then read order of the first
+    label, then id; ``limit`` applies after folding. Why: ``docs/design/readside.md``.
     """
     entries: list[tuple[int, str, RecallItem]] = [
         (order, label, item) for order, (label, items) in enumerate(per_bank) for item in items
@@ -225,19 +226,10 @@ def merge_recalls(
             parent[max(ri, rj)] = min(ri, rj)
 
     by_text: dict[str, int] = {}
-    by_document: dict[str, list[int]] = {}
     for index, (_, _, item) in enumerate(entries):
         key = normalize_text(item.text)
         if key:
             union(by_text.setdefault(key, index), index)
-        if item.document_id:
-            by_document.setdefault(item.document_id, []).append(index)
-    for members in by_document.values():
-        banks = [entries[i][0] for i in members]
-        # A document with several hits in one bank was split into distinct facts: keep them apart.
-        if len(set(banks)) == len(banks) and len(banks) > 1:
-            for i in members[1:]:
-                union(members[0], i)
 
     groups: dict[int, list[int]] = {}
     for index in range(len(entries)):

@@ -280,22 +280,22 @@ class TestReadUnion:
         assert {world.bank_id("research"), world.bank_id("shared")} <= set(hits[0].bank_ids)
         assert answer.render().startswith("[research,shared] ")
 
-    async def test_same_document_id_in_two_banks_folds(self, world: World) -> None:
-        """One document retained into two banks folds even though its texts differ."""
+    async def test_same_document_id_in_three_banks_hides_no_fact(self, world: World) -> None:
+        """Three different texts under one document id in three banks are three labelled hits."""
         word = token()
-        await world.seed(
-            "research", [RetainItem(content=f"The {word} paper is under review.", document_id="memo-7")]
-        )
-        await world.seed(
-            "global", [RetainItem(content=f"The {word} paper was accepted at a venue.", document_id="memo-7")]
-        )
+        texts = {
+            "research": f"The {word} paper is under review.",
+            "global": f"The {word} paper was accepted at a venue.",
+            "shared": f"The {word} paper was withdrawn by its authors.",
+        }
+        for alias, text in texts.items():
+            await world.seed(alias, [RetainItem(content=text, document_id="memo-7")])
 
         answer = await world.router().read_union(word)
 
         hits = [item for item in answer.items if word in item.text]
-        assert len(hits) == 1
-        assert hits[0].labels == ("research", "global")
-        assert hits[0].document_id == "memo-7"
+        assert sorted(h.labels for h in hits) == [("global",), ("research",), ("shared",)]
+        assert {h.document_id for h in hits} == {"memo-7"}
 
     async def test_different_documents_stay_apart(self, world: World) -> None:
         """Different texts under different document ids are separate hits, each with its own label."""

@@ -53,15 +53,21 @@ class TestMerge:
         assert (merged[0].id, merged[0].text, merged[0].score) == ("2", "deploys run behind NGINX", 0.8)
         assert merged[0].ids == ("1", "2") and merged[0].bank_ids == ("ops", "code")
 
-    def test_fold_by_document_id_across_banks(self) -> None:
-        """One document in two banks folds even when the texts differ."""
+    def test_different_texts_under_one_document_id_stay_apart(self) -> None:
+        """A document id names a memory inside one bank only: three banks' different texts under the
+        same id are three facts, none hidden."""
         merged = merge_recalls(
             [
-                ("a", [hit("1", "draft text", 0.2, document_id="d")]),
-                ("b", [hit("2", "final text", 0.6, document_id="d")]),
+                ("a", [hit("1", "The paper is under review.", 0.2, document_id="memo-7")]),
+                ("b", [hit("2", "The paper was accepted.", 0.6, document_id="memo-7")]),
+                ("c", [hit("3", "The paper was rejected.", 0.4, document_id="memo-7")]),
             ]
         )
-        assert [(m.labels, m.text) for m in merged] == [(("a", "b"), "final text")]
+        assert [(m.labels, m.text) for m in merged] == [
+            (("b",), "The paper was accepted."),
+            (("c",), "The paper was rejected."),
+            (("a",), "The paper is under review."),
+        ]
 
     def test_folded_hit_keeps_a_document_id_when_the_best_member_has_none(self) -> None:
         """A derived observation (no document id) outranking its fact still leaves the fold its document."""
@@ -77,9 +83,10 @@ class TestMerge:
                 ("b", [hit("up", "The paper was accepted.", 0.4, document_id="memo-7")]),
             ]
         )
-        assert len(merged) == 1
-        assert (merged[0].id, merged[0].document_id) == ("obs", "memo-7")
-        assert merged[0].labels == ("a", "b")
+        assert [(m.id, m.document_id, m.labels) for m in merged] == [
+            ("obs", "memo-7", ("a",)),
+            ("up", "memo-7", ("b",)),
+        ]
 
     def test_document_split_into_facts_is_not_folded(self) -> None:
         """A document with several hits in one bank was split into facts: nothing folds by its id."""
