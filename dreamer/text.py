@@ -263,3 +263,26 @@ def card_document_id(profile: str, text: str) -> str:
         )
     digest = hashlib.sha256(f"{profile}\n{normalized}".encode()).hexdigest()
     return f"rollup:{profile}:{digest[:32]}"
+
+
+# Characters a terminal acts on instead of showing: C0/C1 controls (ANSI escapes), format characters
+# (bidi overrides, zero-width), line and paragraph separators. The zero-width joiner stays: emoji
+# sequences need it and it moves no text.
+_HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
+_KEPT = frozenset({"\n", "\t", "\u200d"})
+
+
+def printable(text: str, *, keep_newlines: bool = True) -> str:
+    """``text`` safe to print on a terminal: every character a terminal would act on (an ANSI
+    escape, a right-to-left override, a zero-width space) is shown as its escape (``\\x1b``,
+    ``\\u202e``). For output to people only; JSON output keeps the exact text."""
+    kept = _KEPT if keep_newlines else _KEPT - {"\n"}
+    if text.isprintable() and "\u200d" not in text:
+        return text
+    return "".join(
+        ch
+        if ch in kept or unicodedata.category(ch) not in _HIDDEN_CATEGORIES
+        else ch.encode("unicode_escape").decode("ascii")
+        for ch in text
+    )
+

@@ -13,6 +13,7 @@ from dreamer.errors import UsageError
 from dreamer.outcomes import exit_code
 from dreamer.rollup.report import RollupReport
 from dreamer.service.runner import run_rollups_now
+from dreamer.text import printable
 
 
 def parse_since(text: str) -> datetime:
@@ -67,7 +68,7 @@ async def rollup_command(
 
 def format_report(report: RollupReport) -> str:
     """A roll-up report for people: the outcome line, then each card with its verdict and why."""
-    lines = [f"{report.profile}: {report.outcome} — {report.reason}"]
+    lines = [f"{report.profile}: {report.outcome} — {printable(report.reason, keep_newlines=False)}"]
     if report.units_seen:
         lines.append(
             f"  units {report.units_seen} seen, {report.units_selected} selected; "
@@ -77,6 +78,6 @@ def format_report(report: RollupReport) -> str:
             f"{report.duration_s:.2f}s"
         )
     for card in report.plan:
-        lines.append(f"  {card.verdict:<9} {card.text}")
-        lines.append(f"            why: {card.reason}")
+        lines.append(f"  {card.verdict:<9} {printable(card.text, keep_newlines=False)}")
+        lines.append(f"            why: {printable(card.reason, keep_newlines=False)}")
     return "\n".join(lines) + "\n"

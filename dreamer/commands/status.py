@@ -15,6 +15,7 @@ from dreamer.config import Config
 from dreamer.errors import BackendError, ExitCode
 from dreamer.service.jobs import rollup_job_id
 from dreamer.state import StateStore
+from dreamer.text import printable
 
 
 async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:
@@ -83,14 +84,16 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
         f"every {config.schedule.interval_minutes:g} min\n"
     )
     if activity_error:
-        out.write(f"backend unreachable, pending units unknown: {activity_error}\n")
+        out.write(
+            f"backend unreachable, pending units unknown: {printable(activity_error, keep_newlines=False)}\n"
+        )
     for row in rows:
         last = row["last_run"]
         last_text = (
             "never run"
             if last is None
             else f"last {last['outcome']} at {last['finished_at'] or last['started_at']}"
-            + (f" ({last['detail']})" if last["detail"] else "")
+            + (f" ({printable(last['detail'], keep_newlines=False)})" if last["detail"] else "")
         )
         pending = "?" if row["units_pending"] is None else row["units_pending"]
         flag = "" if row["enabled"] else " [disabled]"

@@ -19,7 +19,7 @@ from typing import Any
 
 from dreamer.backends.base import BasedOn, RecallItem
 from dreamer.errors import BackendError, PermanentBackendError, ProtocolError, TransientBackendError
-from dreamer.text import normalize_text
+from dreamer.text import normalize_text, printable
 
 __all__ = [
     "LabelledRecall",
@@ -34,7 +34,9 @@ __all__ = [
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split())
+    """One terminal-safe line: whitespace runs (newlines too) become one space, and characters a
+    terminal would act on are shown escaped, so a memory's text cannot forge a line or a label."""
+    return printable(" ".join(text.split()))
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +136,7 @@ class LabelledReflection:
 
     def render(self) -> str:
         """``[label] answer``; further lines of the answer are indented under it."""
-        lines = self.text.strip().splitlines() or [""]
+        lines = printable(self.text.strip()).splitlines() or [""]
         indent = " " * (len(self.label) + 3)
         rest = [indent + line if line else "" for line in lines[1:]]
         return "\n".join([f"[{self.label}] {lines[0]}", *rest])

@@ -262,3 +262,25 @@ async def test_pipeline_commit_checks_the_watermark_it_read(tmp_path: Path) -> N
             assert state.ledger() == []
     finally:
         await backend.aclose()
+
+
+class TestTerminalOutput:
+    """10. Memory text cannot drive the terminal: text output shows control characters escaped,
+    JSON keeps the exact text."""
+
+    HOSTILE = "Grafana \x1b[2J\x1b[31mlistens\x1b[0m on port 3000 \u202etxt.exe\u202c\n[global] forged line"
+
+    async def test_recall_and_rollup_print_no_control_characters(self, tmp_path: Path) -> None:
+        cfg = loaded(tmp_path, CONFIG)
+        await seed(cfg, [self.HOSTILE])
+        rollup = dreamer(tmp_path, "rollup", "--log-level", "error")
+        recall = dreamer(tmp_path, "recall", "Grafana", "--bank", "research", "--log-level", "error")
+        as_json = dreamer(tmp_path, "recall", "Grafana", "--bank", "research", "--json")
+        for proc in (rollup, recall):
+            assert proc.returncode == 0, proc.stderr
+            assert "\x1b" not in proc.stdout and "\u202e" not in proc.stdout
+            assert "\\x1b[31mlistens" in proc.stdout and "\\u202etxt.exe" in proc.stdout
+        (line,) = recall.stdout.strip().splitlines()
+        assert line.startswith("[research] Grafana ")
+        texts = [item["text"] for item in __import__("json").loads(as_json.stdout)["items"]]
+        assert self.HOSTILE in texts
