@@ -21,6 +21,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, FiniteFloat,
 from dreamer.errors import ProtocolError
 
 __all__ = [
+    "RESPONSE_MODELS",
     "STRICTER_THAN_SERVER",
     "BankPage",
     "ConsolidateAnswer",
@@ -28,6 +29,7 @@ __all__ = [
     "RecallHit",
     "ReflectAnswer",
     "ReflectFact",
+    "ResponseModel",
     "RetainAnswer",
     "UnitCount",
     "UnitPage",
@@ -69,8 +71,9 @@ class _Answer(BaseModel):
     model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
 
 
-class _Response(_Answer):
-    #: (method, OpenAPI path) of the endpoint this model is the 200 answer of.
+class ResponseModel(_Answer):
+    """A whole response body; ``endpoint`` is the (method, OpenAPI path) it is the 200 answer of."""
+
     endpoint: ClassVar[tuple[str, str]]
 
 
@@ -83,7 +86,7 @@ class BankRow(_Answer):
     last_write_at: OptTimestamp = None
 
 
-class BankPage(_Response):
+class BankPage(ResponseModel):
     endpoint = ("GET", "/v1/default/banks")
     banks: list[BankRow]
     total: int
@@ -107,12 +110,12 @@ class UnitRow(_Answer):
     source_memory_ids: list[str] | None = None
 
 
-class UnitPage(_Response):
+class UnitPage(ResponseModel):
     endpoint = ("GET", "/v1/default/banks/{bank_id}/memories/list")
     items: list[UnitRow]
 
 
-class UnitCount(_Response):
+class UnitCount(ResponseModel):
     endpoint = ("GET", "/v1/default/banks/{bank_id}/memories/list")
     total: int
 
@@ -136,7 +139,7 @@ class RecallHit(_Answer):
     mentioned_at: OptTimestamp = None
 
 
-class RecallAnswer(_Response):
+class RecallAnswer(ResponseModel):
     endpoint = ("POST", "/v1/default/banks/{bank_id}/memories/recall")
     results: list[RecallHit]
 
@@ -156,7 +159,7 @@ class ReflectBasedOn(_Answer):
     memories: list[ReflectFact] = Field(default_factory=list)
 
 
-class ReflectAnswer(_Response):
+class ReflectAnswer(ResponseModel):
     endpoint = ("POST", "/v1/default/banks/{bank_id}/reflect")
     text: str
     based_on: ReflectBasedOn | None = None
@@ -167,14 +170,14 @@ class ReflectAnswer(_Response):
 # --- POST .../memories, POST .../consolidate -------------------------------------------------
 
 
-class RetainAnswer(_Response):
+class RetainAnswer(ResponseModel):
     endpoint = ("POST", "/v1/default/banks/{bank_id}/memories")
     success: bool
     bank_id: str
     items_count: int
 
 
-class ConsolidateAnswer(_Response):
+class ConsolidateAnswer(ResponseModel):
     endpoint = ("POST", "/v1/default/banks/{bank_id}/consolidate")
     operation_id: str
 
@@ -188,7 +191,18 @@ STRICTER_THAN_SERVER: Final[dict[tuple[str, str], str]] = {
     ("RecallHit", "scores"): "a RecallItem needs a score; 1.1.0 scores every result",
 }
 
-_R = TypeVar("_R", bound=_Response)
+#: Every response model, for the check against a server's OpenAPI schema.
+RESPONSE_MODELS: Final[tuple[type[ResponseModel], ...]] = (
+    BankPage,
+    UnitPage,
+    UnitCount,
+    RecallAnswer,
+    ReflectAnswer,
+    RetainAnswer,
+    ConsolidateAnswer,
+)
+
+_R = TypeVar("_R", bound=ResponseModel)
 
 
 def parse_response(model: type[_R], data: Any, operation: str) -> _R:
