@@ -257,13 +257,8 @@ class HindsightBackend:
     async def _walk_units(
         self, bank_id: str, since: datetime | None, snapshot: datetime, fact_type: str | None
     ) -> list[MemoryUnit]:
-        """Walk ``memories/list`` newest first with a moving upper bound (keyset paging).
-
-        Offsets alone would skip a row whenever one above the cursor is rewritten mid-walk
-        (it leaves the window and everything below moves up a slot). Each page therefore asks
-        for rows strictly older than the page before, and uses an offset only to step through
-        rows that share the boundary timestamp (Hindsight stamps a whole batch with one time).
-        """
+        """Walk ``memories/list`` newest first with a moving upper bound (keyset paging; offsets
+        only step through rows sharing the boundary timestamp). Why: docs/design/hindsight.md."""
         path = f"{_bank_path(bank_id)}/memories/list"
         page_size = self._config.page_size
         upper = snapshot
@@ -379,11 +374,8 @@ class HindsightBackend:
         tags: Sequence[str] | None = None,
         tags_match: TagsMatch = "any",
     ) -> ReflectResult:
-        """``POST .../reflect`` with the facts it used; an unknown or empty bank gives an empty answer.
-
-        Hindsight's reflect on an unknown bank *creates* that bank (and still spends LLM tokens to
-        say it found nothing), so a cheap count through ``memories/list?limit=0`` goes first.
-        """
+        """``POST .../reflect`` with the facts it used; an unknown or empty bank gives an empty answer
+        without a reflect (which would create the bank and spend LLM tokens): a unit count goes first."""
         if await self._unit_total(bank_id) == 0:
             return ReflectResult(text="", used_llm=False)
         body: dict[str, Any] = {"query": query, "budget": budget, "include": {"facts": {}}}
