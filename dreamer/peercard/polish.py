@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import structlog
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dreamer.backends.base import Budget, MemoryBackend, ReflectResult
+from dreamer.backends.reflect_schema import reflect_response_schema
 from dreamer.errors import DreamerError
 from dreamer.retry import RetryPolicy, backoff_logger, call_holding_slot
 from dreamer.rollup.cards import is_content_free
@@ -60,28 +62,32 @@ class PolishedEntry:
     mark: str | None
 
 
+class PolishEntryAnswer(BaseModel):
+    """One entry of the structured polish answer, as the reflect gives it."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    text: str = Field(description="One fact of the card, rewritten short, without its mark.")
+    mark: str = Field(json_schema_extra={"default": NO_MARK})
+
+
+class PolishAnswer(BaseModel):
+    """The structured polish answer: the rewritten entries."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    entries: list[PolishEntryAnswer]
+
+
 def polish_schema(marks: Sequence[str]) -> dict[str, Any]:
-    """The response schema: a list of entries, each a text and one of ``marks`` or ``NONE``."""
-    return {
-        "type": "object",
-        "properties": {
-            "entries": {
-                "type": "array",
-                "items": {
-                    "type": "object",
-                    "properties": {
-                        "text": {
-                            "type": "string",
-                            "description": "One fact of the card, rewritten short, without its mark.",
-                        },
-                        "mark": {"type": "string", "enum": [*marks, NO_MARK], "default": NO_MARK},
-                    },
-                    "required": ["text", "mark"],
-                },
-            }
-        },
-        "required": ["entries"],
-    }
+    """The response schema: a list of entries, each a text and one of ``marks`` or ``NONE``.
+
+    The marks differ per card, so their ``enum`` is added to the model's schema here; the answer's
+    marks are then checked by :func:`parse_polish`, case-insensitively.
+    """
+    schema = reflect_response_schema(PolishAnswer)
+    schema["properties"]["entries"]["items"]["properties"]["mark"]["enum"] = [*marks, NO_MARK]
+    return schema
 
 
 def polish_query(
@@ -114,22 +120,17 @@ def parse_polish(
         if is_content_free(result.text):
             raise PolishRejected("the answer is empty or content-free")
         raise PolishRejected("no structured answer")
-    raw_entries = structured.get("entries")
-    if not isinstance(raw_entries, list):
-        raise PolishRejected("the answer has no list of entries")
-    if not raw_entries:
+    try:
+        answer = PolishAnswer.model_validate(dict(structured))
+    except ValidationError as exc:
+        raise PolishRejected(_schema_defect(exc)) from None
+    if not answer.entries:
         raise PolishRejected("the answer holds no entries")
     allowed = {mark.upper(): mark for mark in marks}
     known_words = {word for entry in card_entries for word in content_tokens(entry)}
     parsed: list[PolishedEntry] = []
-    for number, raw in enumerate(raw_entries, start=1):
-        if not isinstance(raw, Mapping):
-            raise PolishRejected(f"entry {number} is not an object")
-        text, mark = raw.get("text"), raw.get("mark")
-        if not isinstance(text, str):
-            raise PolishRejected(f"entry {number} has no text")
-        if not isinstance(mark, str):
-            raise PolishRejected(f"entry {number} has no mark")
+    for number, entry in enumerate(answer.entries, start=1):
+        text, mark = entry.text, entry.mark
         label = mark.strip().upper()
         if label not in allowed and label not in (NO_MARK, ""):
             raise PolishRejected(f"entry {number} has an unknown mark {_quote(mark)}")
@@ -139,6 +140,18 @@ def parse_polish(
             raise PolishRejected(f"entry {number} shares no word with the card: {_quote(text)}")
         parsed.append(PolishedEntry(text, allowed.get(label)))
     return parsed
+
+
+def _schema_defect(exc: ValidationError) -> str:
+    """What the first validation error says about the answer, in the words of a rejection."""
+    loc = exc.errors(include_url=False, include_input=False)[0]["loc"]
+    if len(loc) >= 2 and isinstance(loc[1], int):
+        number = loc[1] + 1
+        field = loc[2] if len(loc) > 2 else None
+        if field in ("text", "mark"):
+            return f"entry {number} has no {field}"
+        return f"entry {number} is not an object"
+    return "the answer has no list of entries"
 
 
 def _quote(value: str) -> str:

@@ -9,33 +9,71 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
-CARD_KINDS = ("identity", "attribute", "preference", "relationship", "instruction", "event", "fact")
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+)
+
+from dreamer.backends.reflect_schema import reflect_response_schema
+
 MAX_CARD_CHARS = 400
 
-CARDS_SCHEMA: Mapping[str, Any] = {
-    "type": "object",
-    "properties": {
-        "cards": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "properties": {
-                    "text": {"type": "string", "description": "One durable fact, self-contained."},
-                    "kind": {"type": "string", "enum": list(CARD_KINDS)},
-                    "source_ids": {
-                        "type": "array",
-                        "items": {"type": "string"},
-                        "description": "Ids of the memories this card summarises.",
-                    },
-                },
-                "required": ["text", "kind", "source_ids"],
-            },
-        }
-    },
-    "required": ["cards"],
-}
+CardKind = Literal["identity", "attribute", "preference", "relationship", "instruction", "event", "fact"]
+CARD_KINDS: tuple[str, ...] = get_args(CardKind)
+
+
+def _known_kind(value: Any) -> Any:
+    """A kind the model named in any case, else ``fact`` (an unknown kind does not lose the card)."""
+    return value.lower() if isinstance(value, str) and value.lower() in CARD_KINDS else "fact"
+
+
+def _string_ids(value: Any) -> Any:
+    """The string entries of a list of ids; anything else is no ids (the card is tied by its words)."""
+    return [i for i in value if isinstance(i, str)] if isinstance(value, list) else []
+
+
+class CardAnswer(BaseModel):
+    """One card as the reflect answer gives it."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    text: str = Field(description="One durable fact, self-contained.")
+    kind: Annotated[CardKind, BeforeValidator(_known_kind)] = "fact"
+    source_ids: Annotated[list[str], BeforeValidator(_string_ids)] = Field(
+        default_factory=list, description="Ids of the memories this card summarises."
+    )
+
+
+class CardsAnswer(BaseModel):
+    """The structured reflect answer: the cards. A card that does not validate is dropped alone."""
+
+    model_config = ConfigDict(strict=True, extra="ignore", frozen=True)
+
+    cards: list[CardAnswer]
+
+    @field_validator("cards", mode="wrap")
+    @classmethod
+    def _drop_unreadable_cards(cls, value: Any, handler: ValidatorFunctionWrapHandler) -> list[CardAnswer]:
+        if not isinstance(value, list):
+            return handler(value)  # type: ignore[no-any-return]
+        kept: list[CardAnswer] = []
+        for raw in value:
+            try:
+                kept.extend(handler([raw]))
+            except ValidationError:
+                continue
+        return kept
+
+
+#: The response schema of the summarising reflect.
+CARDS_SCHEMA: Mapping[str, Any] = reflect_response_schema(CardsAnswer)
 
 _CONTENT_FREE = re.compile(
     r"^\s*(i\s+(do\s*n[o']t|don’t|cannot|can't|can not)\s+(have|find|see)|"
@@ -107,36 +145,25 @@ def parse_reflect_cards(
     Source ids the model invented are dropped; a card left with none is tied to the unit whose
     words it shares most (so provenance is never empty). Content-free answers give no cards.
     """
-    raw_cards: list[Any] = []
-    if isinstance(structured, Mapping):
-        value = structured.get("cards")
-        if isinstance(value, list):
-            raw_cards = value
-    if not raw_cards:
+    try:
+        answer = CardsAnswer.model_validate(
+            dict(structured) if isinstance(structured, Mapping) else structured
+        )
+    except ValidationError:
         return []
     known = {u.id for u in units}
     drafts: list[CardDraft] = []
-    for raw in raw_cards:
-        if not isinstance(raw, Mapping):
+    for card in answer.cards:
+        if is_content_free(card.text):
             continue
-        card_text = raw.get("text")
-        if not isinstance(card_text, str) or is_content_free(card_text):
-            continue
-        card_text = trim_card_text(card_text)
-        kind = raw.get("kind")
-        kind = kind.lower() if isinstance(kind, str) and kind.lower() in CARD_KINDS else "fact"
-        ids_raw = raw.get("source_ids")
-        ids = (
-            tuple(dict.fromkeys(i for i in ids_raw if isinstance(i, str) and i in known))
-            if isinstance(ids_raw, list)
-            else ()
-        )
+        card_text = trim_card_text(card.text)
+        ids = tuple(dict.fromkeys(i for i in card.source_ids if i in known))
         if not ids:
             best = _best_source(card_text, units)
             if best is None:
                 continue
             ids = (best,)
-        drafts.append(CardDraft(card_text, kind, ids))
+        drafts.append(CardDraft(card_text, card.kind, ids))
         if len(drafts) >= max_cards:
             break
     return drafts

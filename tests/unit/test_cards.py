@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from dreamer.rollup.cards import SourceUnit, is_content_free, parse_reflect_cards, reflect_query
+from dreamer.rollup.cards import (
+    CARD_KINDS,
+    CARDS_SCHEMA,
+    SourceUnit,
+    is_content_free,
+    parse_reflect_cards,
+    reflect_query,
+)
 
 UNITS = [
     SourceUnit("u1", "Sam moved the home router to the attic on 7 May 2026."),
@@ -68,3 +75,52 @@ class TestParseReflectCards:
         """The single reflect query carries the units, their ids and the directive."""
         q = reflect_query(UNITS, "keep dates", 5)
         assert "[u1]" in q and "[u2]" in q and "keep dates" in q
+
+    def test_one_malformed_card_is_dropped_alone(self) -> None:
+        """A card that is not an object or has no string text is skipped; its neighbours stay."""
+        good = {"text": "Ada upgraded the NAS disks in 2025.", "kind": "EVENT", "source_ids": ["u2", 7]}
+        out = parse_reflect_cards({"cards": ["junk", {"text": 5, "kind": "fact"}, good]}, "", UNITS, 5)
+        assert [(c.kind, c.source_ids) for c in out] == [("event", ("u2",))]
+
+    def test_missing_kind_and_ids_are_tolerated(self) -> None:
+        """A card without kind reads as a fact; without (or with non-list) source_ids it is tied by words."""
+        out = parse_reflect_cards(
+            {"cards": [{"text": "Sam moved the router."}, {"text": "Ada's NAS disks", "source_ids": "u2"}]},
+            "",
+            UNITS,
+            5,
+        )
+        assert [(c.kind, c.source_ids) for c in out] == [("fact", ("u1",)), ("fact", ("u2",))]
+
+    def test_a_malformed_answer_is_no_cards(self) -> None:
+        """An answer whose cards are not a list, or that has no cards at all, gives no cards."""
+        assert parse_reflect_cards({"cards": {"text": "x"}}, "", UNITS, 5) == []
+        assert parse_reflect_cards({"summary": "Sam moved the router."}, "", UNITS, 5) == []
+
+
+class TestCardsSchema:
+    def test_schema_sent_to_reflect_is_the_plain_card_schema(self) -> None:
+        """The schema generated from the model is the plain one reflect has always been sent:
+        inlined, untitled, every field required, kinds as an enum."""
+        assert {
+            "type": "object",
+            "properties": {
+                "cards": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "text": {"type": "string", "description": "One durable fact, self-contained."},
+                            "kind": {"type": "string", "enum": list(CARD_KINDS)},
+                            "source_ids": {
+                                "type": "array",
+                                "items": {"type": "string"},
+                                "description": "Ids of the memories this card summarises.",
+                            },
+                        },
+                        "required": ["text", "kind", "source_ids"],
+                    },
+                }
+            },
+            "required": ["cards"],
+        } == CARDS_SCHEMA

@@ -22,12 +22,9 @@ import pytest
 from pydantic import SecretStr
 
 from dreamer.backends.base import MemoryBackend, RetainItem
-from dreamer.backends.hindsight.backend import (
-    ALLOWED_REQUESTS,
-    HindsightBackend,
-    check_request_allowed,
-    parse_retry_after,
-)
+from dreamer.backends.hindsight.allowlist import ALLOWED_REQUESTS, check_request_allowed
+from dreamer.backends.hindsight.backend import HindsightBackend
+from dreamer.backends.hindsight.statuses import parse_retry_after
 from dreamer.config import HindsightBackendConfig
 from dreamer.errors import (
     ForbiddenRequestError,
@@ -207,6 +204,23 @@ class TestAllowList:
         backend, recorder = backend_with(no_network)
         with pytest.raises(ForbiddenRequestError):
             await backend._request("GET", "http://127.0.0.2:8888/health", operation="probe")
+        assert recorder.requests == []
+
+    @pytest.mark.parametrize(
+        ("method", "url"),
+        [
+            ("DELETE", f"/v1/default/banks/{BANK}"),
+            ("PATCH", f"/v1/default/banks/{BANK}/memories/641eed31-ed08-477d-84bf-4e892593b202"),
+            ("PUT", f"/v1/default/banks/{BANK}"),
+            ("POST", "http://127.0.0.2:8888/v1/default/banks/x/memories"),
+        ],
+    )
+    async def test_requests_made_directly_on_the_client_are_refused(self, method: str, url: str) -> None:
+        """The guard sits in the client's transport: code that bypasses the backend's methods and
+        calls its httpx client directly is refused too, before the network sees anything."""
+        backend, recorder = backend_with(no_network)
+        with pytest.raises(ForbiddenRequestError):
+            await backend._client.request(method, url)
         assert recorder.requests == []
 
     @pytest.mark.parametrize("bank_id", ["a/b", "..", ".", "x/../y"])
@@ -396,6 +410,25 @@ class TestErrorClassification:
         backend, _ = backend_with(respond)
         with pytest.raises(ProtocolError):
             await CALL_FOR_FIXTURE[fixture](backend)
+
+    async def test_protocol_error_names_the_operation_and_the_field(self) -> None:
+        """The message says which answer and which field was wrong, not the whole validation dump."""
+        body = recorded("recall_basic")["body"]
+        body["results"][0]["scores"]["final"] = "high"
+        backend, _ = backend_with(lambda r: httpx.Response(200, json=body))
+        with pytest.raises(ProtocolError) as caught:
+            await backend.recall(BANK, "tea")
+        message = str(caught.value)
+        assert "Hindsight answered recall" in message and "response.results[0].scores.final" in message
+        assert caught.value.operation == "recall" and "high" not in message
+
+    async def test_newer_fields_from_the_server_are_ignored(self) -> None:
+        """Fields Dreamer does not read (a newer server's additions) do not break parsing."""
+        body = recorded("recall_basic")["body"]
+        body["brand_new"] = {"x": 1}
+        body["results"][0]["also_new"] = [1, 2]
+        backend, _ = backend_with(lambda r: httpx.Response(200, json=body))
+        assert len(await backend.recall(BANK, "tea")) == len(body["results"])
 
 
 # ------------------------------------------------------------------------------- Retry-After

@@ -560,6 +560,30 @@ class TestPolishRequest:
         assert item["properties"]["mark"]["enum"] == [*MARKS, NO_MARK]
 
 
+    def test_schema_is_the_plain_polish_schema(self) -> None:
+        """The schema generated from the model is the plain one reflect has always been sent."""
+        assert polish_schema(MARKS) == {
+            "type": "object",
+            "properties": {
+                "entries": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "text": {
+                                "type": "string",
+                                "description": "One fact of the card, rewritten short, without its mark.",
+                            },
+                            "mark": {"type": "string", "enum": [*MARKS, NO_MARK], "default": NO_MARK},
+                        },
+                        "required": ["text", "mark"],
+                    },
+                }
+            },
+            "required": ["entries"],
+        }
+
+
 class TestParsePolish:
     def test_accepts_entries_and_reads_marks_leniently(self) -> None:
         """Marks are read case-insensitively; NONE and an empty mark mean unmarked."""

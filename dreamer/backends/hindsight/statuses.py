@@ -1,0 +1,127 @@
+"""How a Hindsight HTTP answer that is not a success maps onto Dreamer's error tree.
+
+:func:`status_error` turns a status of 300 or more into a
+:class:`~dreamer.errors.TransientBackendError` (retry, with the server's ``Retry-After`` read by
+:func:`parse_retry_after`) or a :class:`~dreamer.errors.PermanentBackendError` carrying the
+server's ``detail``; :func:`is_bank_not_found` tells Hindsight's "unknown bank" 404 from a wrong
+URL. Why these statuses: ``docs/design/hindsight.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, Final
+
+import httpx
+
+from dreamer.errors import BackendError, PermanentBackendError, TransientBackendError
+
+__all__ = ["TRANSIENT_STATUSES", "is_bank_not_found", "parse_retry_after", "status_error"]
+
+#: Statuses that mean "try again later": overload (429, admission-control 503), a failed upstream
+#: LLM call (Hindsight answers 500 after its own retries), gateway trouble, timeouts, and 499
+#: (the request was dropped while queued). Every other status >= 300 will not work as sent.
+TRANSIENT_STATUSES: Final = frozenset({408, 425, 429, 499, 500, 502, 503, 504})
+
+_BANK_NOT_FOUND = re.compile(r"^Bank '.*' not found$", re.DOTALL)
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delay-seconds or an HTTP-date), else None.
+
+    A date in the past gives 0. Anything unparseable gives None (no advice), never an error.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?", text):
+        seconds = float(text)
+        return seconds if math.isfinite(seconds) else None
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    reference = now if now is not None else datetime.now(UTC)
+    return max(0.0, (when - reference).total_seconds())
+
+
+def _flatten_detail(body: Any) -> str:
+    """The server's ``detail`` as one line; FastAPI's 422 list form becomes ``loc: msg; ...``."""
+    detail = body.get("detail") if isinstance(body, dict) else None
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, list):
+        parts = []
+        for entry in detail:
+            if isinstance(entry, dict):
+                loc = ".".join(str(p) for p in entry.get("loc", ()) if p != "body")
+                msg = str(entry.get("msg", entry))
+                parts.append(f"{loc}: {msg}" if loc else msg)
+            else:
+                parts.append(str(entry))
+        return "; ".join(parts)
+    if detail is not None:
+        return str(detail)
+    return ""
+
+
+def is_bank_not_found(exc: PermanentBackendError) -> bool:
+    """Whether ``exc`` is Hindsight's own "Bank 'x' not found" (an empty bank, not a wrong URL)."""
+    return exc.status == 404 and _BANK_NOT_FOUND.match(exc.detail) is not None
+
+
+def status_error(
+    response: httpx.Response,
+    operation: str,
+    *,
+    redact: Callable[[str], str],
+    key_advice: Callable[[], str],
+) -> BackendError:
+    """The typed error for ``response`` (status >= 300) to ``operation``.
+
+    ``redact`` scrubs the API key from server text; ``key_advice`` says which setting to fix on 401/403.
+    """
+    status = response.status_code
+    try:
+        body: Any = response.json()
+    except ValueError:
+        body = None
+    detail = redact(_flatten_detail(body) or response.text[:500].strip())
+    shown = f": {detail}" if detail else ""
+    if status in TRANSIENT_STATUSES:
+        retry_after = parse_retry_after(response.headers.get("Retry-After"))
+        advice = f" (server asks to wait {retry_after:g}s)" if retry_after is not None else ""
+        return TransientBackendError(
+            f"Hindsight {operation} failed with HTTP {status}{shown}; it will be retried{advice}",
+            status=status,
+            operation=operation,
+            retry_after=retry_after,
+        )
+    if status in (401, 403):
+        return PermanentBackendError(
+            f"Hindsight refused {operation} with HTTP {status}{shown}; {key_advice()}",
+            status=status,
+            operation=operation,
+            detail=detail,
+        )
+    if 300 <= status < 400:
+        where = response.headers.get("Location", "?")
+        return PermanentBackendError(
+            f"Hindsight answered {operation} with a redirect (HTTP {status} to {where}); set "
+            "backend.hindsight.url to the server's final address",
+            status=status,
+            operation=operation,
+            detail=detail,
+        )
+    return PermanentBackendError(
+        f"Hindsight rejected {operation} with HTTP {status}{shown}",
+        status=status,
+        operation=operation,
+        detail=detail,
+    )
