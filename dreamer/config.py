@@ -424,7 +424,7 @@ def _resolve_paths(cfg: Config, base_dir: Path, source: str, environ: Mapping[st
     )
 
 
-def _usable_key(key: str) -> bool:
+def is_header_safe_key(key: str) -> bool:
     """Printable ASCII without spaces: what a ``Bearer`` token in an HTTP header can be."""
     return all("!" <= ch <= "~" for ch in key)
 
@@ -452,13 +452,13 @@ def _resolve_secret(cfg: Config, source: str, environ: Mapping[str, str]) -> Con
     elif hs.api_key_env:
         key = environ.get(hs.api_key_env) or None
         where = f"backend.hindsight.api_key_env: the key in ${hs.api_key_env}"
-    if key and not _usable_key(key) and cfg.backend.kind == "hindsight":
+    if key and not is_header_safe_key(key) and cfg.backend.kind == "hindsight":
         # Never shown: a key with a newline would be printed whole by the HTTP library's own error.
         raise ConfigError(
             f"{source}: {where} holds a space, a control character or a non-ASCII character, "
             "which an HTTP header cannot carry; store the key alone, as printable ASCII"
         )
-    secret = SecretStr(key) if key and _usable_key(key) else None
+    secret = SecretStr(key) if key and is_header_safe_key(key) else None
     hindsight = hs.model_copy(update={"api_key": secret})
     return cfg.model_copy(update={"backend": cfg.backend.model_copy(update={"hindsight": hindsight})})
 

@@ -9,10 +9,12 @@ the same chain. Secrets are redacted by key name and by value, in the event and 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
 import sys
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TextIO
@@ -47,6 +49,35 @@ SENSITIVE_KEY = re.compile(
 # A secret shorter than this is only redacted where a whole value equals it: replacing every
 # occurrence of a 2-letter string would shred the logs without protecting anything real.
 MIN_SUBSTRING_SECRET = 4
+# Any piece of a secret this long is masked too: a server that echoes the key in a long error body
+# cut to a prefix, a key split across two log fields, must not leak it a piece at a time.
+SECRET_PIECE = 8
+
+
+def _escaped_forms(secret: str) -> list[str]:
+    """The secret as it can appear in text: itself, JSON-escaped, URL-encoded (longest first)."""
+    forms = {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe=""), repr(secret)[1:-1]}
+    return sorted(forms, key=len, reverse=True)
+
+
+def _mask_pieces(text: str, secret: str) -> str:
+    """Mask every run of ``text`` made of :data:`SECRET_PIECE`-character pieces of ``secret``."""
+    if len(text) < SECRET_PIECE:
+        return text
+    pieces = {secret[i : i + SECRET_PIECE] for i in range(len(secret) - SECRET_PIECE + 1)}
+    hidden = [False] * len(text)
+    for i in range(len(text) - SECRET_PIECE + 1):
+        if text[i : i + SECRET_PIECE] in pieces:
+            hidden[i : i + SECRET_PIECE] = [True] * SECRET_PIECE
+    if not any(hidden):
+        return text
+    out: list[str] = []
+    for i, ch in enumerate(text):
+        if not hidden[i]:
+            out.append(ch)
+        elif i == 0 or not hidden[i - 1]:
+            out.append(REDACTED)
+    return "".join(out)
 
 
 class SecretRedactor:
@@ -58,11 +89,17 @@ class SecretRedactor:
         self.secrets: tuple[str, ...] = tuple(sorted(unique, key=len, reverse=True))
 
     def redact_text(self, text: str) -> str:
+        """``text`` with every secret masked: whole, in its JSON- or URL-escaped forms, and any piece of
+        it of :data:`SECRET_PIECE` characters or more (a prefix left by truncation, a split key)."""
         for secret in self.secrets:
             if text == secret:
                 return REDACTED
-            if len(secret) >= MIN_SUBSTRING_SECRET and secret in text:
-                text = text.replace(secret, REDACTED)
+            if len(secret) < MIN_SUBSTRING_SECRET:
+                continue
+            for form in _escaped_forms(secret):
+                text = text.replace(form, REDACTED)
+            if len(secret) >= SECRET_PIECE:
+                text = _mask_pieces(text, secret)
         return text
 
     def redact_value(self, value: Any) -> Any:

@@ -284,3 +284,78 @@ class TestTerminalOutput:
         assert line.startswith("[research] Grafana ")
         texts = [item["text"] for item in __import__("json").loads(as_json.stdout)["items"]]
         assert self.HOSTILE in texts
+
+
+TEST_KEY = "hs-Zq7Xw2Lp9Vb4Nc8Rt5Ym3Kd6Gf1Hj0"
+
+
+class EchoingServer:
+    """A real HTTP server on 127.0.0.1 that answers every request 400 with a plain-text error body
+    echoing the request's Authorization header where a 500-character cut splits the key, then
+    again whole and in its repr."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                auth = self.headers.get("Authorization", "")
+                payload = ("x" * 480 + " " + auth + f" you sent {auth!r}").encode()
+                self.send_response(400)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            do_GET = do_POST = _answer
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class TestTheKeyNeverLeaks:
+    """6. A server that echoes the Authorization header in a long error body: no output and no log
+    line holds the key or any 8-character piece of it."""
+
+    @pytest.fixture
+    def echoing(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+        server = EchoingServer()
+        data = config_data(
+            ("global", "shared", "research"),
+            ("research",),
+            state_dir="state",
+            backend={"kind": "hindsight", "hindsight": {"url": server.url, "api_key_env": "ECHO_KEY"}},
+            retry={"max_attempts": 1},
+        )
+        data["banks"]["research"]["access"] = "read_write"
+        loaded(tmp_path, data)
+        monkeypatch.setenv("ECHO_KEY", TEST_KEY)
+        yield tmp_path
+        server.close()
+
+    @pytest.mark.parametrize(
+        "command",
+        [
+            ("rollup",),
+            ("recall", "anything", "--bank", "research"),
+            ("retain", "a fact", "--bank", "research"),
+            ("status",),
+            ("banks",),
+        ],
+    )
+    def test_no_piece_of_the_key_in_any_output(self, echoing: Path, command: tuple[str, ...]) -> None:
+        proc = dreamer(echoing, *command, "--log-level", "debug")
+        output = proc.stdout + proc.stderr
+        assert "HTTP 400" in output or "xxxxxxxx" in output, output
+        pieces = {TEST_KEY[i : i + 8] for i in range(len(TEST_KEY) - 7)}
+        assert [p for p in pieces if p in output] == []

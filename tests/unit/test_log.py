@@ -224,3 +224,27 @@ class TestRedaction:
         except RuntimeError:
             get_logger("dreamer.test").exception("failed")
         assert "value-only-in-locals" not in out.getvalue()
+
+
+class TestRedactionOfPieces:
+    """A secret leaks in pieces too: a prefix left by a cut, an escaped form, a split."""
+
+    KEY = "hs-Zq7Xw2Lp9Vb4Nc8Rt5"
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            f"error body ... Bearer {KEY[:12]}",  # cut after 12 characters of the key
+            f"{KEY[-9:]} was the tail",  # cut before the key
+            json.dumps({"auth": f"Bearer {KEY}"}),
+            "%s and %s" % (KEY[:10], KEY[10:]),  # noqa: UP031 - the split itself is the point
+        ],
+    )
+    def test_no_eight_character_piece_survives(self, text: str) -> None:
+        out = SecretRedactor([self.KEY]).redact_text(text)
+        assert [self.KEY[i : i + 8] for i in range(len(self.KEY) - 7) if self.KEY[i : i + 8] in out] == []
+        assert REDACTED in out
+
+    def test_unrelated_text_is_untouched(self) -> None:
+        text = "Hindsight rejected recall with HTTP 400: bank 'x' not found"
+        assert SecretRedactor([self.KEY]).redact_text(text) == text

@@ -45,8 +45,9 @@ from dreamer.backends.hindsight.models import (
     protocol_error,
 )
 from dreamer.backends.hindsight.statuses import is_bank_not_found, status_error
-from dreamer.config import HindsightBackendConfig
-from dreamer.errors import PermanentBackendError, ProtocolError, TransientBackendError
+from dreamer.config import HindsightBackendConfig, is_header_safe_key
+from dreamer.errors import ConfigError, PermanentBackendError, ProtocolError, TransientBackendError
+from dreamer.log import SecretRedactor
 
 __all__ = ["HindsightBackend"]
 
@@ -86,8 +87,16 @@ class HindsightBackend:
         self._timeout = httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s)
         self._reflect_timeout = httpx.Timeout(config.reflect_timeout_s, connect=config.connect_timeout_s)
         headers = {"Accept": "application/json", "User-Agent": "dreamer"}
-        if config.api_key is not None:
-            headers["Authorization"] = f"Bearer {config.api_key.get_secret_value()}"
+        secret = config.api_key.get_secret_value() if config.api_key is not None else ""
+        self._redactor = SecretRedactor([secret])
+        if secret:
+            if not is_header_safe_key(secret):
+                # The HTTP library would print the header, key and all, in its own error.
+                raise ConfigError(
+                    "backend.hindsight: the API key holds a space, a control character or a non-ASCII "
+                    "character, which an HTTP header cannot carry"
+                )
+            headers["Authorization"] = f"Bearer {secret}"
         self._client = httpx.AsyncClient(
             base_url=config.url,
             headers=headers,
@@ -163,9 +172,8 @@ class HindsightBackend:
             ) from None
 
     def _redact(self, text: str) -> str:
-        key = self._config.api_key
-        secret = key.get_secret_value() if key is not None else ""
-        return text.replace(secret, "[redacted]") if secret else text
+        """Server text with the API key masked in every form it can take (whole, escaped, in pieces)."""
+        return self._redactor.redact_text(text)
 
     def _key_advice(self) -> str:
         cfg = self._config

@@ -51,6 +51,10 @@ def parse_retry_after(value: str | None, *, now: datetime | None = None) -> floa
     return max(0.0, (when - reference).total_seconds())
 
 
+#: How much of a server's error text is kept in an error message.
+MAX_DETAIL_CHARS = 500
+
+
 def _flatten_detail(body: Any) -> str:
     """The server's ``detail`` as one line; FastAPI's 422 list form becomes ``loc: msg; ...``."""
     detail = body.get("detail") if isinstance(body, dict) else None
@@ -92,7 +96,8 @@ def status_error(
         body: Any = response.json()
     except ValueError:
         body = None
-    detail = redact(_flatten_detail(body) or response.text[:500].strip())
+    # Redact before cutting: a cut made first could leave a prefix of an echoed key unmasked.
+    detail = redact(_flatten_detail(body) or response.text.strip())[:MAX_DETAIL_CHARS]
     shown = f": {detail}" if detail else ""
     if status in TRANSIENT_STATUSES:
         retry_after = parse_retry_after(response.headers.get("Retry-After"))
