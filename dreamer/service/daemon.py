@@ -284,6 +284,11 @@ class Daemon:
         try:
             result = await execute_job(config, spec, self.runner, recorder=recorder, on_start=started)
             self.last_runs[job_id] = result
+        except asyncio.CancelledError:
+            if not self.stopping:
+                raise
+            # The drain cancelled it: execute_job recorded and logged the run as cancelled. Ending
+            # the task quietly keeps the scheduler from reporting the cancellation as an error.
         finally:
             self._tasks.discard(task)
             self.running.pop(job_id, None)

@@ -6,6 +6,7 @@ Jobs cycle every ~1.2 s (``interval_minutes = 0.02``). Where a job must be held 
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 from collections.abc import Iterator
@@ -240,6 +241,9 @@ class TestStop:
         finished = [r for r in records if job_finished("research")(r)]
         assert [r["outcome"] for r in finished] == ["cancelled"]
         assert [outcome for _, _, outcome in runs(state)] == ["cancelled"]
+        # A cancellation the drain asked for is an outcome, not an error with a traceback.
+        assert [r["event"] for r in records if r.get("level") in ("error", "critical")] == []
+        assert not [r for r in records if "CancelledError" in json.dumps(r)]
 
 
 class TestJobFailures:
