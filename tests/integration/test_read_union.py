@@ -330,8 +330,11 @@ class TestReadUnion:
         word = token()
         await world.seed("research", [RetainItem(content=f"The {word} answer arrives.")])
         hanging = FaultInjectingBackend(world.backend, hang=[world.bank_id("global")])
+        # A first recall warms the server (embedding model, caches), so the deadline below measures
+        # only the hanging bank and a slow first answer cannot make research miss it too.
+        await world.router().recall(word, banks=["research"])
 
-        answer = await world.router(hanging, bank_timeout_s=5.0).read_union(word)
+        answer = await world.router(hanging, bank_timeout_s=8.0).read_union(word)
 
         assert [(m.alias, m.reason) for m in answer.missing] == [("global", "timeout")]
         assert list(labelled(answer, word).values()) == [("research",)]
