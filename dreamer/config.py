@@ -190,6 +190,13 @@ class AuditConfig(_Model):
     url_timeout_s: ShortSeconds = 2.0
 
 
+class MetricsConfig(_Model):
+    """Operator metrics as a Prometheus text file (node_exporter's textfile collector); off unless
+    ``textfile`` is set."""
+
+    textfile: Path | None = None
+
+
 class LogConfig(_Model):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
@@ -210,6 +217,7 @@ class Config(_Model):
     agents: dict[Alias, AgentConfig] = Field(default_factory=dict)
     audit: AuditConfig = AuditConfig()
     log: LogConfig = LogConfig()
+    metrics: MetricsConfig = MetricsConfig()
 
     @model_validator(mode="after")
     def _cross_references(self) -> Config:
@@ -420,6 +428,9 @@ def _resolve_paths(cfg: Config, base_dir: Path, source: str, environ: Mapping[st
             "profiles": profiles,
             "agents": agents,
             "peer_card": peer_card,
+            "metrics": cfg.metrics.model_copy(
+                update={"textfile": absolute(cfg.metrics.textfile, "metrics.textfile")}
+            ),
         }
     )
 

@@ -279,6 +279,18 @@ class RunRecord:
     counts: Mapping[str, int]
 
 
+@dataclass(frozen=True, slots=True)
+class RunTotal:
+    """The runs of one job that ended with one outcome."""
+
+    job_id: str
+    outcome: str
+    runs: int
+    promoted: int
+    reinforced: int
+    last_finished_at: datetime | None
+
+
 class StateStore:
     """A small synchronous store; every method is one short transaction. Safe across processes (WAL)."""
 
@@ -393,6 +405,18 @@ class StateStore:
                 break
             n += 1
         return n
+
+    @_state_errors
+    def run_totals(self) -> list[RunTotal]:
+        """Per job and outcome: how many runs ended so, their promoted and reinforced counts added
+        up, and when the last of them finished (for the operator metrics)."""
+        rows = self._conn.execute(
+            "SELECT job_id, outcome, COUNT(*), "
+            "COALESCE(SUM(json_extract(counts, '$.promoted')), 0), "
+            "COALESCE(SUM(json_extract(counts, '$.reinforced')), 0), MAX(finished_at) "
+            "FROM runs WHERE outcome IS NOT NULL GROUP BY job_id, outcome ORDER BY job_id, outcome"
+        ).fetchall()
+        return [RunTotal(r[0], r[1], r[2], int(r[3]), int(r[4]), _dt(r[5])) for r in rows]
 
     # --- watermarks --------------------------------------------------------------------------
 

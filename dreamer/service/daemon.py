@@ -35,9 +35,10 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from dreamer.config import Config, load_config
-from dreamer.errors import ConfigError, ExitCode
+from dreamer.errors import ConfigError, DreamerError, ExitCode
 from dreamer.log import LogFormat, LogLevel, configure_logging, get_logger, is_journal_stream
 from dreamer.service.jobs import JobSpec, PlanDiff, diff_plans, plan_jobs
+from dreamer.service.metrics import write_metrics
 from dreamer.service.notify import Notifier, watchdog_interval_s
 from dreamer.service.runner import JobRunner, RunRecorder, RunResult, default_runner, execute_job
 from dreamer.service.status import ReloadRecord, format_status
@@ -284,6 +285,7 @@ class Daemon:
         try:
             result = await execute_job(config, spec, self.runner, recorder=recorder, on_start=started)
             self.last_runs[job_id] = result
+            self._write_metrics(config, recorder)
         except asyncio.CancelledError:
             if not self.stopping:
                 raise
@@ -294,6 +296,17 @@ class Daemon:
             self.running.pop(job_id, None)
             if not self.stopping:
                 self._publish_status()
+
+    def _write_metrics(self, config: Config, recorder: RunRecorder | None) -> None:
+        """Rewrite the operator metrics file (``metrics.textfile``) after a run; a failure is a
+        warning, never the run's."""
+        path = config.metrics.textfile
+        if path is None or not isinstance(recorder, StateStore):
+            return
+        try:
+            write_metrics(path, recorder, config.profiles)
+        except (OSError, DreamerError) as exc:
+            log.warning("could not write the metrics file", path=str(path), error=str(exc))
 
     def _on_scheduler_event(self, event: JobEvent) -> None:
         spec = self.plan.get(event.job_id)

@@ -12,6 +12,7 @@ See ``docs/design/rollup.md`` (the run owner) and ``docs/design/service.md``.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 import urllib.parse
 import uuid
@@ -137,7 +138,11 @@ class RollupJob:
                         log.warning("could not write the peer card", error=str(exc))
                 summary = report.to_json()
                 fields = {k: summary[k] for k in _REPORT_FIELDS}
-                return JobOutcome(report.outcome, report.reason, report.counts(), fields)
+                counts = dict(report.counts())
+                if activity is not None:
+                    # Units written to the bank and not rolled up yet, as this run leaves them.
+                    counts["backlog"] = max(0, activity.unit_count - state.watermark(profile).unit_count)
+                return JobOutcome(report.outcome, report.reason, counts, fields)
         finally:
             if self.backend is None:
                 await backend.aclose()
@@ -279,7 +284,7 @@ async def execute_job(
                 outcome = JobOutcome(Outcome.FAILED, f"{type(exc).__name__}: {exc}")
             else:
                 outcome = JobOutcome(known[0], describe(exc))
-        finished_at, duration = _finish(config, job, rid, recorder, t0, outcome, error=error)
+        finished_at, duration, outcome = _finish(config, job, rid, recorder, t0, outcome, error=error)
         return RunResult(job.job_id, rid, outcome, started_at, finished_at, duration)
 
 
@@ -320,7 +325,8 @@ def _finish(
     outcome: JobOutcome,
     *,
     error: BaseException | None = None,
-) -> tuple[datetime, float]:
+) -> tuple[datetime, float, JobOutcome]:
+    """Record and log the end of a run; the outcome returned carries the deferral count."""
     finished_at = _utcnow()
     duration = round(time.monotonic() - t0, 3)
     counts = dict(outcome.counts)
@@ -351,7 +357,7 @@ def _finish(
         log.warning("job finished", **fields)
     else:
         log.info("job finished", **fields)
-    return finished_at, duration
+    return finished_at, duration, dataclasses.replace(outcome, counts=counts)
 
 
 # --- roll-ups now, as the daemon runs them ----------------------------------------------------------

@@ -316,3 +316,34 @@ class TestAuditJob:
             assert record["outcome"] in ("complete", "dry_run"), record
             assert (memories / "MEMORY_AUDIT_LEDGER.md").exists()
             assert stop(daemon, notify) == 0
+
+
+class TestBackendDown:
+    def test_outage_is_deferred_warned_in_status_and_counted_in_metrics(
+        self, tmp_path: Path, notify: NotifySocket
+    ) -> None:
+        """With Hindsight unreachable every run is `deferred` (not failed, no traceback); from
+        retry.warn_after_deferrals on, STATUS says so, and the metrics file counts it."""
+        state, metrics = tmp_path / "state", tmp_path / "metrics" / "dreamer.prom"
+        config = write_config(
+            tmp_path / "config.toml",
+            state,
+            backend={"kind": "hindsight", "hindsight": {"url": "http://127.0.0.1:9"}},
+            retry={"max_attempts": 1, "warn_after_deferrals": 2},
+            metrics={"textfile": str(metrics)},
+        )
+        env = {"NOTIFY_SOCKET": notify.path}
+        with DaemonProcess(run_args(config), log_path=tmp_path / "out.log", env=env) as daemon:
+            daemon.wait_for_records(job_finished("research", "deferred"), count=2)
+            status = notify.wait_for(lambda f: "research deferred 2x in a row" in f.get("STATUS", ""))
+            assert stop(daemon, notify) == 0
+        assert notify.fields(status)["STATUS"]
+        records = daemon.records()
+        assert {o for _, _, o in runs(state)} == {"deferred"}
+        assert not [r for r in records if r.get("level") == "error" or "exception" in r]
+        warned = [r for r in records if str(r.get("event", "")).startswith("deferred several cycles")]
+        assert warned and warned[0]["deferred_in_a_row"] == 2
+        text = metrics.read_text()
+        assert 'dreamer_runs_total{job_id="rollup:research",outcome="deferred"}' in text
+        deferred = [line for line in text.splitlines() if line.startswith("dreamer_deferred_in_a_row{")]
+        assert deferred and int(deferred[0].split()[-1]) >= 2
