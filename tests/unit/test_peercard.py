@@ -18,7 +18,15 @@ from dreamer.backends.base import ReflectResult
 from dreamer.config import Config, parse_config
 from dreamer.errors import PolicyError
 from dreamer.hermes.memory.entries import ENTRY_DELIMITER, parse_entries
-from dreamer.peercard.card import (
+from dreamer.peercard.polish import (
+    NO_MARK,
+    PolishedEntry,
+    PolishRejected,
+    parse_polish,
+    polish_query,
+    polish_schema,
+)
+from dreamer.peercard.refresh import (
     KIND_MARKERS,
     PeerCard,
     build_peer_card,
@@ -27,14 +35,6 @@ from dreamer.peercard.card import (
     refresh_peer_cards,
     render_peer_card,
     write_peer_card,
-)
-from dreamer.peercard.polish import (
-    NO_MARK,
-    PolishedEntry,
-    PolishRejected,
-    parse_polish,
-    polish_query,
-    polish_schema,
 )
 from dreamer.state import LedgerCard, StateStore, Watermark
 
