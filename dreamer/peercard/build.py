@@ -163,4 +163,3 @@ def _keep_newer_first(ranked: list[LedgerCard], newer_of: dict[str, list[LedgerC
     for card in ranked:
         place(card, frozenset())
     return out
-

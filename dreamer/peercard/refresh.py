@@ -32,7 +32,6 @@ __all__ = ["peer_cards", "refresh_peer_cards"]
 log = structlog.get_logger("dreamer.peercard")
 
 
-
 def peer_cards(
     config: Config,
     state: StateStore,
