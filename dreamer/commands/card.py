@@ -19,7 +19,7 @@ async def card_command(
     config: Config, profiles: Sequence[str], *, write: bool, as_json: bool, out: TextIO = sys.stdout
 ) -> int:
     """Print the peer cards from the local promotion ledger; with ``write``, write them too."""
-    from dreamer.peercard.card import peer_cards, refresh_peer_cards
+    from dreamer.peercard.refresh import peer_cards, refresh_peer_cards
 
     chosen = select_profiles(config, profiles)
     with StateStore.open(config.state_path) as state:

@@ -12,10 +12,12 @@ Library entry points (the CLI and daemon wire these up):
 from __future__ import annotations
 
 from dreamer.hermes.audit.classify import Category, Classification, EntryClassifier, RuleBasedClassifier
+from dreamer.hermes.audit.files import read_utilisation
 from dreamer.hermes.audit.probe import HttpUrlProbe, UrlProbe
 from dreamer.hermes.audit.report import ActionRecord, AuditReport, AuditStatus, Utilisation
-from dreamer.hermes.audit.run import NaiveTimestampError, audit_agent, needs_audit, read_utilisation
+from dreamer.hermes.audit.run import audit_agent
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings, InvalidAuditSettingsError
+from dreamer.hermes.audit.trigger import NaiveTimestampError, needs_audit
 from dreamer.hermes.memory.entries import ENTRY_DELIMITER, Target
 from dreamer.hermes.memory.render import render_block
 from dreamer.hermes.memory.store import (

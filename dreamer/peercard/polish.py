@@ -12,7 +12,7 @@ content-free ("I don't have information ...") and shares a content word with the
 about nothing on the card is a new fact), and a ``mark`` from the allowed set (or ``NONE``). Any
 defect rejects the whole answer (:class:`PolishRejected`): dropping one bad entry could drop a fact.
 Neutralising, clipping and the entry and character bounds are not done here but by the card
-builder, on the same code path as the card as built (:func:`dreamer.peercard.card.polished_peer_card`).
+builder, on the same code path as the card as built (:func:`dreamer.peercard.build.polished_peer_card`).
 """
 
 from __future__ import annotations

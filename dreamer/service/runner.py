@@ -111,7 +111,7 @@ class RollupJob:
     async def __call__(self, config: Config, job: JobSpec, run_id: str) -> JobOutcome:
         # Imported at the first run, not at start: the daemon signals READY before paying for them.
         from dreamer.backends import open_backend
-        from dreamer.peercard.card import refresh_peer_cards
+        from dreamer.peercard.refresh import refresh_peer_cards
         from dreamer.rollup.pipeline import Rollup
 
         profile = job.key

@@ -35,7 +35,7 @@ from dreamer.commands.card import card_command
 from dreamer.config import Config
 from dreamer.errors import PermanentBackendError, TransientBackendError
 from dreamer.hermes.memory.entries import parse_entries
-from dreamer.peercard.card import peer_cards, refresh_peer_cards
+from dreamer.peercard.refresh import peer_cards, refresh_peer_cards
 from dreamer.rollup.promote import ROLLUP_TAG
 from dreamer.service.jobs import plan_jobs
 from dreamer.service.runner import RollupJob

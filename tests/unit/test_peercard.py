@@ -18,16 +18,9 @@ from dreamer.backends.base import ReflectResult
 from dreamer.config import Config
 from dreamer.errors import PolicyError
 from dreamer.hermes.memory.entries import ENTRY_DELIMITER, parse_entries
-from dreamer.peercard.card import (
-    KIND_MARKERS,
-    PeerCard,
-    build_peer_card,
-    neutralise,
-    polished_peer_card,
-    refresh_peer_cards,
-    render_peer_card,
-    write_peer_card,
-)
+from dreamer.peercard.build import build_peer_card, polished_peer_card
+from dreamer.peercard.card import PeerCard, render_peer_card
+from dreamer.peercard.entry import KIND_MARKERS, neutralise
 from dreamer.peercard.polish import (
     NO_MARK,
     PolishedEntry,
@@ -36,6 +29,8 @@ from dreamer.peercard.polish import (
     polish_query,
     polish_schema,
 )
+from dreamer.peercard.refresh import refresh_peer_cards
+from dreamer.peercard.write import write_peer_card
 from dreamer.state import LedgerCard, StateStore, Watermark
 from tests.support.configs import config_data, parsed
 

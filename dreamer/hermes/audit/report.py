@@ -10,14 +10,31 @@ planned actions, otherwise applied ones.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from dreamer.hermes.audit.planner import UnresolvedEntry
+from dreamer.hermes.audit.planner import ActionKind, PlannedAction, UnresolvedEntry
 
-__all__ = ["ActionRecord", "AuditReport", "AuditStatus", "Utilisation"]
+__all__ = [
+    "ActionRecord",
+    "AuditReport",
+    "AuditStatus",
+    "Utilisation",
+    "action_record",
+    "count_actions",
+    "summary_line",
+]
+
+_COUNT_NAMES = {
+    ActionKind.DELETE: "deletions",
+    ActionKind.MOVE: "moves",
+    ActionKind.CORRECT: "corrections",
+    ActionKind.MARK_UNVERIFIED: "unverified",
+    ActionKind.CLEAR_UNVERIFIED: "reverified",
+}
 
 
 class AuditStatus(StrEnum):
@@ -141,3 +158,39 @@ class AuditReport:
     def to_json(self, *, indent: int | None = 2) -> str:
         """The report as JSON text (UTF-8 characters kept as they are)."""
         return json.dumps(self.to_dict(), ensure_ascii=False, indent=indent)
+
+
+def count_actions(actions: Sequence[PlannedAction]) -> dict[str, int]:
+    """How many actions of each kind, under the contract's count names (every name present)."""
+    counts = dict.fromkeys(_COUNT_NAMES.values(), 0)
+    for action in actions:
+        counts[_COUNT_NAMES[action.kind]] += 1
+    return counts
+
+
+def action_record(action: PlannedAction, outcome: str, detail: str = "") -> ActionRecord:
+    """The report's record of `action` and its outcome (planned, applied or skipped)."""
+    return ActionRecord(
+        kind=str(action.kind),
+        file=action.source.filename,
+        entry=action.entry,
+        reason=action.reason,
+        outcome=outcome,
+        destination=action.destination,
+        new_text=action.new_text,
+        detail=detail,
+    )
+
+
+def summary_line(counts: Mapping[str, int], unresolved: int, alerts: Sequence[str], *, planned: bool) -> str:
+    """The report's one-sentence summary; `planned` words it as what a dry run would do."""
+    verbs = "would delete" if planned else "deleted"
+    text = (
+        f"{verbs.capitalize()} {counts['deletions']}, "
+        f"{'would move' if planned else 'moved'} {counts['moves']}, "
+        f"{'would correct' if planned else 'corrected'} {counts['corrections']}, "
+        f"{'would mark' if planned else 'marked'} {counts['unverified']} [UNVERIFIED], "
+        f"{'would clear' if planned else 'cleared'} {counts['reverified']} marks; "
+        f"{unresolved} unresolved; {len(alerts)} drift alert(s)."
+    )
+    return text

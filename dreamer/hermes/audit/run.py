@@ -1,156 +1,53 @@
-"""The memory audit of one Hermes agent, and the cheap check of whether one is due.
+"""One audit of one Hermes agent's memory files: its phases in order, touching only that agent's files.
 
-`needs_audit` decides from the two files' sizes and the ledger alone (no model, no network), so a
-daemon can call it every cycle. An audit is due when forced, when the agent has never been
-audited, when the last audit is `interval_days` old, or when a file is above `threshold_pct` and
-has changed since the last audit (without that last condition a file that the audit cannot shrink
-would be re-audited every cycle).
-
-`audit_agent` runs the contract's phases for one agent, touching only that agent's files:
-canaries (missing → CRITICAL, nothing changed), the skip rule, the writer registry (not registered
-→ dry run), categorisation, URL and model checks, planning, drift alerts, applying the plan through
-the store, the post-audit canary check, the first-seen state, and one appended ledger block.
-A requested dry run writes nothing at all; a dry run forced by the writer registry records its
-findings in the ledger so the audit interval still advances. Audits of one agent are serialised by
-a lock on its state file.
+Read, canary check, skip rule, writer registry, classify, plan, drift alerts, then either a dry run
+or applying the plan, the post-audit canary check, the first-seen state and the ledger block.
+The phases and why they are what they are: ``docs/design/hermes-audit.md``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from pathlib import Path
+from datetime import datetime
 
 import structlog
 
-from dreamer.hermes.audit.age import entry_age
 from dreamer.hermes.audit.apply import apply_plan
 from dreamer.hermes.audit.canary import CANARY_MARKER, canary_lines, is_canary_entry
 from dreamer.hermes.audit.classify import Classification, EntryClassifier, RuleBasedClassifier
-from dreamer.hermes.audit.config_yaml import ConfigYamlError, read_model_name
+from dreamer.hermes.audit.context import load_first_seen, plan_context
 from dreamer.hermes.audit.drift import drift_alerts
-from dreamer.hermes.audit.ledger import (
-    LedgerEntry,
-    LedgerReadError,
-    LedgerRecord,
-    append_record,
-    one_line,
-    read_ledger,
-)
+from dreamer.hermes.audit.files import MemoryFiles, read_memory_files, utilisation
+from dreamer.hermes.audit.ledger import LedgerReadError, read_ledger
 from dreamer.hermes.audit.planner import (
     UNVERIFIED_MARK,
     ActionKind,
     Entry,
     Plan,
-    PlanContext,
-    PlannedAction,
     UnresolvedEntry,
     collect_entries,
     plan_audit,
-    urls_to_verify,
 )
-from dreamer.hermes.audit.probe import HttpUrlProbe, UrlProbe, probe_urls
-from dreamer.hermes.audit.report import ActionRecord, AuditReport, AuditStatus, Utilisation
+from dreamer.hermes.audit.probe import HttpUrlProbe, UrlProbe
+from dreamer.hermes.audit.record import LedgerFacts, append_ledger_block, save_audit_state
+from dreamer.hermes.audit.report import (
+    AuditReport,
+    AuditStatus,
+    Utilisation,
+    action_record,
+    count_actions,
+    summary_line,
+)
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
-from dreamer.hermes.audit.state import AuditState, AuditStateError, load_state, save_state, with_entries_seen
+from dreamer.hermes.audit.state import AuditState, with_entries_seen
+from dreamer.hermes.audit.trigger import require_aware, skip_reason
 from dreamer.hermes.audit.writers import WriterRegistryError, is_registered_writer
-from dreamer.hermes.memory.entries import dedupe, joined_length, parse_entries
 from dreamer.hermes.memory.locking import exclusive_lock
 from dreamer.hermes.memory.store import MemoryStore, StoreReadError
 
-__all__ = ["NaiveTimestampError", "audit_agent", "needs_audit", "read_utilisation"]
+__all__ = ["audit_agent"]
 
 log = structlog.get_logger("dreamer.hermes.audit")
-
-_COUNT_NAMES = {
-    ActionKind.DELETE: "deletions",
-    ActionKind.MOVE: "moves",
-    ActionKind.CORRECT: "corrections",
-    ActionKind.MARK_UNVERIFIED: "unverified",
-    ActionKind.CLEAR_UNVERIFIED: "reverified",
-}
-
-
-class NaiveTimestampError(ValueError):
-    """`now` has no time zone; pass an aware datetime such as datetime.now(UTC)."""
-
-
-@dataclass(frozen=True)
-class _Files:
-    memory_raw: str
-    user_raw: str
-
-    @property
-    def memory_entries(self) -> list[str]:
-        return dedupe(parse_entries(self.memory_raw))
-
-    @property
-    def user_entries(self) -> list[str]:
-        return dedupe(parse_entries(self.user_raw))
-
-
-def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise StoreReadError(f"cannot read {path}: {exc}; fix its permissions or encoding (UTF-8)") from exc
-
-
-def _read_files(agent: AgentFiles) -> _Files:
-    return _Files(_read_text(agent.memory_path), _read_text(agent.user_path))
-
-
-def _utilisation(memory: Sequence[str], user: Sequence[str], settings: AuditSettings) -> Utilisation:
-    return Utilisation(
-        joined_length(memory), settings.max_memory_chars, joined_length(user), settings.max_user_chars
-    )
-
-
-def read_utilisation(agent: AgentFiles, settings: AuditSettings) -> Utilisation:
-    """How full the agent's two memory files are now, by the store's measure."""
-    files = _read_files(agent)
-    return _utilisation(files.memory_entries, files.user_entries, settings)
-
-
-def _require_aware(now: datetime) -> None:
-    if now.tzinfo is None:
-        raise NaiveTimestampError("now must carry a time zone, e.g. datetime.now(UTC)")
-
-
-def needs_audit(agent: AgentFiles, settings: AuditSettings, now: datetime) -> tuple[bool, str]:
-    """Whether an audit of `agent` is due at `now`, and why; reads only file sizes and the ledger."""
-    _require_aware(now)
-    if settings.force:
-        return True, "audit requested"
-    if not agent.memories_dir.is_dir():
-        return False, f"memories directory {agent.memories_dir} does not exist"
-    try:
-        usage = read_utilisation(agent, settings)
-        entries = read_ledger(agent.ledger_path)
-    except (StoreReadError, LedgerReadError) as exc:
-        # Due, so that the audit runs and reports the problem as an ERROR.
-        return True, f"cannot read the agent's files: {exc}"
-    if not entries:
-        return True, "no audit recorded in the ledger yet"
-    last = entries[-1]
-    age = now - last.timestamp
-    if age >= timedelta(days=settings.interval_days):
-        return True, f"last audit {age.days} days ago (interval {settings.interval_days} days)"
-    for name, pct, chars, key in (
-        ("MEMORY.md", usage.memory_pct, usage.memory_chars, "memory_chars_after"),
-        ("USER.md", usage.user_pct, usage.user_chars, "user_chars_after"),
-    ):
-        if pct > settings.threshold_pct and last.integer(key) != chars:
-            return (
-                True,
-                f"{name} at {pct:.1f}% (above {settings.threshold_pct:g}%) and changed since the last audit",
-            )
-    return False, (
-        f"last audit {age.days} days ago; MEMORY.md {usage.memory_pct:.1f}%, USER.md {usage.user_pct:.1f}%"
-    )
 
 
 def audit_agent(
@@ -161,8 +58,11 @@ def audit_agent(
     probe: UrlProbe | None = None,
     classifier: EntryClassifier | None = None,
 ) -> AuditReport:
-    """Audit the memory of `agent` at `now` (see the module docstring); never raises for file problems."""
-    _require_aware(now)
+    """Audit the memory of `agent` at `now`; never raises for file problems.
+
+    A requested dry run writes nothing; audits of one agent are serialised by a lock on its state file.
+    """
+    require_aware(now)
     if not agent.memories_dir.is_dir():
         return AuditReport(
             agent.name,
@@ -201,8 +101,8 @@ class _AuditRun:
 
     def execute(self) -> AuditReport:
         agent, settings, now = self.agent, self.settings, self.now
-        files = _read_files(agent)
-        before = _utilisation(files.memory_entries, files.user_entries, settings)
+        files = read_memory_files(agent)
+        before = utilisation(files.memory_entries, files.user_entries, settings)
         canaries = {
             "MEMORY.md": bool(canary_lines(files.memory_raw)),
             "USER.md": bool(canary_lines(files.user_raw)),
@@ -212,26 +112,19 @@ class _AuditRun:
 
         ledger = read_ledger(agent.ledger_path)
         previous = ledger[-1] if ledger else None
-        skip = self._skip_reason(previous, before)
+        skip = skip_reason(settings, now, previous, before)
         if skip:
             return AuditReport(agent.name, AuditStatus.SKIP, now, reason=skip, utilisation_before=before)
 
         registered, registry_reason = is_registered_writer(agent.writers_path, settings.writer_name)
-        state = self._load_state()
+        state = load_first_seen(agent, self.notes)
         entries = collect_entries(files.memory_entries, files.user_entries)
         classifications: dict[int, Classification] = {
             entry.id: self.classifier.classify(entry.text)
             for entry in entries
             if not is_canary_entry(entry.text)
         }
-        urls = urls_to_verify(entries, classifications)
-        context = PlanContext(
-            settings=settings,
-            ages={entry.id: entry_age(entry.text, state.first_seen_of(entry.text), now) for entry in entries},
-            url_answers=probe_urls(urls, self.probe) if urls else {},
-            configured_model=self._configured_model(),
-            skill_available=self._skill_available(),
-        )
+        context = plan_context(agent, settings, now, entries, classifications, state, self.probe, self.notes)
         plan = plan_audit(entries, classifications, context)
         alerts = drift_alerts(
             previous,
@@ -269,47 +162,6 @@ class _AuditRun:
             canary_intact=False,
         )
 
-    def _skip_reason(self, previous: LedgerEntry | None, before: Utilisation) -> str:
-        settings = self.settings
-        if settings.force or previous is None:
-            return ""
-        age = self.now - previous.timestamp
-        young = age < timedelta(days=settings.interval_days)
-        roomy = before.memory_pct < settings.skip_below_pct and before.user_pct < settings.skip_below_pct
-        if young and roomy:
-            return (
-                f"no audit needed: last audit {age.days} days ago and both files below "
-                f"{settings.skip_below_pct:g}% "
-                f"(MEMORY.md {before.memory_pct:.1f}%, USER.md {before.user_pct:.1f}%)"
-            )
-        return ""
-
-    def _load_state(self) -> AuditState:
-        try:
-            return load_state(self.agent.state_path)
-        except AuditStateError as exc:
-            # Ages then count from today: nothing becomes old enough to delete because of this.
-            self.notes.append(f"{exc}; entry ages without a date count from this audit")
-            return AuditState()
-
-    def _configured_model(self) -> str | None:
-        if self.agent.config_yaml is None:
-            return None
-        try:
-            return read_model_name(self.agent.config_yaml)
-        except ConfigYamlError as exc:
-            self.notes.append(f"model entries not checked: {exc}")
-            return None
-
-    def _skill_available(self) -> bool:
-        skills_dir = self.agent.skills_dir
-        if skills_dir is None:
-            return False
-        if not skills_dir.is_dir():
-            self.notes.append(f"skills directory {skills_dir} does not exist; operating rules stay in place")
-            return False
-        return True
-
     def _dry_run(
         self,
         plan: Plan,
@@ -321,16 +173,20 @@ class _AuditRun:
         registered: bool,
         reason: str,
     ) -> AuditReport:
-        counts = _counts(plan.actions)
-        records = tuple(_record(action, "planned") for action in plan.actions)
+        counts = count_actions(plan.actions)
+        records = tuple(action_record(action, "planned") for action in plan.actions)
         ledger_updated = False
         if not self.settings.dry_run:
             # Not a registered writer: memory stays untouched, but the findings are recorded so the
             # interval advances and the operator sees why nothing was applied.
-            self._save_state(with_entries_seen(state, [e.text for e in entries], self.now))
+            save_audit_state(
+                self.agent, with_entries_seen(state, [e.text for e in entries], self.now), self.notes
+            )
             unverified_now = sum(UNVERIFIED_MARK in entry.text for entry in entries)
-            ledger_updated = self._append_ledger(
-                _LedgerFacts(
+            ledger_updated = append_ledger_block(
+                self.agent,
+                self.now,
+                LedgerFacts(
                     status=AuditStatus.DRY_RUN,
                     mode="dry-run",
                     before=before,
@@ -343,7 +199,8 @@ class _AuditRun:
                     writer_registered=registered,
                     note=reason,
                     records=records,
-                )
+                ),
+                self.notes,
             )
         return AuditReport(
             self.agent.name,
@@ -353,7 +210,7 @@ class _AuditRun:
             dry_run=True,
             writer_registered=registered,
             utilisation_before=before,
-            utilisation_after=_utilisation(plan.final_memory, plan.final_user, self.settings),
+            utilisation_after=utilisation(plan.final_memory, plan.final_user, self.settings),
             counts=counts,
             actions=records,
             unresolved=plan.unresolved,
@@ -362,7 +219,7 @@ class _AuditRun:
             canaries=dict(canaries),
             canary_intact=True,
             ledger_updated=ledger_updated,
-            summary=_summary(counts, len(plan.unresolved), alerts, planned=True),
+            summary=summary_line(counts, len(plan.unresolved), alerts, planned=True),
         )
 
     def _apply(
@@ -371,7 +228,7 @@ class _AuditRun:
         entries: Sequence[Entry],
         state: AuditState,
         before: Utilisation,
-        files: _Files,
+        files: MemoryFiles,
         canaries: Mapping[str, bool],
         alerts: tuple[str, ...],
     ) -> AuditReport:
@@ -383,8 +240,8 @@ class _AuditRun:
         )
         outcomes = apply_plan(plan, entries, store, self.agent.rules_skill_path)
 
-        after_files = _read_files(self.agent)
-        after = _utilisation(after_files.memory_entries, after_files.user_entries, settings)
+        after_files = read_memory_files(self.agent)
+        after = utilisation(after_files.memory_entries, after_files.user_entries, settings)
         canary_intact = canary_lines(after_files.memory_raw) == canary_lines(
             files.memory_raw
         ) and canary_lines(after_files.user_raw) == canary_lines(files.user_raw)
@@ -401,13 +258,17 @@ class _AuditRun:
             ),
         )
         applied = [o.action for o in outcomes if o.applied]
-        counts = _counts(applied)
-        records = tuple(_record(o.action, "applied" if o.applied else "skipped", o.detail) for o in outcomes)
+        counts = count_actions(applied)
+        records = tuple(
+            action_record(o.action, "applied" if o.applied else "skipped", o.detail) for o in outcomes
+        )
         remaining = [*after_files.memory_entries, *after_files.user_entries]
-        self._save_state(with_entries_seen(state, remaining, self.now))
+        save_audit_state(self.agent, with_entries_seen(state, remaining, self.now), self.notes)
         status = AuditStatus.COMPLETE if canary_intact else AuditStatus.CRITICAL
-        ledger_updated = self._append_ledger(
-            _LedgerFacts(
+        ledger_updated = append_ledger_block(
+            self.agent,
+            self.now,
+            LedgerFacts(
                 status=status,
                 mode="apply",
                 before=before,
@@ -420,7 +281,8 @@ class _AuditRun:
                 writer_registered=True,
                 note="",
                 records=records,
-            )
+            ),
+            self.notes,
         )
         log.info(
             "hermes_audit_complete",
@@ -451,109 +313,5 @@ class _AuditRun:
             canaries=dict(canaries),
             canary_intact=canary_intact,
             ledger_updated=ledger_updated,
-            summary=_summary(counts, len(unresolved), alerts, planned=False),
+            summary=summary_line(counts, len(unresolved), alerts, planned=False),
         )
-
-    def _save_state(self, state: AuditState) -> None:
-        try:
-            save_state(self.agent.state_path, state)
-        except OSError as exc:
-            # Only first-seen times are lost: undated entries then age from a later audit.
-            self.notes.append(f"audit state not saved ({exc}); undated entries will age from a later audit")
-            log.error("hermes_audit_state_not_saved", agent=self.agent.name, error=str(exc))
-
-    def _append_ledger(self, facts: _LedgerFacts) -> bool:
-        """Append the ledger block; False (with a note and an error log) if the ledger cannot be written."""
-        try:
-            self._write_ledger(facts)
-        except OSError as exc:
-            self.notes.append(
-                f"ledger not updated: {exc}; fix the file's permissions, the audit is recorded only here"
-            )
-            log.error("hermes_audit_ledger_not_written", agent=self.agent.name, error=str(exc))
-            return False
-        return True
-
-    def _write_ledger(self, facts: _LedgerFacts) -> None:
-        counts = facts.counts
-        append_record(
-            self.agent.ledger_path,
-            LedgerRecord(
-                timestamp=self.now,
-                status=str(facts.status),
-                mode=facts.mode,
-                memory_util_before=facts.before.memory_pct,
-                memory_util_after=facts.after.memory_pct,
-                user_util_before=facts.before.user_pct,
-                user_util_after=facts.after.user_pct,
-                memory_chars_after=facts.after.memory_chars,
-                user_chars_after=facts.after.user_chars,
-                deletions=counts["deletions"],
-                moves=counts["moves"],
-                corrections=counts["corrections"],
-                unverified=counts["unverified"],
-                reverified=counts["reverified"],
-                unverified_total=facts.unverified_total,
-                unresolved=facts.unresolved,
-                canary_intact=facts.canary_intact,
-                writer_registered=facts.writer_registered,
-                note=facts.note,
-                drift_alerts=facts.alerts,
-                actions=tuple(_ledger_line(record) for record in facts.records),
-            ),
-        )
-
-
-@dataclass(frozen=True)
-class _LedgerFacts:
-    status: AuditStatus
-    mode: str
-    before: Utilisation
-    after: Utilisation
-    counts: Mapping[str, int]
-    unverified_total: int
-    unresolved: int
-    alerts: tuple[str, ...]
-    canary_intact: bool
-    writer_registered: bool
-    note: str
-    records: tuple[ActionRecord, ...]
-
-
-def _counts(actions: Sequence[PlannedAction]) -> dict[str, int]:
-    counts = dict.fromkeys(_COUNT_NAMES.values(), 0)
-    for action in actions:
-        counts[_COUNT_NAMES[action.kind]] += 1
-    return counts
-
-
-def _record(action: PlannedAction, outcome: str, detail: str = "") -> ActionRecord:
-    return ActionRecord(
-        kind=str(action.kind),
-        file=action.source.filename,
-        entry=action.entry,
-        reason=action.reason,
-        outcome=outcome,
-        destination=action.destination,
-        new_text=action.new_text,
-        detail=detail,
-    )
-
-
-def _ledger_line(record: ActionRecord) -> str:
-    where = record.file + (f" → {record.destination}" if record.destination else "")
-    line = f"{record.kind} {where} [{record.outcome}]: {one_line(record.entry, 80)!r} ({record.reason})"
-    return f"{line}; {record.detail}" if record.detail else line
-
-
-def _summary(counts: Mapping[str, int], unresolved: int, alerts: Sequence[str], *, planned: bool) -> str:
-    verbs = "would delete" if planned else "deleted"
-    text = (
-        f"{verbs.capitalize()} {counts['deletions']}, "
-        f"{'would move' if planned else 'moved'} {counts['moves']}, "
-        f"{'would correct' if planned else 'corrected'} {counts['corrections']}, "
-        f"{'would mark' if planned else 'marked'} {counts['unverified']} [UNVERIFIED], "
-        f"{'would clear' if planned else 'cleared'} {counts['reverified']} marks; "
-        f"{unresolved} unresolved; {len(alerts)} drift alert(s)."
-    )
-    return text

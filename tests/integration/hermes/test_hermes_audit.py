@@ -17,8 +17,9 @@ import structlog
 
 from dreamer.hermes.audit.ledger import parse_ledger
 from dreamer.hermes.audit.report import AuditReport, AuditStatus
-from dreamer.hermes.audit.run import audit_agent, needs_audit
+from dreamer.hermes.audit.run import audit_agent
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
+from dreamer.hermes.audit.trigger import needs_audit
 
 NOW = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 CANARY = "CANARY: Do not modify this line"

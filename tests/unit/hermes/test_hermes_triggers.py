@@ -9,8 +9,9 @@ import pytest
 
 from dreamer.hermes.audit.ledger import LedgerRecord, append_record
 from dreamer.hermes.audit.report import AuditStatus
-from dreamer.hermes.audit.run import NaiveTimestampError, audit_agent, needs_audit
+from dreamer.hermes.audit.run import audit_agent
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
+from dreamer.hermes.audit.trigger import NaiveTimestampError, needs_audit
 
 NOW = datetime(2025, 3, 1, tzinfo=UTC)
 CANARY = "CANARY: Do not modify this line"

@@ -1,0 +1,165 @@
+"""Building a peer card (pure): which ledger cards, in what order, within what bounds.
+
+`build_peer_card` makes a card from the promotion ledger; `polished_peer_card` bounds a polish's
+entries the same way. The rules and why: ``docs/design/peer-card.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+from dreamer.config import ConflictPolicy
+from dreamer.hermes.memory.entries import ENTRY_DELIMITER
+from dreamer.peercard.card import PeerCard
+from dreamer.peercard.entry import KIND_MARKERS, format_entry
+from dreamer.peercard.polish import PolishedEntry
+from dreamer.state import LedgerCard
+from dreamer.text import content_tokens
+
+__all__ = [
+    "DEFAULT_BUDGET_CHARS",
+    "DEFAULT_MAX_ENTRIES",
+    "DEFAULT_MAX_ENTRY_CHARS",
+    "build_peer_card",
+    "polished_peer_card",
+]
+
+DEFAULT_MAX_ENTRIES = 40
+DEFAULT_MAX_ENTRY_CHARS = 200
+#: The budget Hermes gives USER.md: a peer card costs no more prompt than the user profile.
+DEFAULT_BUDGET_CHARS = 1375
+#: Shortest entry limit accepted: room for the longest marker and a few words.
+MIN_ENTRY_CHARS = 20
+#: Kinds that describe something passing; listed last, so they are the first to fall off the budget.
+_TRANSIENT_KINDS = frozenset({"event"})
+
+
+def build_peer_card(
+    cards: Sequence[LedgerCard],
+    *,
+    profile: str | None,
+    policy: ConflictPolicy,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+    max_entry_chars: int = DEFAULT_MAX_ENTRY_CHARS,
+    budget_chars: int = DEFAULT_BUDGET_CHARS,
+) -> PeerCard | None:
+    """The peer card of ``profile`` (None: the global card) from ledger cards, or None when empty."""
+    if max_entries < 1 or budget_chars < 1:
+        raise ValueError(
+            f"max_entries and budget_chars must be at least 1 (got {max_entries}, {budget_chars})"
+        )
+    if max_entry_chars < MIN_ENTRY_CHARS:
+        raise ValueError(f"max_entry_chars must be at least {MIN_ENTRY_CHARS} (got {max_entry_chars})")
+    if policy not in ("recency_wins", "keep_both"):
+        raise ValueError(f"unknown conflict policy {policy!r}; use recency_wins or keep_both")
+
+    # Supersession is read across every card given: a newer card of another profile still counts.
+    newer_of: dict[str, list[LedgerCard]] = {}
+    for card in cards:
+        if card.supersedes and card.supersedes != card.document_id:
+            newer_of.setdefault(card.supersedes, []).append(card)
+    mine = [c for c in cards if profile is None or c.profile == profile or profile in c.profiles]
+    if policy == "recency_wins":
+        mine = [c for c in mine if c.document_id not in newer_of]
+    ordered = _keep_newer_first(sorted(mine, key=_rank), newer_of)
+    candidates = (
+        (*format_entry(card.text, KIND_MARKERS.get(card.kind.lower()), max_entry_chars), card.document_id)
+        for card in ordered
+    )
+    return _bounded_card(profile, candidates, max_entries=max_entries, budget_chars=budget_chars)
+
+
+def polished_peer_card(
+    card: PeerCard, entries: Sequence[PolishedEntry], *, max_entries: int, max_entry_chars: int
+) -> PeerCard | None:
+    """``card`` with its entries replaced by polished ones, bounded exactly as a card as built is.
+
+    Each entry is marked, neutralised, made one line, clipped and deduplicated as a ledger card's
+    entry is, then taken in order within ``max_entries`` and the card's character budget;
+    ``left_out`` counts polished entries that did not fit. Each entry is attributed to the entry of
+    ``card`` it shares most content words with (provenance for :meth:`PeerCard.to_json`).
+    """
+    candidates = (
+        (*format_entry(entry.text, entry.mark, max_entry_chars), _closest_document(entry.text, card))
+        for entry in entries
+    )
+    return _bounded_card(card.profile, candidates, max_entries=max_entries, budget_chars=card.budget_chars)
+
+
+def _closest_document(text: str, card: PeerCard) -> str:
+    words = set(content_tokens(text))
+    best_id, best = card.document_ids[0], -1.0
+    for entry, document_id in zip(card.entries, card.document_ids, strict=True):
+        other = set(content_tokens(entry))
+        overlap = len(words & other) / len(words | other) if words | other else 0.0
+        if overlap > best:
+            best_id, best = document_id, overlap
+    return best_id
+
+
+def _bounded_card(
+    profile: str | None, candidates: Iterable[tuple[str, str, str]], *, max_entries: int, budget_chars: int
+) -> PeerCard | None:
+    """Entries ``(entry, dedup key, document id)`` taken in order within the bounds; None when empty."""
+    entries: list[str] = []
+    document_ids: list[str] = []
+    seen: set[str] = set()
+    used = 0
+    left_out = 0
+    for entry, key, document_id in candidates:
+        # Two facts cut to the same visible entry would be the same line twice.
+        shown = "shown:" + " ".join(entry.casefold().split())
+        if not key or key in seen or shown in seen:
+            continue
+        seen.update((key, shown))
+        cost = len(entry) + (len(ENTRY_DELIMITER) if entries else 0)
+        if len(entries) >= max_entries or used + cost > budget_chars:
+            left_out += 1
+            continue
+        entries.append(entry)
+        document_ids.append(document_id)
+        used += cost
+    if not entries:
+        return None
+    return PeerCard(profile, tuple(entries), tuple(document_ids), budget_chars, left_out)
+
+
+def _rank(card: LedgerCard) -> tuple[int, int, int, float, str]:
+    kind = card.kind.lower()
+    tier = 0 if kind in KIND_MARKERS else (2 if kind in _TRANSIENT_KINDS else 1)
+    return (
+        tier,
+        -card.reinforcements,
+        -len(set(card.source_ids)),
+        -_timestamp(card.promoted_at),
+        card.document_id,
+    )
+
+
+def _timestamp(moment: datetime) -> float:
+    try:
+        return moment.timestamp()
+    except (OverflowError, OSError, ValueError):
+        return 0.0
+
+
+def _keep_newer_first(ranked: list[LedgerCard], newer_of: dict[str, list[LedgerCard]]) -> list[LedgerCard]:
+    """Put each kept card that supersedes another just before it, when it would rank after it."""
+    present = {c.document_id for c in ranked}
+    out: list[LedgerCard] = []
+    placed: set[str] = set()
+
+    def place(card: LedgerCard, path: frozenset[str]) -> None:
+        if card.document_id in placed or card.document_id in path:
+            return
+        for newer in sorted(newer_of.get(card.document_id, ()), key=_rank):
+            if newer.document_id in present:
+                place(newer, path | {card.document_id})
+        if card.document_id not in placed:
+            placed.add(card.document_id)
+            out.append(card)
+
+    for card in ranked:
+        place(card, frozenset())
+    return out

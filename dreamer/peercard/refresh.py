@@ -1,0 +1,179 @@
+"""Refreshing the peer cards of a configuration: built from the local ledger, written, then polished.
+
+`peer_cards` builds each profile's card and the global card; `refresh_peer_cards` writes the ones
+with a configured path and, with ``peer_card.polish``, rewrites each by one reflect when that is
+usable. Why the card as built is written first: ``docs/design/peer-card.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import anyio.to_thread
+import structlog
+
+from dreamer.backends.base import MemoryBackend
+from dreamer.config import Config
+from dreamer.errors import DreamerError, PolicyError
+from dreamer.peercard.build import build_peer_card, polished_peer_card
+from dreamer.peercard.card import GLOBAL_CARD_NAME, PeerCard
+from dreamer.peercard.entry import MARKERS
+from dreamer.peercard.polish import PolishRejected, reflect_polish
+from dreamer.peercard.write import write_peer_card
+from dreamer.retry import RetryPolicy
+from dreamer.rollup.promote import ROLLUP_TAG
+from dreamer.slot import SlotLock
+from dreamer.state import StateStore
+
+__all__ = ["peer_cards", "refresh_peer_cards"]
+
+log = structlog.get_logger("dreamer.peercard")
+
+
+def peer_cards(
+    config: Config,
+    state: StateStore,
+    *,
+    profiles: Sequence[str] | None = None,
+    include_global: bool = True,
+) -> list[tuple[str, Path | None, PeerCard | None]]:
+    """``(name, configured path, card)`` for each profile and (unless excluded) the global card.
+
+    ``profiles`` None means every enabled profile; ``card`` is None when it would be empty. Reads
+    the local ledger only. The global card drops superseded cards, which follows each profile's own
+    policy (``docs/design/peer-card.md``).
+    """
+    settings = config.peer_card
+    if profiles is None:
+        names = list(config.enabled_profiles())
+    else:
+        unknown = [name for name in profiles if name not in config.profiles]
+        if unknown:
+            known = ", ".join(sorted(config.profiles)) or "none defined under [profiles]"
+            raise PolicyError(f"unknown profile {unknown[0]!r} (known: {known})")
+        names = list(dict.fromkeys(profiles))
+    bounds = {
+        "max_entries": settings.max_entries,
+        "max_entry_chars": settings.max_entry_chars,
+        "budget_chars": settings.budget_chars,
+    }
+    out: list[tuple[str, Path | None, PeerCard | None]] = []
+    for name in names:
+        profile = config.profiles[name]
+        ledger = state.ledger(config.bank_id(config.upstream_alias(name)))
+        card = build_peer_card(ledger, profile=name, policy=profile.conflict_policy, **bounds)
+        out.append((name, profile.peer_card_path, card))
+    if include_global:
+        ledger = state.ledger(config.bank_id(config.topology.global_bank))
+        card = build_peer_card(ledger, profile=None, policy="recency_wins", **bounds)
+        out.append((GLOBAL_CARD_NAME, settings.global_path, card))
+    return out
+
+
+async def refresh_peer_cards(
+    config: Config,
+    state: StateStore,
+    *,
+    profiles: Sequence[str] | None = None,
+    include_global: bool = True,
+    backend: MemoryBackend | None = None,
+) -> list[Path]:
+    """Rebuild and write the peer cards that have a configured path; returns the paths written.
+
+    An empty card is not written (a previous file stays as it was). See :func:`peer_cards`. With
+    ``peer_card.polish`` and a ``backend`` whose reflect uses an LLM, each written card is then
+    polished and written again when the polish is usable; the card as built is on disk first, so a
+    failed, slow or cancelled polish never leaves the file stale.
+    """
+    if not config.peer_card.enabled:
+        return []
+    polisher = _polisher(config, backend)
+    slot = SlotLock(
+        config.slot.lock_path,
+        acquire_timeout_s=config.slot.acquire_timeout_s,
+        poll_interval_s=config.slot.poll_interval_s,
+    )
+    written: list[Path] = []
+    for _name, path, card in peer_cards(config, state, profiles=profiles, include_global=include_global):
+        if path is None or card is None:
+            continue
+        await anyio.to_thread.run_sync(write_peer_card, path, card.render())
+        written.append(path)
+        if polisher is not None:
+            polished = await _polish(config, polisher, card, slot)
+            if polished is not None:
+                await anyio.to_thread.run_sync(write_peer_card, path, polished.render())
+    return written
+
+
+def _polisher(config: Config, backend: MemoryBackend | None) -> MemoryBackend | None:
+    """The backend to polish with, or None (saying why when the configuration asks for a polish)."""
+    if not config.peer_card.polish:
+        return None
+    if backend is None:
+        log.info("peer card polish skipped", reason="no backend to reflect with; writing the cards as built")
+        return None
+    if not backend.reflect_uses_llm:
+        log.info(
+            "peer card polish skipped",
+            reason=f"the {backend.name} backend's reflect does not use an LLM; writing the cards as built",
+        )
+        return None
+    return backend
+
+
+def _polish_source(config: Config, card: PeerCard) -> tuple[str, tuple[str, ...]]:
+    """The bank a card's polish reflects on and the tags limiting it to the card's own cards."""
+    if card.profile is None:
+        return config.bank_id(config.topology.global_bank), (ROLLUP_TAG,)
+    return config.bank_id(config.upstream_alias(card.profile)), (f"src:{card.profile}",)
+
+
+async def _polish(config: Config, backend: MemoryBackend, card: PeerCard, slot: SlotLock) -> PeerCard | None:
+    """``card`` polished by one reflect, or None (with a warning giving the reason) to keep it as built."""
+    settings = config.peer_card
+    bank_id, tags = _polish_source(config, card)
+    try:
+        entries = await reflect_polish(
+            backend,
+            bank_id,
+            card.entries,
+            MARKERS,
+            max_entries=settings.max_entries,
+            max_entry_chars=settings.max_entry_chars,
+            budget_chars=card.budget_chars,
+            budget=settings.polish_budget,
+            tags=tags,
+            policy=RetryPolicy.from_config(config.retry),
+            slot=slot,
+        )
+        polished = polished_peer_card(
+            card, entries, max_entries=settings.max_entries, max_entry_chars=settings.max_entry_chars
+        )
+        if polished is None:
+            raise PolishRejected("no polished entry has words")
+        if polished.left_out:
+            raise PolishRejected(
+                f"{polished.left_out} polished entries do not fit peer_card.max_entries or budget_chars"
+            )
+    except (DreamerError, TimeoutError) as exc:
+        detail = getattr(exc, "detail", "")
+        log.warning(
+            "peer card polish failed; the card as built stays",
+            card=card.name,
+            bank=bank_id,
+            reason=f"{exc} {detail}".strip() if isinstance(detail, str) else str(exc),
+            error=type(exc).__name__,
+        )
+        return None
+    log.info(
+        "peer card polished",
+        card=card.name,
+        entries=len(polished.entries),
+        chars=polished.chars,
+        entries_as_built=len(card.entries),
+        chars_as_built=card.chars,
+    )
+    return replace(polished, left_out=card.left_out)
