@@ -79,7 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dreamer`` console script and ``python -m dreamer``."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        # argparse fills an optional positional only from the first run of positionals, so in
+        # `memory add --agent A TEXT` the text would be "unrecognized": a command names such a
+        # positional (``late_positional``) and a single leftover word fills it wherever it stood.
+        late = getattr(args, "late_positional", None)
+        if late and getattr(args, late) is None and len(extras) == 1 and not extras[0].startswith("-"):
+            setattr(args, late, extras[0])
+        else:
+            parser.error("unrecognized arguments: " + " ".join(extras))
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)

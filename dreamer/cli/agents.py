@@ -55,6 +55,7 @@ def _memory_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agent", required=True, metavar="NAME", help="an agent under [agents]")
     parser.add_argument("--target", choices=["memory", "user"], default="memory", help="MEMORY.md or USER.md")
     parser.add_argument("--old", metavar="TEXT", help="a unique piece of the entry to replace or remove")
+    parser.set_defaults(late_positional="text")
 
 
 @COMMANDS.subcommand(

@@ -117,6 +117,17 @@ class TestMemoryFiles:
         proc = dreamer(home, "memory", "add", "y" * 2300, "--agent", "mumuni", check=False)
         assert proc.returncode == 1 and "Deploys go through staging first." in proc.stderr
 
+    def test_options_before_or_after_the_text(self, home: Path) -> None:
+        (home / "mumuni").mkdir()
+        dreamer(home, "memory", "add", "--agent", "mumuni", "Options first.")
+        dreamer(home, "memory", "add", "Text first.", "--agent", "mumuni")
+        dreamer(home, "memory", "add", "--target", "user", "Prefers metric units.", "--agent", "mumuni")
+        assert "Options first." in (home / "mumuni" / "MEMORY.md").read_text()
+        assert "Text first." in (home / "mumuni" / "MEMORY.md").read_text()
+        assert "Prefers metric units." in (home / "mumuni" / "USER.md").read_text()
+        extra = dreamer(home, "memory", "add", "--agent", "mumuni", "one", "two", check=False)
+        assert extra.returncode == 2 and "unrecognized arguments" in extra.stderr
+
     def test_audit_of_missing_canary_is_critical_and_changes_nothing(self, home: Path) -> None:
         """An agent whose files lack the canary line is CRITICAL (exit 1) and its files are untouched."""
         mem = home / "mumuni"
