@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
+import anyio
 import structlog
 
 from dreamer.backends.base import BankActivity, MemoryBackend, MemoryUnit, RetainItem
@@ -27,6 +28,7 @@ from dreamer.errors import DreamerError
 from dreamer.outcomes import COMMITTED, Outcome, classify, describe
 from dreamer.retry import RetryPolicy, RetryStats, backoff_logger, call_holding_slot, call_with_retry
 from dreamer.rollup import dedup, extractive, salience
+from dreamer.rollup.candidates import index_words, probe_words, words_to_count
 from dreamer.rollup.cards import (
     CARDS_SCHEMA,
     CardDraft,
@@ -175,7 +177,7 @@ class Rollup:
         try:
             for step in (self.gate, self.collect, self.select, self.summarise, self.judge, self.promote):
                 await step(ctx)
-            self.commit(ctx)
+            await self.commit(ctx)
             await self.consolidate(ctx)
         except _Done:
             pass
@@ -299,7 +301,7 @@ class Rollup:
                 log.info("reflect had nothing to summarise", answer=result.text[:200])
             return drafts
         ctx.report.summariser = "extractive"
-        return extractive.extract_cards(sources, pcfg.top_n)
+        return await anyio.to_thread.run_sync(extractive.extract_cards, sources, pcfg.top_n)
 
     async def judge(self, ctx: RunContext) -> None:
         """5. Judge each card (dedup and conflicts) against the ledger and the upstream bank's
@@ -327,13 +329,8 @@ class Rollup:
                     for h in hits[: cfg.rollup.semantic_top_k]
                 ]
             )
-        ledger = self.state.ledger(ctx.upstream_id)
-        ctx.ledger_ids = frozenset(c.document_id for c in ledger)
-        ctx.verdicts = dedup.judge_batch(
-            [dedup.CardText(card_document_id(ctx.profile, d.text), d.text) for d in ctx.drafts],
-            self._sketched(ctx, ledger),
-            candidates,
-        )
+        cards = [dedup.CardText(card_document_id(ctx.profile, d.text), d.text) for d in ctx.drafts]
+        ctx.verdicts = await anyio.to_thread.run_sync(self._judge_cards, ctx, cards, candidates)
         self._step("judged", ctx.profile)
         self._plan(ctx)
         if ctx.dry_run:
@@ -342,17 +339,32 @@ class Rollup:
             ctx.report.reason = "dry run: nothing written upstream, watermark unchanged"
             raise _Done
 
-    def _sketched(self, ctx: RunContext, ledger: Sequence[LedgerCard]) -> list[dedup.CardText]:
-        """The ledger's cards with their sketches; cards from before sketches (or of an older
-        format) are sketched once here and stored for every later run."""
-        texts = [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
-        unsketched = {c.card_id: c.text for c in texts if c.sketch is None}
-        if not unsketched:
-            return texts
-        sketches = {i: sketch_of(profile_text(t)) for i, t in unsketched.items()}
-        if not ctx.dry_run:
-            self.state.store_sketches({i: s.dumps() for i, s in sketches.items()})
-        return [replace(c, sketch=sketches[c.card_id]) if c.card_id in sketches else c for c in texts]
+    def _judge_cards(
+        self,
+        ctx: RunContext,
+        cards: Sequence[dedup.CardText],
+        upstream: Sequence[Sequence[dedup.UpstreamCandidate]],
+    ) -> list[dedup.Verdict]:
+        """The verdicts, against the ledger cards the word index names as candidates (in a worker
+        thread: analysing texts is the run's CPU work and must not stall the event loop)."""
+        self._index_pending(ctx)
+        thresholds = dedup.DedupThresholds()
+        ledger = indexed_candidates(self.state, ctx.upstream_id, cards, thresholds)
+        ctx.ledger_ids = frozenset(self.state.existing_documents(card.card_id for card in cards))
+        return dedup.judge_batch(cards, ledger, upstream, thresholds)
+
+    def _index_pending(self, ctx: RunContext) -> None:
+        """Index the ledger cards written before the word index (and sketch those from before
+        sketches), once, for every later run. A dry run writes nothing: unindexed cards are then
+        candidates anyway."""
+        if ctx.dry_run:
+            return
+        self.state.use_index_version(Sketch.VERSION)
+        entries: dict[str, tuple[str, frozenset[str]]] = {}
+        for card in self.state.unindexed(ctx.upstream_id):
+            sketch = Sketch.loads(card.sketch) or sketch_of(profile_text(card.text))
+            entries[card.document_id] = (sketch.dumps(), index_words(sketch))
+        self.state.store_index(entries)
 
     def _plan(self, ctx: RunContext) -> None:
         """Each card's plan: promote (new, conflict, or our own uncommitted card) or reinforce."""
@@ -408,7 +420,7 @@ class Rollup:
             ctx.report.promoted = len(ctx.to_promote)
         self._step("promoted", ctx.profile)
 
-    def commit(self, ctx: RunContext) -> None:
+    async def commit(self, ctx: RunContext) -> None:
         """7. Commit the watermark, the ledger rows and the run's end in one transaction, only after
         the promotion succeeded."""
         report = ctx.report
@@ -423,7 +435,8 @@ class Rollup:
         )
         now = self.clock()
         facts = ctx.facts()
-        self._commit(ctx, [ledger_row(plan, item, facts, now) for plan, item in ctx.to_promote])
+        rows = [ledger_row(plan, item, facts, now) for plan, item in ctx.to_promote]
+        await anyio.to_thread.run_sync(self._commit, ctx, rows)
 
     async def consolidate(self, ctx: RunContext) -> None:
         """8. Post-consolidate the upstream bank (best effort, under the slot lock)."""
@@ -467,6 +480,23 @@ class Rollup:
     def _step(self, step: str, profile: str) -> None:
         if self.on_step is not None:
             self.on_step(step, profile)
+
+
+def indexed_candidates(
+    state: StateStore,
+    upstream_id: str,
+    cards: Sequence[dedup.CardText],
+    thresholds: dedup.DedupThresholds,
+) -> list[dedup.CardText]:
+    """The ledger cards of ``upstream_id`` the dedup gate could let through for any of ``cards``,
+    found through the word index (:mod:`.candidates`), in ledger order."""
+    sketches = [sketch_of(profile_text(card.text)) for card in cards]
+    counts = state.word_counts(words_to_count(sketches))
+    probes: set[str] = set()
+    for sketch in sketches:
+        probes |= probe_words(sketch, counts, thresholds)
+    ledger = state.ledger_candidates(upstream_id, words=probes, normalized={s.normalized for s in sketches})
+    return [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
 
 
 def _iso(ts: datetime | None) -> str | None:

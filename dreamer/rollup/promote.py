@@ -15,6 +15,7 @@ from datetime import datetime
 from dreamer import __version__
 from dreamer.backends.base import RetainItem
 from dreamer.config import ConflictPolicy
+from dreamer.rollup.candidates import index_words
 from dreamer.rollup.dedup import Verdict, VerdictKind
 from dreamer.rollup.report import CardPlan
 from dreamer.rollup.similarity import profile_text, sketch_of
@@ -80,7 +81,9 @@ def retain_item(plan: CardPlan, verdict: Verdict, facts: RunFacts, timestamp: da
 
 
 def ledger_row(plan: CardPlan, item: RetainItem, facts: RunFacts, now: datetime) -> LedgerCard:
-    """The local ledger's record of a promoted card, written in the run's one commit."""
+    """The local ledger's record of a promoted card, written in the run's one commit with the
+    words the dedup will find it by."""
+    sketch = sketch_of(profile_text(plan.text))
     return LedgerCard(
         document_id=plan.document_id,
         profile=facts.profile,
@@ -94,5 +97,6 @@ def ledger_row(plan: CardPlan, item: RetainItem, facts: RunFacts, now: datetime)
         last_seen_at=now,
         supersedes=item.metadata.get("supersedes"),
         run_id=facts.run_id,
-        sketch=sketch_of(profile_text(plan.text)).dumps(),
+        sketch=sketch.dumps(),
+        words=tuple(sorted(index_words(sketch))),
     )

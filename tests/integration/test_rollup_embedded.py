@@ -157,17 +157,21 @@ class TestLedgerSketches:
             assert Sketch.loads(row.sketch) == sketch_of(profile_text(row.text))
 
     async def test_a_run_sketches_ledger_cards_that_have_none(self, tmp_path: Path) -> None:
-        """Cards kept without a sketch (an older state file) are sketched by the next judging run."""
+        """Cards of a state file from before the word index (no sketch, not indexed) are sketched and
+        indexed by the next judging run, and still reinforced."""
         cfg = write_config(tmp_path)
         await seed(cfg, MEMORIES)
         await run_once(cfg)
         with sqlite3.connect(cfg.state_path) as conn:
-            conn.execute("UPDATE ledger SET sketch = NULL")
+            conn.execute("UPDATE ledger SET sketch = NULL, indexed = 0")
+            conn.execute("DELETE FROM ledger_words")
+            conn.execute("DELETE FROM ledger_word_counts")
         await seed(cfg, ["The restic backup of atlas to the NAS runs nightly at 02:30."])
         report = await run_once(cfg)
         assert report.outcome == "reinforced", [p.to_json() for p in report.plan]
         with StateStore.open(cfg.state_path) as st:
             rows = st.ledger("private__hermes")
+            assert st.unindexed("private__hermes") == []
         assert all(Sketch.loads(row.sketch) == sketch_of(profile_text(row.text)) for row in rows)
 
 

@@ -159,11 +159,13 @@ class TestLedgerSketches:
             [row] = st.ledger("global")
         assert (row.document_id, row.text, row.sketch) == ("d1", "Old card.", None)
 
-    def test_store_sketches_fills_only_the_sketch(self, tmp_path: Path) -> None:
+    def test_store_index_fills_only_the_sketch_and_the_index(self, tmp_path: Path) -> None:
         """Filling sketches changes that column alone; text and provenance stay as they were."""
         with StateStore.open(old_state_file(tmp_path)) as st:
             [before] = st.ledger("global")
-            st.store_sketches({"d1": "s1\told card\told card\told card"})
+            st.store_index({"d1": ("s1\told card\told card\told card", ["old", "card"])})
+            assert st.unindexed("global") == []
+            assert st.word_counts(["old", "card", "new"]) == {"old": 1, "card": 1}
             [after] = st.ledger("global")
         assert after.sketch == "s1\told card\told card\told card"
         assert after == dataclasses.replace(before, sketch=after.sketch)

@@ -1,0 +1,215 @@
+"""The state file on disk: its tables, its identity (``application_id``, ``user_version``), how a new
+one is created, how an older one is upgraded, and how SQLite errors are reported.
+
+A file that is not a Dreamer state file of a schema this code reads is refused with a
+:class:`~dreamer.errors.StateFileError` naming it, never replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sqlite3
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import ParamSpec, TypeVar
+
+from dreamer.errors import StateFileError
+
+#: ``PRAGMA application_id`` of a Dreamer state file ("DRMR"): tells it from another program's.
+APPLICATION_ID = 0x44524D52
+#: ``PRAGMA user_version`` this code writes; a file of a newer version is refused, never misread.
+SCHEMA_VERSION = 2
+_TABLES = frozenset({"runs", "watermarks", "ledger"})
+#: Every table a Dreamer state file has ever held: a file with only these is one of ours.
+_KNOWN_TABLES = _TABLES | {"ledger_words", "ledger_word_counts", "meta"}
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    run_id      TEXT PRIMARY KEY,
+    job_id      TEXT NOT NULL,
+    started_at  TEXT NOT NULL,
+    finished_at TEXT,
+    outcome     TEXT,
+    detail      TEXT NOT NULL DEFAULT '',
+    counts      TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX IF NOT EXISTS runs_by_job ON runs (job_id, started_at);
+CREATE TABLE IF NOT EXISTS watermarks (
+    profile       TEXT PRIMARY KEY,
+    bank_id       TEXT NOT NULL,
+    created_at    TEXT,
+    boundary_ids  TEXT NOT NULL DEFAULT '[]',
+    unit_count    INTEGER NOT NULL DEFAULT 0,
+    last_write_at TEXT,
+    rolled_at     TEXT
+);
+CREATE TABLE IF NOT EXISTS ledger (
+    document_id    TEXT PRIMARY KEY,
+    profile        TEXT NOT NULL,
+    upstream_bank  TEXT NOT NULL,
+    text           TEXT NOT NULL,
+    normalized     TEXT NOT NULL,
+    kind           TEXT NOT NULL DEFAULT 'fact',
+    source_ids     TEXT NOT NULL DEFAULT '[]',
+    profiles       TEXT NOT NULL DEFAULT '[]',
+    reinforcements INTEGER NOT NULL DEFAULT 0,
+    promoted_at    TEXT NOT NULL,
+    last_seen_at   TEXT NOT NULL,
+    supersedes     TEXT,
+    run_id         TEXT NOT NULL,
+    sketch         TEXT,
+    indexed        INTEGER NOT NULL DEFAULT 0
+);
+"""
+
+# The ledger's word index (schema 2): the dedup probes it instead of reading every card. A card's
+# words are written in the same transaction as its row; `indexed` marks cards whose words are in.
+_INDEXES = """
+CREATE INDEX IF NOT EXISTS ledger_by_bank ON ledger (upstream_bank, promoted_at);
+CREATE INDEX IF NOT EXISTS ledger_by_text ON ledger (upstream_bank, normalized);
+CREATE INDEX IF NOT EXISTS ledger_unindexed ON ledger (upstream_bank) WHERE indexed = 0;
+CREATE TABLE IF NOT EXISTS ledger_words (
+    word        TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    PRIMARY KEY (word, document_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ledger_word_counts (
+    word  TEXT PRIMARY KEY,
+    cards INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+) WITHOUT ROWID;
+"""
+
+
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def state_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """An SQLite error in a state operation becomes a :class:`StateFileError` naming the file."""
+
+    @functools.wraps(method)
+    def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.Error as exc:
+            path = getattr(args[0], "path", "the state file")
+            raise StateFileError(f"{path}: {_what_failed(exc)}") from exc
+        except ValueError as exc:  # a damaged row: a time or a JSON list that does not parse
+            path = getattr(args[0], "path", "the state file")
+            raise StateFileError(
+                f"{path}: the state file holds a value that does not read back ({exc}); "
+                "restore it from a backup"
+            ) from exc
+
+    return guarded
+
+
+def _what_failed(exc: sqlite3.Error) -> str:
+    text = str(exc)
+    if "full" in text:
+        return f"cannot write the state file: {text}; free space on its file system, then run again"
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
+        return f"the state file stayed locked by another process: {text}"
+    return f"the state file failed: {text}; if it is damaged, move it aside and restore it from a backup"
+
+
+def create(path: Path) -> None:
+    """Create a new state file atomically (built beside it, then linked into place), so a file that
+    exists is always a finished one: an empty file is never mistaken for a new one."""
+    tmp = path.with_name(f".{path.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        conn = sqlite3.connect(tmp)
+        try:
+            conn.executescript(_SCHEMA + _INDEXES)
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.commit()
+        finally:
+            conn.close()
+        with contextlib.suppress(FileExistsError):  # another process created it first: use theirs
+            os.link(tmp, path)
+    except OSError as exc:
+        raise StateFileError(f"{path}: cannot create the state file: {exc}; check state_dir") from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+
+
+def check_identity(conn: sqlite3.Connection, path: Path) -> None:
+    """Refuse a file that is not a Dreamer state file this code can read; upgrade an older one."""
+    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    tables = {
+        r[0]
+        for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        if not r[0].startswith("sqlite_")
+    }
+    # A file from before the identity pragmas has application_id 0 and only tables of ours.
+    legacy = app_id == 0 and bool(tables) and tables <= _KNOWN_TABLES
+    if app_id != APPLICATION_ID and not legacy and tables:
+        raise StateFileError(
+            f"{path}: not a Dreamer state file (it is another program's SQLite database); "
+            "point state_dir at Dreamer's own directory"
+        )
+    if not tables:
+        raise StateFileError(
+            f"{path}: the state file is empty, so its watermarks and ledger are gone; restore it "
+            "from a backup, or delete it to start over (every profile is then read from the beginning)"
+        )
+    if version > SCHEMA_VERSION:
+        raise StateFileError(
+            f"{path}: written by a newer Dreamer (state schema {version}; this one reads up to "
+            f"{SCHEMA_VERSION}); upgrade Dreamer, or restore a backup from before the upgrade"
+        )
+    missing = _TABLES - tables
+    if missing and not legacy:
+        raise StateFileError(
+            f"{path}: the state file is damaged (missing tables: {', '.join(sorted(missing))}); "
+            "restore it from a backup"
+        )
+    if legacy or version < SCHEMA_VERSION:
+        upgrade(conn)
+
+
+def upgrade(conn: sqlite3.Connection) -> None:
+    """Bring a state file of an older schema to this one, in one transaction, keeping every row.
+
+    Version 0: the file from before the identity pragmas, possibly without the ``sketch`` column.
+    Version 1: no word index; its cards are marked unindexed and the next roll-up indexes them.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if conn.execute("PRAGMA user_version").fetchone()[0] < SCHEMA_VERSION:
+            _run_script(conn, _SCHEMA)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(ledger)")}
+            if "sketch" not in columns:
+                # The column is added empty and filled as roll-ups read the cards.
+                conn.execute("ALTER TABLE ledger ADD COLUMN sketch TEXT")
+            if "indexed" not in columns:
+                conn.execute("ALTER TABLE ledger ADD COLUMN indexed INTEGER NOT NULL DEFAULT 0")
+            _run_script(conn, _INDEXES)
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+        raise
+
+
+def _run_script(conn: sqlite3.Connection, script: str) -> None:
+    """Run DDL statement by statement (``executescript`` would commit the open transaction)."""
+    for statement in script.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+
+

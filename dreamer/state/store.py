@@ -1,0 +1,453 @@
+"""Dreamer's own state in one SQLite file: watermarks, the promotion ledger and run records.
+
+The watermark of a profile moves only in :meth:`StateStore.commit_rollup`, in the same transaction
+as the ledger rows and the run record of the promotion it covers: a crash before that commit makes
+the next run redo the same promotion, which content-derived document ids make harmless.
+
+A watermark is the newest ``created_at`` rolled up plus the ids of the units rolled up shortly
+before it (see :class:`Watermark`), so units sharing a timestamp, or committed late with an older
+one, are neither skipped nor repeated. Why: ``docs/design/rollup.md``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from dreamer.errors import RunBusyError, StateFileError
+from dreamer.state.records import (
+    LedgerCard,
+    Reinforcement,
+    RunRecord,
+    RunTotal,
+    Watermark,
+    iso,
+    parse_time,
+)
+from dreamer.state.schema import check_identity, create, state_errors
+
+_END_RUN = "UPDATE runs SET finished_at = ?, outcome = ?, detail = ?, counts = ? WHERE run_id = ?"
+
+
+_CARD_COLUMNS = (
+    "document_id, profile, upstream_bank, text, normalized, kind, source_ids, profiles, "
+    "reinforcements, promoted_at, last_seen_at, supersedes, run_id, sketch"
+)
+# SQLite's default limit on one statement's parameters is 32766; stay far below it.
+_CHUNK = 500
+
+
+def _card(r: Sequence[Any]) -> LedgerCard:
+    return LedgerCard(
+        document_id=r[0],
+        profile=r[1],
+        upstream_bank=r[2],
+        text=r[3],
+        normalized=r[4],
+        kind=r[5],
+        source_ids=tuple(json.loads(r[6])),
+        profiles=tuple(json.loads(r[7])),
+        reinforcements=r[8],
+        promoted_at=parse_time(r[9]) or datetime.min,
+        last_seen_at=parse_time(r[10]) or datetime.min,
+        supersedes=r[11],
+        run_id=r[12],
+        sketch=r[13],
+    )
+
+
+def _chunks(values: Sequence[str]) -> Iterator[list[str]]:
+    for start in range(0, len(values), _CHUNK):
+        yield list(values[start : start + _CHUNK])
+
+
+def _marks(values: Sequence[object]) -> str:
+    return ", ".join("?" * len(values))
+
+
+def _index_card(conn: sqlite3.Connection, document_id: str, words: Iterable[str]) -> None:
+    """Add a card's words to the index (once each) and mark the card indexed."""
+    for word in sorted(set(words)):
+        added = conn.execute(
+            "INSERT OR IGNORE INTO ledger_words (word, document_id) VALUES (?, ?)", (word, document_id)
+        ).rowcount
+        if added:
+            conn.execute(
+                "INSERT INTO ledger_word_counts (word, cards) VALUES (?, 1) "
+                "ON CONFLICT(word) DO UPDATE SET cards = cards + 1",
+                (word,),
+            )
+    conn.execute("UPDATE ledger SET indexed = 1 WHERE document_id = ?", (document_id,))
+
+
+class StateStore:
+    """A small synchronous store; every method is one short transaction. Safe across processes (WAL)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+
+    @classmethod
+    def open(cls, path: Path) -> StateStore:
+        """Open the state file, creating it when there is none. A file that is not a Dreamer state
+        file of a schema this code reads (garbage, empty, another program's, a newer Dreamer's) is
+        refused with :class:`StateFileError`, never replaced: that would forget every watermark."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.is_symlink():
+            raise StateFileError(
+                f"{path}: the state file is a symbolic link, which Dreamer does not follow; "
+                "set state_dir to the directory that holds the real file"
+            )
+        if not path.exists():
+            create(path)
+        try:
+            conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StateFileError(f"{path}: cannot open the state file: {exc}") from None
+        try:
+            conn.execute("PRAGMA busy_timeout=30000")
+            check_identity(conn, path)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise StateFileError(
+                f"{path}: not a readable state file ({exc}); move it aside and restore it from a "
+                "backup, or point state_dir at a new directory to start over"
+            ) from None
+        except BaseException:
+            conn.close()
+            raise
+        return cls(conn, path)
+
+    @contextlib.contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction. A failed one is rolled back when it is still open, and the error
+        that failed it is the one raised (a ROLLBACK after SQLite already rolled back, as on a full
+        disk, must not replace it)."""
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- runs --------------------------------------------------------------------------------
+
+    @state_errors
+    def record_run_start(self, run_id: str, job_id: str, started_at: datetime) -> None:
+        self._conn.execute(
+            "INSERT OR IGNORE INTO runs (run_id, job_id, started_at) VALUES (?, ?, ?)",
+            (run_id, job_id, iso(started_at)),
+        )
+
+    @state_errors
+    def record_run_end(
+        self,
+        run_id: str,
+        outcome: str,
+        detail: str,
+        counts: Mapping[str, int],
+        finished_at: datetime,
+    ) -> None:
+        self._conn.execute(
+            _END_RUN,
+            (iso(finished_at), outcome, detail, json.dumps(dict(counts)), run_id),
+        )
+
+    @state_errors
+    def runs(self, job_id: str | None = None, limit: int = 50) -> list[RunRecord]:
+        """Most recent first."""
+        sql = "SELECT run_id, job_id, started_at, finished_at, outcome, detail, counts FROM runs"
+        args: tuple[Any, ...] = ()
+        if job_id is not None:
+            sql += " WHERE job_id = ?"
+            args = (job_id,)
+        sql += " ORDER BY started_at DESC, rowid DESC LIMIT ?"
+        rows = self._conn.execute(sql, (*args, limit)).fetchall()
+        return [
+            RunRecord(
+                r[0], r[1], parse_time(r[2]) or datetime.min, parse_time(r[3]), r[4], r[5], json.loads(r[6])
+            )
+            for r in rows
+        ]
+
+    @state_errors
+    def consecutive(self, job_id: str, outcome: str) -> int:
+        """How many of the job's most recent finished runs in a row ended with ``outcome``."""
+        n = 0
+        for run in self.runs(job_id, limit=1000):
+            if run.outcome is None:
+                continue
+            if run.outcome != outcome:
+                break
+            n += 1
+        return n
+
+    @state_errors
+    def run_totals(self) -> list[RunTotal]:
+        """Per job and outcome: how many runs ended so, their promoted and reinforced counts added
+        up, and when the last of them finished (for the operator metrics)."""
+        rows = self._conn.execute(
+            "SELECT job_id, outcome, COUNT(*), "
+            "COALESCE(SUM(json_extract(counts, '$.promoted')), 0), "
+            "COALESCE(SUM(json_extract(counts, '$.reinforced')), 0), MAX(finished_at) "
+            "FROM runs WHERE outcome IS NOT NULL GROUP BY job_id, outcome ORDER BY job_id, outcome"
+        ).fetchall()
+        return [RunTotal(r[0], r[1], r[2], int(r[3]), int(r[4]), parse_time(r[5])) for r in rows]
+
+    # --- watermarks --------------------------------------------------------------------------
+
+    @state_errors
+    def watermark(self, profile: str) -> Watermark:
+        row = self._conn.execute(
+            "SELECT created_at, boundary_ids, unit_count, last_write_at, rolled_at "
+            "FROM watermarks WHERE profile = ?",
+            (profile,),
+        ).fetchone()
+        if row is None:
+            return Watermark()
+        seen = json.loads(row[1])
+        if isinstance(seen, list):  # written by an earlier version: ids at the boundary instant
+            seen = {i: row[0] for i in seen}
+        return Watermark(
+            parse_time(row[0]),
+            {i: datetime.fromisoformat(t) for i, t in seen.items()},
+            row[2],
+            parse_time(row[3]),
+            parse_time(row[4]),
+        )
+
+    # --- ledger ------------------------------------------------------------------------------
+
+    @state_errors
+    def ledger(self, upstream_bank: str | None = None) -> list[LedgerCard]:
+        """Every card (of one upstream bank), in promotion order. A whole-ledger read: the roll-up
+        itself reads only :meth:`ledger_candidates`."""
+        sql = f"SELECT {_CARD_COLUMNS} FROM ledger"
+        args: tuple[str, ...] = ()
+        if upstream_bank is not None:
+            sql += " WHERE upstream_bank = ?"
+            args = (upstream_bank,)
+        sql += " ORDER BY promoted_at, document_id"
+        return [_card(r) for r in self._conn.execute(sql, args).fetchall()]
+
+    @state_errors
+    def word_counts(self, words: Iterable[str]) -> dict[str, int]:
+        """How many ledger cards hold each word (words no card holds are left out)."""
+        wanted = sorted(set(words))
+        counts: dict[str, int] = {}
+        for chunk in _chunks(wanted):
+            sql = f"SELECT word, cards FROM ledger_word_counts WHERE word IN ({_marks(chunk)})"
+            counts.update((w, int(n)) for w, n in self._conn.execute(sql, chunk))
+        return counts
+
+    @state_errors
+    def ledger_candidates(
+        self, upstream_bank: str, *, words: Iterable[str], normalized: Iterable[str]
+    ) -> list[LedgerCard]:
+        """The cards of ``upstream_bank`` that hold one of ``words``, or whose normalised text is one
+        of ``normalized``, plus every card not indexed yet; in promotion order."""
+        ids: set[str] = set()
+        for column, values in (("word", sorted(set(words))), ("normalized", sorted(set(normalized)))):
+            for chunk in _chunks(values):
+                if column == "word":
+                    sql = f"SELECT document_id FROM ledger_words WHERE word IN ({_marks(chunk)})"
+                    ids.update(r[0] for r in self._conn.execute(sql, chunk))
+                else:
+                    sql = (
+                        f"SELECT document_id FROM ledger WHERE upstream_bank = ? "
+                        f"AND normalized IN ({_marks(chunk)})"
+                    )
+                    ids.update(r[0] for r in self._conn.execute(sql, [upstream_bank, *chunk]))
+        ids.update(
+            r[0]
+            for r in self._conn.execute(
+                "SELECT document_id FROM ledger WHERE upstream_bank = ? AND indexed = 0", (upstream_bank,)
+            )
+        )
+        cards: list[LedgerCard] = []
+        for chunk in _chunks(sorted(ids)):
+            sql = (
+                f"SELECT {_CARD_COLUMNS} FROM ledger "
+                f"WHERE upstream_bank = ? AND document_id IN ({_marks(chunk)})"
+            )
+            cards.extend(_card(r) for r in self._conn.execute(sql, [upstream_bank, *chunk]))
+        cards.sort(key=lambda c: (iso(c.promoted_at) or "", c.document_id))
+        return cards
+
+    @state_errors
+    def unindexed(self, upstream_bank: str) -> list[LedgerCard]:
+        """Cards whose words are not in the index yet (written before it existed)."""
+        sql = (
+            f"SELECT {_CARD_COLUMNS} FROM ledger WHERE upstream_bank = ? AND indexed = 0 "
+            "ORDER BY promoted_at, document_id"
+        )
+        return [_card(r) for r in self._conn.execute(sql, (upstream_bank,))]
+
+    @state_errors
+    def use_index_version(self, version: str) -> None:
+        """Declare how the index's words are made (the dedup sketch's version). When it differs
+        from the one the index was built with, the index is emptied and every card marked for
+        indexing again: words made by an older analysis would find the wrong cards."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'index_version'").fetchone()
+        if row is not None and row[0] == version:
+            return
+        with self._write() as conn:
+            conn.execute("DELETE FROM ledger_words")
+            conn.execute("DELETE FROM ledger_word_counts")
+            conn.execute("UPDATE ledger SET indexed = 0 WHERE indexed = 1")
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('index_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (version,),
+            )
+
+    @state_errors
+    def existing_documents(self, document_ids: Iterable[str]) -> set[str]:
+        """Which of these document ids the ledger holds."""
+        found: set[str] = set()
+        for chunk in _chunks(sorted(set(document_ids))):
+            sql = f"SELECT document_id FROM ledger WHERE document_id IN ({_marks(chunk)})"
+            found.update(r[0] for r in self._conn.execute(sql, chunk))
+        return found
+
+    @state_errors
+    def store_index(self, entries: Mapping[str, tuple[str, Iterable[str]]]) -> None:
+        """Index ledger cards: document id -> (its dedup sketch, its words), in one transaction.
+
+        Only the derived columns and the word index change; a card's text and provenance are never
+        rewritten.
+        """
+        if not entries:
+            return
+        with self._write() as conn:
+            for document_id, (sketch, words) in entries.items():
+                conn.execute("UPDATE ledger SET sketch = ? WHERE document_id = ?", (sketch, document_id))
+                _index_card(conn, document_id, words)
+
+    @state_errors
+    def ledger_size(self) -> int:
+        return int(self._conn.execute("SELECT count(*) FROM ledger").fetchone()[0])
+
+    # --- the one commit of a roll-up ---------------------------------------------------------
+
+    @state_errors
+    def commit_rollup(
+        self,
+        *,
+        profile: str,
+        bank_id: str,
+        watermark: Watermark,
+        promoted: Sequence[LedgerCard],
+        reinforced: Sequence[Reinforcement],
+        run_id: str,
+        outcome: str,
+        detail: str,
+        counts: Mapping[str, int],
+        finished_at: datetime,
+        expected: Watermark | None = None,
+    ) -> None:
+        """Move the watermark, add the ledger rows and finish the run record, atomically.
+
+        ``expected`` is the watermark the run read: when the stored one is no longer it (another
+        run of the profile committed meanwhile), nothing is written and :class:`RunBusyError` is
+        raised, so a watermark never moves backwards. A reinforcement counts only when it brings
+        source ids the card did not have, so re-reading the same units never inflates a count.
+        """
+        now = iso(finished_at)
+        with self._write() as conn:
+            if expected is not None:
+                row = conn.execute(
+                    "SELECT created_at, rolled_at FROM watermarks WHERE profile = ?", (profile,)
+                ).fetchone()
+                stored = (row[0], row[1]) if row is not None else (None, None)
+                if stored != (iso(expected.created_at), iso(expected.rolled_at)):
+                    raise RunBusyError(
+                        f"the watermark of profile {profile!r} moved during this run (another run "
+                        "committed first); nothing was committed and the next run reads on from there"
+                    )
+            conn.execute(
+                "INSERT INTO watermarks (profile, bank_id, created_at, boundary_ids, unit_count, "
+                "last_write_at, rolled_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT(profile) DO UPDATE SET bank_id = excluded.bank_id, "
+                "created_at = excluded.created_at, boundary_ids = excluded.boundary_ids, "
+                "unit_count = excluded.unit_count, last_write_at = excluded.last_write_at, "
+                "rolled_at = excluded.rolled_at",
+                (
+                    profile,
+                    bank_id,
+                    iso(watermark.created_at),
+                    json.dumps({i: iso(t) for i, t in sorted(watermark.seen.items())}),
+                    watermark.unit_count,
+                    iso(watermark.last_write_at),
+                    now,
+                ),
+            )
+            for card in promoted:
+                conn.execute(
+                    "INSERT INTO ledger (document_id, profile, upstream_bank, text, normalized, kind, "
+                    "source_ids, profiles, reinforcements, promoted_at, last_seen_at, supersedes, run_id, "
+                    "sketch) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(document_id) DO NOTHING",
+                    (
+                        card.document_id,
+                        card.profile,
+                        card.upstream_bank,
+                        card.text,
+                        card.normalized,
+                        card.kind,
+                        json.dumps(list(card.source_ids)),
+                        json.dumps(list(card.profiles or (card.profile,))),
+                        card.reinforcements,
+                        iso(card.promoted_at),
+                        iso(card.last_seen_at),
+                        card.supersedes,
+                        card.run_id,
+                        card.sketch,
+                    ),
+                )
+                if card.words:
+                    _index_card(conn, card.document_id, card.words)
+            for r in reinforced:
+                row = conn.execute(
+                    "SELECT source_ids, profiles FROM ledger WHERE document_id = ?", (r.document_id,)
+                ).fetchone()
+                if row is None:
+                    continue
+                known = json.loads(row[0])
+                fresh = [s for s in dict.fromkeys(r.source_ids) if s not in set(known)]
+                profiles = list(dict.fromkeys([*json.loads(row[1]), r.profile]))
+                conn.execute(
+                    "UPDATE ledger SET reinforcements = reinforcements + ?, source_ids = ?, "
+                    "profiles = ?, last_seen_at = ? WHERE document_id = ?",
+                    (
+                        1 if fresh else 0,
+                        json.dumps([*known, *fresh]),
+                        json.dumps(profiles),
+                        now,
+                        r.document_id,
+                    ),
+                )
+            conn.execute(
+                _END_RUN,
+                (now, outcome, detail, json.dumps(dict(counts)), run_id),
+            )

@@ -1,0 +1,170 @@
+"""The word index finds every ledger card the dedup's full scan would: indexed verdicts equal full-scan
+verdicts, on generated cards that share words, numbers, dates and hosts in every degree."""
+
+from __future__ import annotations
+
+import random
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from dreamer.rollup import dedup
+from dreamer.rollup.candidates import NO_CONTENT, index_words, probe_words
+from dreamer.rollup.pipeline import indexed_candidates
+from dreamer.rollup.similarity import jaccard_index, profile_text, sketch_of
+from dreamer.state import LedgerCard, StateStore, Watermark
+from dreamer.text import card_document_id, normalize_text
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+HOSTS = ["atlas", "hermes-mon", "nas01", "gpu-box"]
+SERVICES = ["Grafana", "Nextcloud", "restic", "nginx", "Postgres", "Jellyfin"]
+VERBS = ["runs", "listens", "backs up", "restarts", "upgrades"]
+PEOPLE = ["Caroline", "Melanie", "John", "James"]
+THINGS = ["painting", "pottery", "chess", "hiking", "the guitar", "Hawaiian pizza"]
+
+
+def synthetic_cards(rng: random.Random, n: int) -> list[str]:
+    """Short cards over a small vocabulary, so many pairs are near-duplicates, restatements with a
+    changed number, date or host, or role swaps."""
+    texts = []
+    for _ in range(n):
+        kind = rng.random()
+        if kind < 0.5:
+            texts.append(
+                f"{rng.choice(SERVICES)} {rng.choice(VERBS)} on host {rng.choice(HOSTS)} "
+                f"at port {rng.choice([80, 443, 3000, 8080])} "
+                f"version {rng.choice(['27.1', '28.0', '1.2.3'])}."
+            )
+        elif kind < 0.85:
+            a, b = rng.sample(PEOPLE, 2)
+            texts.append(
+                f"{a} {rng.choice(['enjoys', 'plans', 'talked about', 'recommended'])} "
+                f"{rng.choice(THINGS)} with {b} on {rng.choice(['May 7', 'June 2', 'the weekend'])}."
+            )
+        elif kind < 0.95:
+            texts.append(f"{rng.choice(PEOPLE)} likes {rng.choice(THINGS)}.")
+        else:
+            texts.append(rng.choice(["It is 42.", "Yes.", "On 2023-05-07.", "Version 2.0.", "As it was."]))
+    return texts
+
+
+def pseudo_words(rng: random.Random, n: int) -> list[str]:
+    consonants, vowels = "bdfgklmnprtvz", "aeiou"
+    words: set[str] = set()
+    while len(words) < n:
+        words.add("".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(3)))
+    return sorted(words)
+
+
+def overlapping_cards(rng: random.Random, ledger: list[str], vocabulary: list[str], n: int) -> list[str]:
+    """Cards that keep some of a ledger card's words and replace the rest, so their Jaccard with it
+    lands on both sides of every gate threshold; some also change a version number."""
+    texts = []
+    for _ in range(n):
+        words = ledger[rng.randrange(len(ledger))].rstrip(".").split()
+        kept = rng.sample(words, rng.randint(0, len(words)))
+        fresh = rng.sample(vocabulary, rng.randint(0, 4))
+        body = " ".join(rng.sample(kept + fresh, len(kept + fresh))) or rng.choice(vocabulary)
+        texts.append(body + (f" version {rng.choice(['1.2', '1.3'])}." if rng.random() < 0.3 else "."))
+    return texts
+
+
+def ledger_row(text: str, i: int) -> LedgerCard:
+    sketch = sketch_of(profile_text(text))
+    return LedgerCard(
+        document_id=card_document_id("p", text) + f"-{i}",
+        profile="p",
+        upstream_bank="global",
+        text=text,
+        normalized=normalize_text(text),
+        promoted_at=T0 + timedelta(seconds=i),
+        last_seen_at=T0,
+        run_id="seed",
+        sketch=sketch.dumps(),
+        words=tuple(sorted(index_words(sketch))),
+    )
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_indexed_verdicts_equal_full_scan_verdicts(tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    vocabulary = pseudo_words(rng, 400)
+    word_cards = [" ".join(rng.sample(vocabulary, rng.randint(3, 9))) + "." for _ in range(300)]
+    ledger_texts = synthetic_cards(rng, 200) + word_cards
+    rows = [ledger_row(text, i) for i, text in enumerate(ledger_texts)]
+    new_texts = synthetic_cards(rng, 60) + overlapping_cards(rng, word_cards, vocabulary, 200)
+    rng.shuffle(new_texts)
+    batches = [
+        [dedup.CardText(f"new-{b}-{i}", text) for i, text in enumerate(new_texts[b : b + 5])]
+        for b in range(0, len(new_texts), 5)
+    ]
+    thresholds = dedup.DedupThresholds()
+    full_ledger = [dedup.CardText(r.document_id, r.text) for r in rows]
+    kinds: set[str] = set()
+    narrowed = 0
+    with StateStore.open(tmp_path / "state.sqlite3") as state:
+        state.record_run_start("seed", "rollup:p", T0)
+        state.commit_rollup(
+            profile="p",
+            bank_id="b",
+            watermark=Watermark(T0),
+            promoted=rows,
+            reinforced=[],
+            run_id="seed",
+            outcome="promoted",
+            detail="",
+            counts={},
+            finished_at=T0,
+        )
+        for batch in batches:
+            indexed = indexed_candidates(state, "global", batch, thresholds)
+            narrowed += len(indexed) < len(rows)
+            full = dedup.judge_batch(batch, full_ledger, [], thresholds)
+            fast = dedup.judge_batch(batch, indexed, [], thresholds)
+            for card, a, b in zip(batch, full, fast, strict=True):
+                kinds.add(a.kind)
+                assert (a.kind, a.matched_id, a.changed) == (b.kind, b.matched_id, b.changed), card.text
+                if a.kind is not dedup.VerdictKind.NEW or a.changed:
+                    assert (a.reason, a.scores) == (b.reason, b.scores), card.text
+    assert {"duplicate", "conflict", "new"} <= kinds
+    assert narrowed > len(batches) // 2, "the index should narrow most batches' ledger"
+
+
+def test_a_card_without_content_words_finds_the_others_without_any() -> None:
+    """Two empty word sets have a Jaccard of 1: a stand-in word keeps such cards findable."""
+    sketch = sketch_of(profile_text("As it was."))
+    assert NO_CONTENT in index_words(sketch)
+    assert NO_CONTENT in probe_words(sketch, {}, dedup.DedupThresholds())
+
+
+def test_probes_are_the_rarest_words() -> None:
+    sketch = sketch_of(profile_text("Grafana listens on port 3000 on host hermes-mon behind nginx."))
+    counts = {w: 1000 for w in sketch.content}
+    rare = sorted(sketch.content)[0]
+    counts[rare] = 1
+    probes = probe_words(sketch, counts, dedup.DedupThresholds())
+    assert rare in probes
+    assert len(probes & sketch.content) < len(sketch.content)
+
+
+def test_every_pair_the_gate_passes_shares_a_probed_word() -> None:
+    """The prefix filter's promise, pair by pair: whenever the full gate would compare two cards, a
+    probe of the new one finds the other in the index, whatever the word counts say."""
+    rng = random.Random(7)
+    vocabulary = pseudo_words(rng, 12)
+    thresholds = dedup.DedupThresholds()
+    lexical = min(thresholds.lexical_jaccard, thresholds.containment_jaccard, thresholds.shingle_jaccard)
+    passed = 0
+    for _ in range(4000):
+        a = sketch_of(profile_text(" ".join(rng.sample(vocabulary, rng.randint(1, 8))) + "."))
+        b = sketch_of(profile_text(" ".join(rng.sample(vocabulary, rng.randint(1, 8))) + "."))
+        counts = {w: rng.randint(0, 50) for w in vocabulary}
+        gate = (
+            jaccard_index(a.content, b.content) >= lexical
+            or jaccard_index(a.residual, b.residual) >= thresholds.conflict
+        )
+        if gate:
+            passed += 1
+            assert probe_words(a, counts, thresholds) & index_words(b), (a, b)
+    assert passed > 300
