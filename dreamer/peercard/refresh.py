@@ -38,12 +38,15 @@ def peer_cards(
     *,
     profiles: Sequence[str] | None = None,
     include_global: bool = True,
+    with_path_only: bool = False,
 ) -> list[tuple[str, Path | None, PeerCard | None]]:
     """``(name, configured path, card)`` for each profile and (unless excluded) the global card.
 
     ``profiles`` None means every enabled profile; ``card`` is None when it would be empty. Reads
-    the local ledger only. The global card drops superseded cards, which follows each profile's own
-    policy (``docs/design/peer-card.md``).
+    the local ledger only: a profile's card reads its own cards and the cards that supersede them,
+    the global card the whole ledger. With ``with_path_only``, cards without a configured path are
+    neither read nor built. The global card drops superseded cards, which follows each profile's
+    own policy (``docs/design/peer-card.md``).
     """
     settings = config.peer_card
     if profiles is None:
@@ -62,10 +65,12 @@ def peer_cards(
     out: list[tuple[str, Path | None, PeerCard | None]] = []
     for name in names:
         profile = config.profiles[name]
-        ledger = state.ledger(config.bank_id(config.upstream_alias(name)))
+        if with_path_only and profile.peer_card_path is None:
+            continue
+        ledger = state.profile_cards(config.bank_id(config.upstream_alias(name)), name)
         card = build_peer_card(ledger, profile=name, policy=profile.conflict_policy, **bounds)
         out.append((name, profile.peer_card_path, card))
-    if include_global:
+    if include_global and not (with_path_only and settings.global_path is None):
         ledger = state.ledger(config.bank_id(config.topology.global_bank))
         card = build_peer_card(ledger, profile=None, policy="recency_wins", **bounds)
         out.append((GLOBAL_CARD_NAME, settings.global_path, card))
@@ -96,7 +101,12 @@ async def refresh_peer_cards(
         poll_interval_s=config.slot.poll_interval_s,
     )
     written: list[Path] = []
-    for _name, path, card in peer_cards(config, state, profiles=profiles, include_global=include_global):
+    built = await anyio.to_thread.run_sync(
+        lambda: peer_cards(
+            config, state, profiles=profiles, include_global=include_global, with_path_only=True
+        )
+    )
+    for _name, path, card in built:
         if path is None or card is None:
             continue
         await anyio.to_thread.run_sync(write_peer_card, path, card.render())

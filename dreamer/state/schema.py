@@ -24,7 +24,7 @@ APPLICATION_ID = 0x44524D52
 SCHEMA_VERSION = 2
 _TABLES = frozenset({"runs", "watermarks", "ledger"})
 #: Every table a Dreamer state file has ever held: a file with only these is one of ours.
-_KNOWN_TABLES = _TABLES | {"ledger_words", "ledger_word_counts", "meta"}
+_KNOWN_TABLES = _TABLES | {"ledger_words", "ledger_word_counts", "ledger_profiles", "meta"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -80,6 +80,12 @@ CREATE TABLE IF NOT EXISTS ledger_word_counts (
     word  TEXT PRIMARY KEY,
     cards INTEGER NOT NULL
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ledger_profiles (
+    profile     TEXT NOT NULL,
+    document_id TEXT NOT NULL,
+    PRIMARY KEY (profile, document_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ledger_by_supersedes ON ledger (supersedes) WHERE supersedes IS NOT NULL;
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -196,6 +202,12 @@ def upgrade(conn: sqlite3.Connection) -> None:
             if "indexed" not in columns:
                 conn.execute("ALTER TABLE ledger ADD COLUMN indexed INTEGER NOT NULL DEFAULT 0")
             _run_script(conn, _INDEXES)
+            # Which profiles each card belongs to, from the card's own JSON list.
+            conn.execute("INSERT OR IGNORE INTO ledger_profiles SELECT profile, document_id FROM ledger")
+            conn.execute(
+                "INSERT OR IGNORE INTO ledger_profiles SELECT json_each.value, ledger.document_id "
+                "FROM ledger, json_each(ledger.profiles)"
+            )
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")

@@ -251,6 +251,17 @@ class StateStore:
         return [_card(r) for r in self._conn.execute(sql, args).fetchall()]
 
     @state_errors
+    def profile_cards(self, upstream_bank: str, profile: str) -> list[LedgerCard]:
+        """The cards of ``upstream_bank`` that ``profile`` promoted or reinforced, and every card
+        that supersedes one of them; in promotion order."""
+        sql = (
+            f"WITH mine AS (SELECT document_id FROM ledger_profiles WHERE profile = ?2) "
+            f"SELECT {_CARD_COLUMNS} FROM ledger WHERE upstream_bank = ?1 AND (document_id IN mine "
+            f"OR supersedes IN mine) ORDER BY promoted_at, document_id"
+        )
+        return [_card(r) for r in self._conn.execute(sql, (upstream_bank, profile))]
+
+    @state_errors
     def word_counts(self, words: Iterable[str]) -> dict[str, int]:
         """How many ledger cards hold each word (words no card holds are left out)."""
         wanted = sorted(set(words))
@@ -427,6 +438,10 @@ class StateStore:
                 )
                 if card.words:
                     _index_card(conn, card.document_id, card.words)
+                conn.executemany(
+                    "INSERT OR IGNORE INTO ledger_profiles (profile, document_id) VALUES (?, ?)",
+                    [(name, card.document_id) for name in dict.fromkeys((card.profile, *card.profiles))],
+                )
             for r in reinforced:
                 row = conn.execute(
                     "SELECT source_ids, profiles FROM ledger WHERE document_id = ?", (r.document_id,)
@@ -436,6 +451,10 @@ class StateStore:
                 known = json.loads(row[0])
                 fresh = [s for s in dict.fromkeys(r.source_ids) if s not in set(known)]
                 profiles = list(dict.fromkeys([*json.loads(row[1]), r.profile]))
+                conn.execute(
+                    "INSERT OR IGNORE INTO ledger_profiles (profile, document_id) VALUES (?, ?)",
+                    (r.profile, r.document_id),
+                )
                 conn.execute(
                     "UPDATE ledger SET reinforcements = reinforcements + ?, source_ids = ?, "
                     "profiles = ?, last_seen_at = ? WHERE document_id = ?",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import threading
@@ -520,6 +521,49 @@ class TestRefresh:
             assert await refresh_peer_cards(refresh_config(tmp_path, enabled=False), state) == []
             with pytest.raises(PolicyError, match=r"unknown profile 'nope' \(known: coder, research\)"):
                 await refresh_peer_cards(refresh_config(tmp_path), state, profiles=["nope"])
+
+
+    async def test_no_path_reads_no_ledger(self, tmp_path: Path) -> None:
+        """A card with no configured path is neither read nor built: after every run of a daemon
+        without peer-card paths, refreshing costs nothing."""
+
+        class Counting(StateStore):
+            reads = 0
+
+            def ledger(self, upstream_bank: str | None = None) -> list[LedgerCard]:
+                Counting.reads += 1
+                return super().ledger(upstream_bank)
+
+            def profile_cards(self, upstream_bank: str, profile: str) -> list[LedgerCard]:
+                Counting.reads += 1
+                return super().profile_cards(upstream_bank, profile)
+
+        config = parsed(
+            config_data(("global", "shared", "research"), ("research",), state_dir=str(tmp_path)),
+            base_dir=tmp_path,
+        )
+        with StateStore.open(tmp_path / "state.sqlite3") as plain:
+            promote(plain, [card("Evan is a nurse.", kind="identity", doc="a")])
+            state = Counting(plain._conn, plain.path)
+            assert await refresh_peer_cards(config, state) == []
+        assert Counting.reads == 0
+
+    async def test_a_profile_card_reads_its_own_cards_and_their_successors(self, tmp_path: Path) -> None:
+        """A card another profile superseded leaves the profile's card, as the whole-ledger build did."""
+        config = refresh_config(tmp_path)
+        with StateStore.open(tmp_path / "state.sqlite3") as state:
+            old = card("Nextcloud runs version 27.1.", doc="old")
+            newer = dataclasses.replace(
+                card("Nextcloud runs version 28.0.", profile="coder", doc="new"), supersedes="old"
+            )
+            other = card("The repo uses pytest.", profile="coder", doc="b")
+            mine = card("Evan is a nurse.", kind="identity", doc="a")
+            promote(state, [old, newer, other, mine])
+            read = {c.document_id for c in state.profile_cards("private__hermes", "research")}
+            assert read == {"old", "new", "a"}
+            await refresh_peer_cards(config, state, profiles=["research"], include_global=False)
+        text = (tmp_path / "cards" / "research.md").read_text(encoding="utf-8")
+        assert "27.1" not in text and "Evan is a nurse." in text
 
 
 # --- polishing (pure parts) ---------------------------------------------------------------------
