@@ -42,7 +42,7 @@ from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
 from dreamer.hermes.audit.state import AuditState, with_entries_seen
 from dreamer.hermes.audit.trigger import require_aware, skip_reason
 from dreamer.hermes.audit.writers import WriterRegistryError, is_registered_writer
-from dreamer.hermes.memory.locking import exclusive_lock
+from dreamer.hermes.memory.locking import exclusive_lock, refuse_symlink
 from dreamer.hermes.memory.store import MemoryStore, StoreReadError
 
 __all__ = ["audit_agent"]
@@ -58,7 +58,8 @@ def audit_agent(
     probe: UrlProbe | None = None,
     classifier: EntryClassifier | None = None,
 ) -> AuditReport:
-    """Audit the memory of `agent` at `now`; never raises for file problems.
+    """Audit the memory of `agent` at `now`; never raises for file problems (a symbolic link in place
+    of a file the audit writes is one: ERROR, nothing changed).
 
     A requested dry run writes nothing; audits of one agent are serialised by a lock on its state file.
     """
@@ -101,6 +102,9 @@ class _AuditRun:
 
     def execute(self) -> AuditReport:
         agent, settings, now = self.agent, self.settings, self.now
+        for path in agent.written_paths():
+            # Before anything changes: a planted link would carry a later write outside the folder.
+            refuse_symlink(path)
         files = read_memory_files(agent)
         before = utilisation(files.memory_entries, files.user_entries, settings)
         canaries = {

@@ -18,7 +18,8 @@ Behaviour, matching hermes-agent `tools/memory_tool.py`:
 - `render` returns the frozen snapshot captured by `load()` (first use loads), so writes during a
   session never change what was injected.
 
-Differences from Hermes: results are `WriteResult` values and refusals typed exceptions instead of
+Differences from Hermes: the sidecar lock file is never opened through a symbolic link
+(`StoreWriteError` naming it); results are `WriteResult` values and refusals typed exceptions instead of
 result dicts; `replace`/`remove` accept `exact=True` to address an entry by its whole text (the
 audit uses it so an entry that is a substring of another can still be edited); a file that exists
 but cannot be read raises `StoreReadError` instead of counting as empty, which would let the next
@@ -33,7 +34,7 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -394,13 +395,18 @@ class MemoryStore:
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _lock(self, path: Path) -> AbstractContextManager[None]:
-        """The sidecar lock of `path`, creating the memories directory first as Hermes does."""
+    def _lock(self, path: Path) -> AbstractContextManager[object]:
+        """The held sidecar lock of `path`, creating the memories directory first as Hermes does."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreWriteError(f"cannot create the memories directory {path.parent}: {exc}") from exc
-        return exclusive_lock(path)
+        held = ExitStack()
+        try:
+            held.enter_context(exclusive_lock(path))
+        except OSError as exc:  # a symbolic link in place of the lock file, a missing permission
+            raise StoreWriteError(f"Cannot lock {path.name}: {exc}") from exc
+        return held
 
     def _read_raw(self, target: Target) -> str:
         path = self.path_for(target)

@@ -1,0 +1,142 @@
+"""Hostile or damaged memory folders: planted links, forged delimiters, files past their limit and
+temp files a crash left behind. Real files, real symbolic links, the real `dreamer` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dreamer.hermes.audit.report import AuditStatus
+from dreamer.hermes.audit.run import audit_agent
+from dreamer.hermes.audit.settings import AgentFiles
+from tests.integration.hermes.test_hermes_audit import CANARY, FAST, NOW, make_agent
+from tests.support.configs import config_data, write_toml
+
+
+def dreamer(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `dreamer` command run as a user runs it, with the test's config."""
+    env = {**os.environ, "DREAMER_CONFIG": str(home / "config.toml")}
+    env.pop("NOTIFY_SOCKET", None)
+    return subprocess.run(
+        [sys.executable, "-m", "dreamer", *args],
+        cwd=home,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def configured(tmp_path: Path, agent: AgentFiles) -> Path:
+    """A config.toml in `tmp_path` naming `agent` (its memories and skills directories)."""
+    assert agent.skills_dir is not None
+    settings = {"memories_dir": str(agent.memories_dir), "skills_dir": str(agent.skills_dir)}
+    write_toml(tmp_path / "config.toml", config_data(agents={agent.name: settings}))
+    return tmp_path
+
+
+def rule_agent(tmp_path: Path) -> AgentFiles:
+    """A registered agent whose MEMORY.md holds an operating rule (moved to the skill) and a stale note."""
+    memory = [
+        CANARY,
+        "Session note: we just fixed the flaky login test in this session.",
+        "Always run pytest before committing; never push to main.",
+    ]
+    return make_agent(tmp_path, "mumuni", memory, [CANARY])
+
+
+class TestPlantedLinks:
+    # Every path an audit writes in the agent's folders, relative to the agent's home.
+    WRITTEN = (
+        "memories/MEMORY_AUDIT_LEDGER.md",
+        "memories/MEMORY_AUDIT_LEDGER.md.lock",
+        "memories/MEMORY_AUDIT_STATE.json",
+        "memories/MEMORY_AUDIT_STATE.json.lock",
+        "memories/MEMORY.md.lock",
+        "memories/USER.md.lock",
+        "skills/memory-operating-rules/SKILL.md",
+        "skills/memory-operating-rules/SKILL.md.lock",
+    )
+
+    @pytest.mark.parametrize("planted", WRITTEN)
+    def test_a_link_in_place_of_a_written_file_makes_the_audit_an_error(
+        self, tmp_path: Path, planted: str
+    ) -> None:
+        """The audit refuses before changing anything; nothing appears where the link points."""
+        agent = rule_agent(tmp_path / "home")
+        link = agent.memories_dir.parent / planted
+        link.parent.mkdir(parents=True, exist_ok=True)
+        victim = tmp_path / "outside" / "victim"
+        victim.parent.mkdir()
+        link.symlink_to(victim)
+        before = agent.memory_path.read_bytes(), agent.user_path.read_bytes()
+
+        report = audit_agent(agent, FAST, NOW)
+
+        assert report.status is AuditStatus.ERROR, report.to_json()
+        assert link.name in report.reason and "symbolic link" in report.reason
+        assert not victim.exists(), "a file was created through the link"
+        assert (agent.memory_path.read_bytes(), agent.user_path.read_bytes()) == before
+        assert link.is_symlink()
+
+    def test_a_linked_rules_skill_directory_is_refused(self, tmp_path: Path) -> None:
+        """A skill directory that is a link to elsewhere gets no SKILL.md written into it."""
+        agent = rule_agent(tmp_path / "home")
+        assert agent.skills_dir is not None
+        elsewhere = tmp_path / "outside"
+        elsewhere.mkdir()
+        (agent.skills_dir / "memory-operating-rules").symlink_to(elsewhere, target_is_directory=True)
+
+        report = audit_agent(agent, FAST, NOW)
+
+        assert report.status is AuditStatus.ERROR
+        assert "memory-operating-rules" in report.reason and "symbolic link" in report.reason
+        assert list(elsewhere.iterdir()) == []
+
+    def test_a_linked_ledger_is_not_appended_to(self, tmp_path: Path) -> None:
+        """A ledger link to an existing file outside the folder leaves that file byte for byte."""
+        agent = rule_agent(tmp_path / "home")
+        victim = tmp_path / "victim.txt"
+        victim.write_text("someone else's file\n", encoding="utf-8")
+        agent.ledger_path.symlink_to(victim)
+
+        report = audit_agent(agent, FAST, NOW)
+
+        assert report.status is AuditStatus.ERROR
+        assert victim.read_text(encoding="utf-8") == "someone else's file\n"
+
+    def test_cli_memory_add_through_a_linked_lock_is_one_line_exit_1(self, tmp_path: Path) -> None:
+        """`dreamer memory add` with MEMORY.md.lock planted as a link prints one line and exits 1."""
+        agent = rule_agent(tmp_path / "home")
+        victim = tmp_path / "outside.lock"
+        (agent.memories_dir / "MEMORY.md.lock").symlink_to(victim)
+        home = configured(tmp_path, agent)
+
+        proc = dreamer(home, "memory", "add", "A new note.", "--agent", "mumuni")
+
+        assert proc.returncode == 1, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "MEMORY.md.lock" in proc.stderr and "symbolic link" in proc.stderr
+        assert "Traceback" not in proc.stderr
+        assert not victim.exists()
+        assert "A new note." not in agent.memory_path.read_text(encoding="utf-8")
+
+    def test_cli_audit_reports_the_linked_ledger_as_error(self, tmp_path: Path) -> None:
+        """`dreamer audit --force` names the link in the agent's ERROR report and exits 1."""
+        agent = rule_agent(tmp_path / "home")
+        victim = tmp_path / "victim.md"
+        agent.ledger_path.symlink_to(victim)
+        home = configured(tmp_path, agent)
+
+        proc = dreamer(home, "audit", "--force", "--json")
+
+        assert proc.returncode == 1, proc.stderr
+        doc = json.loads(proc.stdout)["agents"]["mumuni"]
+        assert doc["status"] == "ERROR" and "symbolic link" in doc["reason"]
+        assert "Traceback" not in proc.stderr
+        assert not victim.exists()
