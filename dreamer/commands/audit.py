@@ -12,13 +12,14 @@ from typing import TextIO
 import structlog
 
 from dreamer.config import Config
+from dreamer.errors import UsageError
 from dreamer.hermes import (
     MemoryStore,
     MemoryStoreError,
     Target,
 )
 from dreamer.hermes.configured import ALARMING, agent_files, audit_once
-from dreamer.hermes.memory.store import AmbiguousMatchError, OverBudgetError
+from dreamer.hermes.memory.store import AmbiguousMatchError, EntryDelimiterError, OverBudgetError
 
 log = structlog.get_logger("dreamer.audit")
 
@@ -89,6 +90,8 @@ def memory_command(
             out.write(store.remove(target, _required(old or text, "--old")).message + "\n")
         else:  # argparse restricts the choices
             raise ValueError(f"unknown action {action!r}")
+    except EntryDelimiterError as exc:
+        raise UsageError(str(exc)) from exc  # the text given on the command line cannot be stored
     except OverBudgetError as exc:
         err.write(f"{exc}\ncurrent entries ({exc.usage}):\n")
         for i, entry in enumerate(exc.current_entries, 1):

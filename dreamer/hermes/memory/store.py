@@ -2,7 +2,8 @@
 
 Behaviour, matching hermes-agent `tools/memory_tool.py`:
 
-- `add` strips the content, rejects empty content, treats an exact duplicate as success without
+- `add` strips the content, rejects empty content (and, unlike Hermes, content with a line holding
+  only "§", see below), treats an exact duplicate as success without
   writing, and refuses (`OverBudgetError`, carrying the current entries) when the joined text would
   exceed the file's limit.
 - `replace` / `remove` find the entry by a substring of it; no match is `NoMatchError`, matches in
@@ -18,7 +19,9 @@ Behaviour, matching hermes-agent `tools/memory_tool.py`:
 - `render` returns the frozen snapshot captured by `load()` (first use loads), so writes during a
   session never change what was injected.
 
-Differences from Hermes: the sidecar lock file is never opened through a symbolic link
+Differences from Hermes: `add`, `replace` and a batch refuse content with a line holding only "§"
+(`EntryDelimiterError`): Hermes stores it, and the file then parses as several entries, one of
+which can be a forged canary line; the sidecar lock file is never opened through a symbolic link
 (`StoreWriteError` naming it); results are `WriteResult` values and refusals typed exceptions instead of
 result dicts; `replace`/`remove` accept `exact=True` to address an entry by its whole text (the
 audit uses it so an entry that is a substring of another can still be edited); a file that exists
@@ -45,6 +48,7 @@ from dreamer.hermes.memory.entries import (
     ENTRY_DELIMITER,
     Target,
     dedupe,
+    has_delimiter_line,
     joined_length,
     parse_entries,
     serialize_entries,
@@ -57,6 +61,7 @@ __all__ = [
     "AmbiguousMatchError",
     "BatchError",
     "EmptyContentError",
+    "EntryDelimiterError",
     "ExternalEditError",
     "MemoryStore",
     "MemoryStoreError",
@@ -106,6 +111,21 @@ class MemoryStoreError(Exception):
 
 class EmptyContentError(MemoryStoreError, ValueError):
     """Content or old_text was empty after stripping; pass the text of the entry."""
+
+
+class EntryDelimiterError(MemoryStoreError, ValueError):
+    """The content holds a line with only "§", the entry delimiter; change or remove that line."""
+
+    def __init__(self, where: str = "") -> None:
+        super().__init__(
+            f"{where}Content has a line holding only '§', the entry delimiter, so it would be stored as "
+            f"several entries. Remove that line or add text to it (for example '§ 4'), then retry."
+        )
+
+
+def _refuse_delimiter(content: str, where: str = "") -> None:
+    if has_delimiter_line(content):
+        raise EntryDelimiterError(where)
 
 
 class OverBudgetError(MemoryStoreError):
@@ -277,6 +297,7 @@ class MemoryStore:
         content = content.strip()
         if not content:
             raise EmptyContentError("Content cannot be empty.")
+        _refuse_delimiter(content)
         path = self.path_for(target)
         with self._lock(path):
             entries = self._load_for_write(target, check_external_edit=False)
@@ -304,6 +325,7 @@ class MemoryStore:
             raise EmptyContentError("old_text cannot be empty.")
         if not new_content:
             raise EmptyContentError("new_content cannot be empty. Use 'remove' to delete entries.")
+        _refuse_delimiter(new_content)
         path = self.path_for(target)
         with self._lock(path):
             entries = self._load_for_write(target, check_external_edit=True)
@@ -339,6 +361,8 @@ class MemoryStore:
         """Apply all `operations` to `target` against the final budget, or none of them."""
         if not operations:
             raise BatchError("operations list is empty.", index=None, current_entries=(), usage=None)
+        for number, op in enumerate(operations, start=1):
+            _refuse_delimiter(op.content.strip(), f"Operation {number} ({op.action}): ")
         path = self.path_for(target)
         limit = self.limit_for(target)
         with self._lock(path):
