@@ -38,10 +38,12 @@ async def audit_command(
     for name in names:
         agent_files(config, name)  # unknown names fail before anything runs
     reports: dict[str, dict[str, object] | None] = {}
+    warnings: dict[str, tuple[str, ...]] = {}
     worst = 0
     for name in names:
         report = await audit_once(config, name, dry_run=dry_run, force=force)
         reports[name] = None if report is None else report.to_dict()
+        warnings[name] = () if report is None else report.warnings
         if report is not None and str(report.status) in ALARMING:
             worst = 1
     if as_json:
@@ -54,6 +56,8 @@ async def audit_command(
             if doc is None:
                 out.write(f"{name}: not due (use --force to audit now)\n")
             else:
+                for warning in warnings[name]:
+                    out.write(f"{name}: WARNING: {warning}\n")
                 out.write(f"{name}: {json.dumps(doc, indent=2, ensure_ascii=False)}\n")
     return worst
 

@@ -21,6 +21,7 @@ A block is a `## <ISO timestamp>` heading followed by `- key: value` lines:
     - drift_alerts: 1
     - canary_intact: true
     - writer_registered: true
+    - warning: MEMORY.md is still over its limit: ...
     - alert: ALERT: ...
     - action: DELETE MEMORY.md (Session Note): "Session note: ..."
 
@@ -90,6 +91,7 @@ class LedgerRecord:
     note: str = ""
     drift_alerts: tuple[str, ...] = ()
     actions: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
 
 
 def format_record(record: LedgerRecord) -> str:
@@ -117,6 +119,7 @@ def format_record(record: LedgerRecord) -> str:
     ]
     if record.note:
         lines.append(f"- note: {one_line(record.note, 400)}")
+    lines.extend(f"- warning: {one_line(warning, 400)}" for warning in record.warnings)
     lines.extend(f"- alert: {one_line(alert, 400)}" for alert in record.drift_alerts)
     lines.extend(f"- action: {one_line(action, 400)}" for action in record.actions)
     return "\n" + "\n".join(lines) + "\n"

@@ -37,6 +37,7 @@ class LedgerFacts:
     writer_registered: bool
     note: str
     records: tuple[ActionRecord, ...]
+    warnings: tuple[str, ...] = ()
 
 
 def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
@@ -64,6 +65,7 @@ def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
         note=facts.note,
         drift_alerts=facts.alerts,
         actions=tuple(_ledger_line(record) for record in facts.records),
+        warnings=facts.warnings,
     )
 
 

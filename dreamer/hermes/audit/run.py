@@ -36,6 +36,7 @@ from dreamer.hermes.audit.report import (
     Utilisation,
     action_record,
     count_actions,
+    over_limit_warnings,
     summary_line,
 )
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
@@ -179,6 +180,8 @@ class _AuditRun:
     ) -> AuditReport:
         counts = count_actions(plan.actions)
         records = tuple(action_record(action, "planned") for action in plan.actions)
+        after = utilisation(plan.final_memory, plan.final_user, self.settings)
+        warnings = over_limit_warnings(after, planned=True)
         ledger_updated = False
         if not self.settings.dry_run:
             # Not a registered writer: memory stays untouched, but the findings are recorded so the
@@ -203,6 +206,7 @@ class _AuditRun:
                     writer_registered=registered,
                     note=reason,
                     records=records,
+                    warnings=warnings,
                 ),
                 self.notes,
             )
@@ -214,7 +218,7 @@ class _AuditRun:
             dry_run=True,
             writer_registered=registered,
             utilisation_before=before,
-            utilisation_after=utilisation(plan.final_memory, plan.final_user, self.settings),
+            utilisation_after=after,
             counts=counts,
             actions=records,
             unresolved=plan.unresolved,
@@ -224,6 +228,7 @@ class _AuditRun:
             canary_intact=True,
             ledger_updated=ledger_updated,
             summary=summary_line(counts, len(plan.unresolved), alerts, planned=True),
+            warnings=warnings,
         )
 
     def _apply(
@@ -269,6 +274,7 @@ class _AuditRun:
         remaining = [*after_files.memory_entries, *after_files.user_entries]
         save_audit_state(self.agent, with_entries_seen(state, remaining, self.now), self.notes)
         status = AuditStatus.COMPLETE if canary_intact else AuditStatus.CRITICAL
+        warnings = over_limit_warnings(after, planned=False)
         ledger_updated = append_ledger_block(
             self.agent,
             self.now,
@@ -285,6 +291,7 @@ class _AuditRun:
                 writer_registered=True,
                 note="",
                 records=records,
+                warnings=warnings,
             ),
             self.notes,
         )
@@ -298,6 +305,7 @@ class _AuditRun:
             user_pct_after=after.user_pct,
             unresolved=len(unresolved),
             drift_alerts=len(alerts),
+            warnings=list(warnings),
             **counts,
         )
         return AuditReport(
@@ -318,4 +326,5 @@ class _AuditRun:
             canary_intact=canary_intact,
             ledger_updated=ledger_updated,
             summary=summary_line(counts, len(unresolved), alerts, planned=False),
+            warnings=warnings,
         )

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from dreamer.hermes.audit.ledger import parse_ledger
 from dreamer.hermes.audit.report import AuditStatus
 from dreamer.hermes.audit.run import audit_agent
-from dreamer.hermes.audit.settings import AgentFiles
+from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
 from dreamer.hermes.memory import store as store_module
 from dreamer.hermes.memory.entries import Target
 from dreamer.hermes.memory.store import MemoryStore, Operation
@@ -188,3 +189,63 @@ class TestDelimiterInText:
             assert "§" in proc.stderr and "Traceback" not in proc.stderr
         assert agent.memory_path.read_bytes() == before
         assert sum("CANARY" in entry for entry in read_store(agent.memory_path)) == 1
+
+
+def over_limit_agent(tmp_path: Path) -> AgentFiles:
+    """MEMORY.md at 185 % of its 2,200-character limit, filled with durable facts the audit keeps."""
+    facts = [CANARY]
+    for i in range(200):
+        facts.append(
+            f"Host {NAMES[i % len(NAMES)]}-{i} serves {SERVICES[i % len(SERVICES)]} on port {8000 + i}."
+        )
+        if len("\n§\n".join(facts)) >= 2200 * 1.85:
+            break
+    agent = make_agent(tmp_path, "mumuni", facts, [CANARY])
+    assert 1.85 <= len(agent.memory_path.read_text(encoding="utf-8")) / 2200 < 1.87
+    return agent
+
+
+NAMES = ("atlas", "borealis", "cygnus", "draco", "eridanus", "fornax", "gemini")
+SERVICES = ("Grafana", "Postgres", "the restic repository", "Loki", "Traefik", "MinIO", "Gitea", "Redis")
+
+
+class TestStillOverLimit:
+    def test_an_audit_leaving_a_file_over_its_limit_warns(self, tmp_path: Path) -> None:
+        """COMPLETE with a warning naming the file and its size, in the report and the ledger block."""
+        agent = over_limit_agent(tmp_path)
+
+        report = audit_agent(agent, FAST, NOW)
+
+        assert report.status is AuditStatus.COMPLETE, report.to_json()
+        [warning] = report.warnings
+        assert "MEMORY.md" in warning and "over its limit" in warning and "185" in warning
+        assert report.to_dict()["warnings"] == [warning]
+        [block] = parse_ledger(agent.ledger_path.read_text(encoding="utf-8"))
+        assert block.fields["warning"].startswith("MEMORY.md")
+
+    def test_a_dry_run_warns_that_the_file_would_stay_over(self, tmp_path: Path) -> None:
+        """A requested dry run words the same warning as what applying would leave."""
+        agent = over_limit_agent(tmp_path)
+        dry = AuditSettings(url_timeout_s=1.0, dry_run=True)
+
+        report = audit_agent(agent, dry, NOW)
+
+        assert report.status is AuditStatus.DRY_RUN
+        [warning] = report.warnings
+        assert "MEMORY.md" in warning and "would still be over" in warning
+
+    def test_files_within_their_limits_give_no_warning(self, tmp_path: Path) -> None:
+        """An ordinary audit has an empty warnings list."""
+        agent = make_agent(tmp_path, "tanko", [CANARY, "The project is written in Rust."], [CANARY])
+        report = audit_agent(agent, FAST, NOW)
+        assert report.status is AuditStatus.COMPLETE and report.warnings == ()
+
+    def test_cli_shows_the_warning(self, tmp_path: Path) -> None:
+        """`dreamer audit --force` prints a WARNING line for the agent, and exits 0 (nothing failed)."""
+        agent = over_limit_agent(tmp_path / "home")
+        home = configured(tmp_path, agent)
+
+        proc = dreamer(home, "audit", "--force")
+
+        assert proc.returncode == 0, proc.stderr
+        assert "mumuni: WARNING: MEMORY.md" in proc.stdout
