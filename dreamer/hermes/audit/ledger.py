@@ -24,6 +24,7 @@ A block is a `## <ISO timestamp>` heading followed by `- key: value` lines:
     - warning: MEMORY.md is still over its limit: ...
     - alert: ALERT: ...
     - action: DELETE MEMORY.md (Session Note): "Session note: ..."
+    - temp_file_removed: .mem_k2x9q1.tmp
 
 The file is only ever opened for appending (never truncated or rewritten, never through a symbolic
 link), under its sidecar lock.
@@ -92,6 +93,7 @@ class LedgerRecord:
     drift_alerts: tuple[str, ...] = ()
     actions: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    temp_files_removed: tuple[str, ...] = ()
 
 
 def format_record(record: LedgerRecord) -> str:
@@ -122,6 +124,7 @@ def format_record(record: LedgerRecord) -> str:
     lines.extend(f"- warning: {one_line(warning, 400)}" for warning in record.warnings)
     lines.extend(f"- alert: {one_line(alert, 400)}" for alert in record.drift_alerts)
     lines.extend(f"- action: {one_line(action, 400)}" for action in record.actions)
+    lines.extend(f"- temp_file_removed: {one_line(name, 400)}" for name in record.temp_files_removed)
     return "\n" + "\n".join(lines) + "\n"
 
 

@@ -38,6 +38,7 @@ class LedgerFacts:
     note: str
     records: tuple[ActionRecord, ...]
     warnings: tuple[str, ...] = ()
+    temp_files_removed: tuple[str, ...] = ()
 
 
 def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
@@ -66,6 +67,7 @@ def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
         drift_alerts=facts.alerts,
         actions=tuple(_ledger_line(record) for record in facts.records),
         warnings=facts.warnings,
+        temp_files_removed=facts.temp_files_removed,
     )
 
 

@@ -136,6 +136,7 @@ class AuditReport:
     ledger_updated: bool = False
     summary: str = ""
     warnings: tuple[str, ...] = ()
+    temp_files_removed: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -160,6 +161,7 @@ class AuditReport:
             "ledger_updated": self.ledger_updated,
             "summary": self.summary,
             "warnings": list(self.warnings),
+            "temp_files_removed": list(self.temp_files_removed),
         }
 
     def to_json(self, *, indent: int | None = 2) -> str:

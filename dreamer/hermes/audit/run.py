@@ -1,7 +1,8 @@
 """One audit of one Hermes agent's memory files: its phases in order, touching only that agent's files.
 
-Read, canary check, skip rule, writer registry, classify, plan, drift alerts, then either a dry run
-or applying the plan, the post-audit canary check, the first-seen state and the ledger block.
+Refuse planted links, read, canary check, skip rule, writer registry, classify, plan, drift alerts,
+then either a dry run or applying the plan (after removing temp files a crashed writer left), the
+post-audit canary check, over-limit warnings, the first-seen state and the ledger block.
 The phases and why they are what they are: ``docs/design/hermes-audit.md``.
 """
 
@@ -19,6 +20,7 @@ from dreamer.hermes.audit.context import load_first_seen, plan_context
 from dreamer.hermes.audit.drift import drift_alerts
 from dreamer.hermes.audit.files import MemoryFiles, read_memory_files, utilisation
 from dreamer.hermes.audit.ledger import LedgerReadError, read_ledger
+from dreamer.hermes.audit.leftovers import remove_leftover_temp_files
 from dreamer.hermes.audit.planner import (
     UNVERIFIED_MARK,
     ActionKind,
@@ -247,6 +249,7 @@ class _AuditRun:
             memory_char_limit=settings.max_memory_chars,
             user_char_limit=settings.max_user_chars,
         )
+        temp_files_removed = remove_leftover_temp_files(self.agent, self.notes)
         outcomes = apply_plan(plan, entries, store, self.agent.rules_skill_path)
 
         after_files = read_memory_files(self.agent)
@@ -292,6 +295,7 @@ class _AuditRun:
                 note="",
                 records=records,
                 warnings=warnings,
+                temp_files_removed=temp_files_removed,
             ),
             self.notes,
         )
@@ -306,6 +310,7 @@ class _AuditRun:
             unresolved=len(unresolved),
             drift_alerts=len(alerts),
             warnings=list(warnings),
+            temp_files_removed=list(temp_files_removed),
             **counts,
         )
         return AuditReport(
@@ -327,4 +332,5 @@ class _AuditRun:
             ledger_updated=ledger_updated,
             summary=summary_line(counts, len(unresolved), alerts, planned=False),
             warnings=warnings,
+            temp_files_removed=temp_files_removed,
         )

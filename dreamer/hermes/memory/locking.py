@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 __all__ = [
+    "TEMP_PATTERN",
     "SymlinkRefusedError",
     "atomic_write_text",
     "exclusive_lock",
@@ -30,6 +31,10 @@ __all__ = [
     "open_no_follow",
     "refuse_symlink",
 ]
+
+#: The temporary files of `atomic_write_text` (Hermes' own writer names them the same way).
+TEMP_PREFIX, TEMP_SUFFIX = ".mem_", ".tmp"
+TEMP_PATTERN = f"{TEMP_PREFIX}*{TEMP_SUFFIX}"
 
 
 class SymlinkRefusedError(OSError):
@@ -97,7 +102,7 @@ def atomic_write_text(path: Path, text: str, *, refuse_link: bool = False) -> No
         mode: int | None = stat.S_IMODE(path.stat().st_mode)
     except FileNotFoundError:
         mode = None
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=".mem_", suffix=".tmp")
+    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=TEMP_PREFIX, suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
             handle.write(text)

@@ -3,10 +3,13 @@ temp files a crash left behind. Real files, real symbolic links, the real `dream
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -249,3 +252,58 @@ class TestStillOverLimit:
 
         assert proc.returncode == 0, proc.stderr
         assert "mumuni: WARNING: MEMORY.md" in proc.stdout
+
+
+def age(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+class TestLeftoverTempFiles:
+    def test_old_temp_files_are_removed_and_recorded(self, tmp_path: Path) -> None:
+        """A crash leftover older than a minute goes; a fresh one (a writer at work) stays."""
+        agent = make_agent(tmp_path, "mumuni", [CANARY, "The project is written in Rust."], [CANARY])
+        old = agent.memories_dir / ".mem_crash1.tmp"
+        old.write_text("half a file", encoding="utf-8")
+        age(old, 3600)
+        fresh = agent.memories_dir / ".mem_busy22.tmp"
+        fresh.write_text("being written", encoding="utf-8")
+        age(fresh, 5)
+
+        report = audit_agent(agent, FAST, NOW)
+
+        assert report.status is AuditStatus.COMPLETE
+        assert not old.exists() and fresh.exists()
+        assert report.temp_files_removed == (".mem_crash1.tmp",)
+        assert report.to_dict()["temp_files_removed"] == [".mem_crash1.tmp"]
+        [block] = parse_ledger(agent.ledger_path.read_text(encoding="utf-8"))
+        assert block.fields["temp_file_removed"] == ".mem_crash1.tmp"
+
+    def test_removal_waits_for_the_memory_file_lock(self, tmp_path: Path) -> None:
+        """While another writer holds MEMORY.md.lock the leftover stays; it goes once the lock is free."""
+        agent = make_agent(tmp_path, "mumuni", [CANARY, "The project is written in Rust."], [CANARY])
+        old = agent.memories_dir / ".mem_crash1.tmp"
+        old.write_text("half a file", encoding="utf-8")
+        age(old, 3600)
+        reports = []
+        with open(agent.memories_dir / "MEMORY.md.lock", "a+", encoding="utf-8") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            worker = threading.Thread(target=lambda: reports.append(audit_agent(agent, FAST, NOW)))
+            worker.start()
+            worker.join(timeout=1.0)
+            assert worker.is_alive() and old.exists(), "removed without holding the lock"
+            fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+        worker.join(timeout=30)
+        assert not old.exists()
+        assert reports[0].temp_files_removed == (".mem_crash1.tmp",)
+
+    def test_a_requested_dry_run_leaves_them(self, tmp_path: Path) -> None:
+        """A dry run writes nothing at all, so it removes nothing either."""
+        agent = make_agent(tmp_path, "mumuni", [CANARY, "The project is written in Rust."], [CANARY])
+        old = agent.memories_dir / ".mem_crash1.tmp"
+        old.write_text("half a file", encoding="utf-8")
+        age(old, 3600)
+
+        report = audit_agent(agent, AuditSettings(url_timeout_s=1.0, dry_run=True), NOW)
+
+        assert old.exists() and report.temp_files_removed == ()
