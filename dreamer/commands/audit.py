@@ -12,13 +12,14 @@ from typing import TextIO
 import structlog
 
 from dreamer.config import Config
+from dreamer.errors import UsageError
 from dreamer.hermes import (
     MemoryStore,
     MemoryStoreError,
     Target,
 )
 from dreamer.hermes.configured import ALARMING, agent_files, audit_once
-from dreamer.hermes.memory.store import AmbiguousMatchError, OverBudgetError
+from dreamer.hermes.memory.store import AmbiguousMatchError, EntryDelimiterError, OverBudgetError
 
 log = structlog.get_logger("dreamer.audit")
 
@@ -37,10 +38,12 @@ async def audit_command(
     for name in names:
         agent_files(config, name)  # unknown names fail before anything runs
     reports: dict[str, dict[str, object] | None] = {}
+    warnings: dict[str, tuple[str, ...]] = {}
     worst = 0
     for name in names:
         report = await audit_once(config, name, dry_run=dry_run, force=force)
         reports[name] = None if report is None else report.to_dict()
+        warnings[name] = () if report is None else report.warnings
         if report is not None and str(report.status) in ALARMING:
             worst = 1
     if as_json:
@@ -53,6 +56,8 @@ async def audit_command(
             if doc is None:
                 out.write(f"{name}: not due (use --force to audit now)\n")
             else:
+                for warning in warnings[name]:
+                    out.write(f"{name}: WARNING: {warning}\n")
                 out.write(f"{name}: {json.dumps(doc, indent=2, ensure_ascii=False)}\n")
     return worst
 
@@ -89,6 +94,8 @@ def memory_command(
             out.write(store.remove(target, _required(old or text, "--old")).message + "\n")
         else:  # argparse restricts the choices
             raise ValueError(f"unknown action {action!r}")
+    except EntryDelimiterError as exc:
+        raise UsageError(str(exc)) from exc  # the text given on the command line cannot be stored
     except OverBudgetError as exc:
         err.write(f"{exc}\ncurrent entries ({exc.usage}):\n")
         for i, entry in enumerate(exc.current_entries, 1):

@@ -62,7 +62,7 @@ async def audit_once(
         return None
     log.info("audit started", agent=name, reason=why, dry_run=dry_run)
     report = await anyio.to_thread.run_sync(lambda: audit_agent(files, settings, now))
-    level = "error" if str(report.status) in ALARMING else "info"
+    level = "error" if str(report.status) in ALARMING else "warning" if report.warnings else "info"
     fields = {k: v for k, v in report.to_dict().items() if k != "agent"}
     getattr(log, level)("audit finished", agent=name, **fields)
     return report

@@ -21,10 +21,13 @@ A block is a `## <ISO timestamp>` heading followed by `- key: value` lines:
     - drift_alerts: 1
     - canary_intact: true
     - writer_registered: true
+    - warning: MEMORY.md is still over its limit: ...
     - alert: ALERT: ...
     - action: DELETE MEMORY.md (Session Note): "Session note: ..."
+    - temp_file_removed: .mem_k2x9q1.tmp
 
-The file is only ever opened for appending (never truncated or rewritten), under its sidecar lock.
+The file is only ever opened for appending (never truncated or rewritten, never through a symbolic
+link), under its sidecar lock.
 The audit's summary lives here rather than in the budgeted memory files.
 """
 
@@ -36,7 +39,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from dreamer.hermes.memory.locking import exclusive_lock
+from dreamer.hermes.memory.locking import exclusive_lock, open_no_follow
 
 __all__ = [
     "LEDGER_HEADER",
@@ -89,6 +92,8 @@ class LedgerRecord:
     note: str = ""
     drift_alerts: tuple[str, ...] = ()
     actions: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+    temp_files_removed: tuple[str, ...] = ()
 
 
 def format_record(record: LedgerRecord) -> str:
@@ -116,8 +121,10 @@ def format_record(record: LedgerRecord) -> str:
     ]
     if record.note:
         lines.append(f"- note: {one_line(record.note, 400)}")
+    lines.extend(f"- warning: {one_line(warning, 400)}" for warning in record.warnings)
     lines.extend(f"- alert: {one_line(alert, 400)}" for alert in record.drift_alerts)
     lines.extend(f"- action: {one_line(action, 400)}" for action in record.actions)
+    lines.extend(f"- temp_file_removed: {one_line(name, 400)}" for name in record.temp_files_removed)
     return "\n" + "\n".join(lines) + "\n"
 
 
@@ -191,26 +198,25 @@ def read_ledger(path: Path) -> tuple[LedgerEntry, ...]:
     return parse_ledger(text)
 
 
-def _ends_with_newline(path: Path) -> bool:
-    with open(path, "rb") as handle:
-        handle.seek(0, os.SEEK_END)
-        if handle.tell() == 0:
-            return True
-        handle.seek(-1, os.SEEK_END)
-        return handle.read(1) == b"\n"
+def _prefix(fd: int, *, new: bool) -> str:
+    """What goes before a block: the header in a new ledger, a line break after an unfinished line."""
+    if new:
+        return LEDGER_HEADER
+    size = os.fstat(fd).st_size
+    return "" if size == 0 or os.pread(fd, 1, size - 1) == b"\n" else "\n"
 
 
 def append_record(path: Path, record: LedgerRecord) -> None:
-    """Append the block for `record` to the ledger at `path`, creating it with a header if absent."""
+    """Append the block for `record` to the ledger at `path`, creating it with a header if absent.
+
+    A symbolic link in place of the ledger (or its lock) is refused, never appended through.
+    """
     block = format_record(record)
     with exclusive_lock(path):
-        prefix = ""
-        if not path.exists():
-            prefix = LEDGER_HEADER
-        elif not _ends_with_newline(path):
-            prefix = "\n"
-        # "a" opens with O_APPEND: bytes already in the file cannot be touched by this write.
-        with open(path, "a", encoding="utf-8", newline="") as handle:
-            handle.write(prefix + block)
+        existed = path.exists()
+        # O_APPEND: bytes already in the file cannot be touched by this write.
+        fd = open_no_follow(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+        with os.fdopen(fd, "a", encoding="utf-8", newline="") as handle:
+            handle.write(_prefix(fd, new=not existed) + block)
             handle.flush()
-            os.fsync(handle.fileno())
+            os.fsync(fd)

@@ -37,6 +37,8 @@ class LedgerFacts:
     writer_registered: bool
     note: str
     records: tuple[ActionRecord, ...]
+    warnings: tuple[str, ...] = ()
+    temp_files_removed: tuple[str, ...] = ()
 
 
 def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
@@ -64,6 +66,8 @@ def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
         note=facts.note,
         drift_alerts=facts.alerts,
         actions=tuple(_ledger_line(record) for record in facts.records),
+        warnings=facts.warnings,
+        temp_files_removed=facts.temp_files_removed,
     )
 
 

@@ -5,6 +5,10 @@ registered writer), SKIP (no audit due), CRITICAL (a canary is missing; nothing 
 (the agent's files could not be read). Counts use the contract's names: deletions, moves,
 corrections, unverified (marks added) and reverified (marks cleared); for a dry run they count
 planned actions, otherwise applied ones.
+
+`warnings` are about the files rather than the audit: a file still over its limit after the audit
+(or, for a dry run, after the planned actions) leaves the status COMPLETE or DRY_RUN, since the
+audit did all it could, and adds a warning the CLI, the daemon's log and the ledger show.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ __all__ = [
     "Utilisation",
     "action_record",
     "count_actions",
+    "over_limit_warnings",
     "summary_line",
 ]
 
@@ -130,6 +135,8 @@ class AuditReport:
     canary_intact: bool | None = None
     ledger_updated: bool = False
     summary: str = ""
+    warnings: tuple[str, ...] = ()
+    temp_files_removed: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -153,6 +160,8 @@ class AuditReport:
             "canary_intact": self.canary_intact,
             "ledger_updated": self.ledger_updated,
             "summary": self.summary,
+            "warnings": list(self.warnings),
+            "temp_files_removed": list(self.temp_files_removed),
         }
 
     def to_json(self, *, indent: int | None = 2) -> str:
@@ -166,6 +175,21 @@ def count_actions(actions: Sequence[PlannedAction]) -> dict[str, int]:
     for action in actions:
         counts[_COUNT_NAMES[action.kind]] += 1
     return counts
+
+
+def over_limit_warnings(after: Utilisation, *, planned: bool) -> tuple[str, ...]:
+    """One warning per file that `after` leaves over its limit; `planned` words it for a dry run."""
+    state = "would still be over its limit after this audit" if planned else "is still over its limit"
+    files = (
+        ("MEMORY.md", after.memory_chars, after.memory_limit, after.memory_pct),
+        ("USER.md", after.user_chars, after.user_limit, after.user_pct),
+    )
+    return tuple(
+        f"{name} {state}: {chars:,}/{limit:,} chars ({pct}%); remove or shorten entries by hand, "
+        f"Hermes refuses every add until it is below {limit:,}"
+        for name, chars, limit, pct in files
+        if chars > limit
+    )
 
 
 def action_record(action: PlannedAction, outcome: str, detail: str = "") -> ActionRecord:

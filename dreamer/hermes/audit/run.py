@@ -1,7 +1,8 @@
 """One audit of one Hermes agent's memory files: its phases in order, touching only that agent's files.
 
-Read, canary check, skip rule, writer registry, classify, plan, drift alerts, then either a dry run
-or applying the plan, the post-audit canary check, the first-seen state and the ledger block.
+Refuse planted links, read, canary check, skip rule, writer registry, classify, plan, drift alerts,
+then either a dry run or applying the plan (after removing temp files a crashed writer left), the
+post-audit canary check, over-limit warnings, the first-seen state and the ledger block.
 The phases and why they are what they are: ``docs/design/hermes-audit.md``.
 """
 
@@ -19,6 +20,7 @@ from dreamer.hermes.audit.context import load_first_seen, plan_context
 from dreamer.hermes.audit.drift import drift_alerts
 from dreamer.hermes.audit.files import MemoryFiles, read_memory_files, utilisation
 from dreamer.hermes.audit.ledger import LedgerReadError, read_ledger
+from dreamer.hermes.audit.leftovers import remove_leftover_temp_files
 from dreamer.hermes.audit.planner import (
     UNVERIFIED_MARK,
     ActionKind,
@@ -36,13 +38,14 @@ from dreamer.hermes.audit.report import (
     Utilisation,
     action_record,
     count_actions,
+    over_limit_warnings,
     summary_line,
 )
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
 from dreamer.hermes.audit.state import AuditState, with_entries_seen
 from dreamer.hermes.audit.trigger import require_aware, skip_reason
 from dreamer.hermes.audit.writers import WriterRegistryError, is_registered_writer
-from dreamer.hermes.memory.locking import exclusive_lock
+from dreamer.hermes.memory.locking import exclusive_lock, refuse_symlink
 from dreamer.hermes.memory.store import MemoryStore, StoreReadError
 
 __all__ = ["audit_agent"]
@@ -58,7 +61,8 @@ def audit_agent(
     probe: UrlProbe | None = None,
     classifier: EntryClassifier | None = None,
 ) -> AuditReport:
-    """Audit the memory of `agent` at `now`; never raises for file problems.
+    """Audit the memory of `agent` at `now`; never raises for file problems (a symbolic link in place
+    of a file the audit writes is one: ERROR, nothing changed).
 
     A requested dry run writes nothing; audits of one agent are serialised by a lock on its state file.
     """
@@ -101,6 +105,9 @@ class _AuditRun:
 
     def execute(self) -> AuditReport:
         agent, settings, now = self.agent, self.settings, self.now
+        for path in agent.written_paths():
+            # Before anything changes: a planted link would carry a later write outside the folder.
+            refuse_symlink(path)
         files = read_memory_files(agent)
         before = utilisation(files.memory_entries, files.user_entries, settings)
         canaries = {
@@ -175,6 +182,8 @@ class _AuditRun:
     ) -> AuditReport:
         counts = count_actions(plan.actions)
         records = tuple(action_record(action, "planned") for action in plan.actions)
+        after = utilisation(plan.final_memory, plan.final_user, self.settings)
+        warnings = over_limit_warnings(after, planned=True)
         ledger_updated = False
         if not self.settings.dry_run:
             # Not a registered writer: memory stays untouched, but the findings are recorded so the
@@ -199,6 +208,7 @@ class _AuditRun:
                     writer_registered=registered,
                     note=reason,
                     records=records,
+                    warnings=warnings,
                 ),
                 self.notes,
             )
@@ -210,7 +220,7 @@ class _AuditRun:
             dry_run=True,
             writer_registered=registered,
             utilisation_before=before,
-            utilisation_after=utilisation(plan.final_memory, plan.final_user, self.settings),
+            utilisation_after=after,
             counts=counts,
             actions=records,
             unresolved=plan.unresolved,
@@ -220,6 +230,7 @@ class _AuditRun:
             canary_intact=True,
             ledger_updated=ledger_updated,
             summary=summary_line(counts, len(plan.unresolved), alerts, planned=True),
+            warnings=warnings,
         )
 
     def _apply(
@@ -238,6 +249,7 @@ class _AuditRun:
             memory_char_limit=settings.max_memory_chars,
             user_char_limit=settings.max_user_chars,
         )
+        temp_files_removed = remove_leftover_temp_files(self.agent, self.notes)
         outcomes = apply_plan(plan, entries, store, self.agent.rules_skill_path)
 
         after_files = read_memory_files(self.agent)
@@ -265,6 +277,7 @@ class _AuditRun:
         remaining = [*after_files.memory_entries, *after_files.user_entries]
         save_audit_state(self.agent, with_entries_seen(state, remaining, self.now), self.notes)
         status = AuditStatus.COMPLETE if canary_intact else AuditStatus.CRITICAL
+        warnings = over_limit_warnings(after, planned=False)
         ledger_updated = append_ledger_block(
             self.agent,
             self.now,
@@ -281,6 +294,8 @@ class _AuditRun:
                 writer_registered=True,
                 note="",
                 records=records,
+                warnings=warnings,
+                temp_files_removed=temp_files_removed,
             ),
             self.notes,
         )
@@ -294,6 +309,8 @@ class _AuditRun:
             user_pct_after=after.user_pct,
             unresolved=len(unresolved),
             drift_alerts=len(alerts),
+            warnings=list(warnings),
+            temp_files_removed=list(temp_files_removed),
             **counts,
         )
         return AuditReport(
@@ -314,4 +331,6 @@ class _AuditRun:
             canary_intact=canary_intact,
             ledger_updated=ledger_updated,
             summary=summary_line(counts, len(unresolved), alerts, planned=False),
+            warnings=warnings,
+            temp_files_removed=temp_files_removed,
         )

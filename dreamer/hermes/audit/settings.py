@@ -17,6 +17,7 @@ from dreamer.hermes.memory.entries import (
     USER_FILENAME,
     Target,
 )
+from dreamer.hermes.memory.locking import lock_path_for
 
 __all__ = [
     "LEDGER_FILENAME",
@@ -119,3 +120,14 @@ class AgentFiles:
         if self.skills_dir is None:
             return None
         return self.skills_dir / RULES_SKILL_NAME / "SKILL.md"
+
+    def written_paths(self) -> tuple[Path, ...]:
+        """Every path an audit may create or write apart from MEMORY.md and USER.md themselves."""
+        paths = [self.ledger_path, self.state_path]
+        paths += [
+            lock_path_for(p) for p in (self.ledger_path, self.state_path, self.memory_path, self.user_path)
+        ]
+        skill = self.rules_skill_path
+        if skill is not None:
+            paths += [skill.parent, skill, lock_path_for(skill)]
+        return tuple(paths)

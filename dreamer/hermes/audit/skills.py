@@ -4,7 +4,7 @@ Hermes loads skills from `<skills dir>/<name>/SKILL.md` (YAML front matter with 
 `description`, then Markdown). Rules are kept in one skill, `memory-operating-rules`, one list item
 per rule, so they leave the character-budgeted memory files but stay available to the agent.
 The file is changed under its sidecar lock by an atomic replace, and a rule already listed is not
-listed twice.
+listed twice. A symbolic link in place of the skill's directory, file or lock is refused.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dreamer.hermes.audit.settings import RULES_SKILL_NAME
-from dreamer.hermes.memory.locking import atomic_write_text, exclusive_lock
+from dreamer.hermes.memory.locking import atomic_write_text, exclusive_lock, refuse_symlink
 
 __all__ = ["SkillWriteError", "append_rule", "format_rule", "skill_header"]
 
@@ -50,6 +50,7 @@ def append_rule(skill_path: Path, rule: str) -> bool:
     if not skills_dir.is_dir():
         raise SkillWriteError(f"skills directory {skills_dir} does not exist; create it or fix the path")
     try:
+        refuse_symlink(skill_path.parent)
         skill_path.parent.mkdir(exist_ok=True)
         with exclusive_lock(skill_path):
             try:
@@ -60,7 +61,7 @@ def append_rule(skill_path: Path, rule: str) -> bool:
                 return False
             if not current.endswith("\n"):
                 current += "\n"
-            atomic_write_text(skill_path, current + item)
+            atomic_write_text(skill_path, current + item, refuse_link=True)
     except (OSError, UnicodeDecodeError) as exc:
         raise SkillWriteError(f"cannot write the rules skill {skill_path}: {exc}") from exc
     return True

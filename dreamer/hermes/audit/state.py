@@ -85,11 +85,11 @@ def load_state(path: Path) -> AuditState:
 
 
 def save_state(path: Path, state: AuditState) -> None:
-    """Write `state` to `path` atomically (the caller holds the audit's lock)."""
+    """Write `state` to `path` atomically (the caller holds the audit's lock); a link there is refused."""
     data = {
         "version": _VERSION,
         "first_seen": {
             key: stamp.isoformat(timespec="seconds") for key, stamp in sorted(state.first_seen.items())
         },
     }
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n", refuse_link=True)

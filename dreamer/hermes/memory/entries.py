@@ -20,6 +20,7 @@ __all__ = [
     "USER_FILENAME",
     "Target",
     "dedupe",
+    "has_delimiter_line",
     "joined_length",
     "parse_entries",
     "serialize_entries",
@@ -60,6 +61,11 @@ def parse_entries(raw: str) -> list[str]:
         return []
     # Split on the full delimiter, never on a bare "§": an entry may contain the sign itself.
     return [entry for entry in (part.strip() for part in raw.split(ENTRY_DELIMITER)) if entry]
+
+
+def has_delimiter_line(text: str) -> bool:
+    """True if a line of `text` holds only "§": stored, that text would split into several entries."""
+    return any(line == ENTRY_DELIMITER.strip("\n") for line in text.split("\n"))
 
 
 def dedupe(entries: Iterable[str]) -> list[str]:

@@ -2,7 +2,8 @@
 
 Behaviour, matching hermes-agent `tools/memory_tool.py`:
 
-- `add` strips the content, rejects empty content, treats an exact duplicate as success without
+- `add` strips the content, rejects empty content (and, unlike Hermes, content with a line holding
+  only "§", see below), treats an exact duplicate as success without
   writing, and refuses (`OverBudgetError`, carrying the current entries) when the joined text would
   exceed the file's limit.
 - `replace` / `remove` find the entry by a substring of it; no match is `NoMatchError`, matches in
@@ -18,7 +19,10 @@ Behaviour, matching hermes-agent `tools/memory_tool.py`:
 - `render` returns the frozen snapshot captured by `load()` (first use loads), so writes during a
   session never change what was injected.
 
-Differences from Hermes: results are `WriteResult` values and refusals typed exceptions instead of
+Differences from Hermes: `add`, `replace` and a batch refuse content with a line holding only "§"
+(`EntryDelimiterError`): Hermes stores it, and the file then parses as several entries, one of
+which can be a forged canary line; the sidecar lock file is never opened through a symbolic link
+(`StoreWriteError` naming it); results are `WriteResult` values and refusals typed exceptions instead of
 result dicts; `replace`/`remove` accept `exact=True` to address an entry by its whole text (the
 audit uses it so an entry that is a substring of another can still be edited); a file that exists
 but cannot be read raises `StoreReadError` instead of counting as empty, which would let the next
@@ -33,7 +37,7 @@ from __future__ import annotations
 import builtins
 import time
 from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -44,6 +48,7 @@ from dreamer.hermes.memory.entries import (
     ENTRY_DELIMITER,
     Target,
     dedupe,
+    has_delimiter_line,
     joined_length,
     parse_entries,
     serialize_entries,
@@ -56,6 +61,7 @@ __all__ = [
     "AmbiguousMatchError",
     "BatchError",
     "EmptyContentError",
+    "EntryDelimiterError",
     "ExternalEditError",
     "MemoryStore",
     "MemoryStoreError",
@@ -105,6 +111,21 @@ class MemoryStoreError(Exception):
 
 class EmptyContentError(MemoryStoreError, ValueError):
     """Content or old_text was empty after stripping; pass the text of the entry."""
+
+
+class EntryDelimiterError(MemoryStoreError, ValueError):
+    """The content holds a line with only "§", the entry delimiter; change or remove that line."""
+
+    def __init__(self, where: str = "") -> None:
+        super().__init__(
+            f"{where}Content has a line holding only '§', the entry delimiter, so it would be stored as "
+            f"several entries. Remove that line or add text to it (for example '§ 4'), then retry."
+        )
+
+
+def _refuse_delimiter(content: str, where: str = "") -> None:
+    if has_delimiter_line(content):
+        raise EntryDelimiterError(where)
 
 
 class OverBudgetError(MemoryStoreError):
@@ -276,6 +297,7 @@ class MemoryStore:
         content = content.strip()
         if not content:
             raise EmptyContentError("Content cannot be empty.")
+        _refuse_delimiter(content)
         path = self.path_for(target)
         with self._lock(path):
             entries = self._load_for_write(target, check_external_edit=False)
@@ -303,6 +325,7 @@ class MemoryStore:
             raise EmptyContentError("old_text cannot be empty.")
         if not new_content:
             raise EmptyContentError("new_content cannot be empty. Use 'remove' to delete entries.")
+        _refuse_delimiter(new_content)
         path = self.path_for(target)
         with self._lock(path):
             entries = self._load_for_write(target, check_external_edit=True)
@@ -338,6 +361,8 @@ class MemoryStore:
         """Apply all `operations` to `target` against the final budget, or none of them."""
         if not operations:
             raise BatchError("operations list is empty.", index=None, current_entries=(), usage=None)
+        for number, op in enumerate(operations, start=1):
+            _refuse_delimiter(op.content.strip(), f"Operation {number} ({op.action}): ")
         path = self.path_for(target)
         limit = self.limit_for(target)
         with self._lock(path):
@@ -394,13 +419,18 @@ class MemoryStore:
 
     # --- internals ----------------------------------------------------------------------------
 
-    def _lock(self, path: Path) -> AbstractContextManager[None]:
-        """The sidecar lock of `path`, creating the memories directory first as Hermes does."""
+    def _lock(self, path: Path) -> AbstractContextManager[object]:
+        """The held sidecar lock of `path`, creating the memories directory first as Hermes does."""
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreWriteError(f"cannot create the memories directory {path.parent}: {exc}") from exc
-        return exclusive_lock(path)
+        held = ExitStack()
+        try:
+            held.enter_context(exclusive_lock(path))
+        except OSError as exc:  # a symbolic link in place of the lock file, a missing permission
+            raise StoreWriteError(f"Cannot lock {path.name}: {exc}") from exc
+        return held
 
     def _read_raw(self, target: Target) -> str:
         path = self.path_for(target)
