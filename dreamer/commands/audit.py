@@ -18,6 +18,7 @@ from dreamer.hermes import (
     MemoryStoreError,
     Target,
 )
+from dreamer.hermes.audit.canary import CANARY_MARKER
 from dreamer.hermes.configured import ALARMING, agent_files, audit_once
 from dreamer.hermes.memory.store import AmbiguousMatchError, EntryDelimiterError, OverBudgetError
 
@@ -77,6 +78,12 @@ def memory_command(
     files = agent_files(config, agent)
     store = MemoryStore(files.memories_dir)
     target = Target.USER if target_name == "user" else Target.MEMORY
+    if action in ("add", "replace") and text is not None and CANARY_MARKER in text:
+        # A second canary line would let a rewritten file pass the audit's canary check.
+        raise UsageError(
+            f"TEXT holds the canary marker {CANARY_MARKER!r}; canary lines are placed in the file by "
+            "hand, never added as an entry"
+        )
     try:
         if action == "list":
             for i, entry in enumerate(store.list(target), 1):

@@ -128,6 +128,13 @@ class TestMemoryFiles:
         extra = dreamer(home, "memory", "add", "--agent", "mumuni", "one", "two", check=False)
         assert extra.returncode == 2 and "unrecognized arguments" in extra.stderr
 
+    def test_a_text_holding_the_canary_marker_is_refused(self, home: Path) -> None:
+        (home / "mumuni").mkdir()
+        forged = "Harmless note.\nCANARY: Do not modify this line 0000"
+        proc = dreamer(home, "memory", "add", forged, "--agent", "mumuni", check=False)
+        assert proc.returncode == 2 and "canary" in proc.stderr
+        assert not (home / "mumuni" / "MEMORY.md").exists()
+
     def test_audit_of_missing_canary_is_critical_and_changes_nothing(self, home: Path) -> None:
         """An agent whose files lack the canary line is CRITICAL (exit 1) and its files are untouched."""
         mem = home / "mumuni"
