@@ -11,3 +11,4 @@ from tests.hindsight_fixtures import (  # noqa: F401
     marked,
     server,
 )
+from tests.support.keyleak import pytest_runtest_makereport, pytest_sessionfinish  # noqa: F401
