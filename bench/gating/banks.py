@@ -29,6 +29,42 @@ def synthetic_text(i: int) -> str:
     return f"Host {host}-{i % 997} {verb} {service} on port {1024 + i % 50000} since build {i}."
 
 
+_SYLLABLES = tuple("ka lo mi ne ru sa ti vo ze pu da fe go hi ju be co ni ta wu".split())
+_FRAMES = (
+    "The {a} service on host {b} keeps its {c} cache on port {port} since build {i}.",
+    "Backups of the {a} volume go to the {b} bucket with the {c} key every {hours} hours, job {i}.",
+    "The {a} team deploys {b} behind the {c} proxy with {port} workers, release {i}.",
+    "User {a} prefers the {b} editor theme and the {c} layout on screen {i}.",
+    "The {a} cluster runs {b} jobs in the {c} queue with a limit of {port} tasks, ticket {i}.",
+    "Alerts from {a} page the {b} rota through the {c} channel after {hours} minutes, rule {i}.",
+)
+
+
+def _word(k: int) -> str:
+    n = len(_SYLLABLES)
+    return _SYLLABLES[k % n] + _SYLLABLES[(k // n) % n] + _SYLLABLES[(k // (n * n)) % n]
+
+
+def varied_text(i: int) -> str:
+    """A distinct memory sentence for index ``i`` whose words vary with ``i`` (deterministic).
+
+    :func:`synthetic_text` draws from a few hundred word combinations, so among a million texts
+    hundreds share all their words but the numbers; dedup's Jaccard gate would pass them all and a
+    run would measure the template. Here three made-up words (8,000 each) and six sentence frames
+    vary per text, so two texts rarely share more than a frame's own words.
+    """
+    h = (i * 2654435761 + 97) % (1 << 32)
+    vocabulary = len(_SYLLABLES) ** 3
+    return _FRAMES[i % len(_FRAMES)].format(
+        a=_word(h % vocabulary),
+        b=_word((h // 7 + i) % vocabulary),
+        c=_word((h // 131 + 3 * i) % vocabulary),
+        port=1024 + i % 50000,
+        hours=1 + i % 23,
+        i=i,
+    )
+
+
 def gating_config(
     names: Sequence[str],
     state_dir: Path,

@@ -1,0 +1,125 @@
+"""The command: ``python -m bench.scale [--quick] [--json] [--sizes 10000,100000]``.
+
+``--quick`` is the CI size: 1k and 10k cards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from bench._common import BenchError, machine_info, machine_line, quiet_logs, render_table, report
+from bench.notify_socket import NotificationTimeout
+from bench.scale.files import NEW_UNITS
+from bench.scale.measures import targets
+from bench.scale.run import WATCHDOG_USEC, measure
+
+FULL_SIZES = (10_000, 100_000, 1_000_000)
+QUICK_SIZES = (1_000, 10_000)
+
+
+def render(result: Mapping[str, Any]) -> str:
+    rows = result["rows"]
+    return render_table(
+        f"Scale: one roll-up run ({NEW_UNITS} new units) as the ledger and the global bank grow "
+        "(dreamer run, embedded store)",
+        [
+            "cards",
+            "run s",
+            "run CPU s",
+            "peak RSS MiB",
+            "state MiB",
+            "store MiB",
+            "watchdog gap s",
+            "floor s",
+            "run / floor",
+            "setup s",
+        ],
+        [
+            [
+                r["cards"],
+                r["run_s"],
+                r["run_cpu_s"],
+                r["peak_rss_mib"],
+                r["state_mib"],
+                r["store_mib"],
+                r["watchdog_gap_s"],
+                r["floor_s"],
+                r["run_over_floor"],
+                r["setup_s"],
+            ]
+            for r in rows
+        ],
+        [
+            "cards: roll-up cards in the global bank and rows of the state file's ledger (4 profiles);",
+            "run s: the job-finished record's duration_s; run CPU s: the daemon's utime+stime from",
+            "READY to that record (the first run's lazy imports included); peak RSS: VmHWM before SIGTERM;",
+            "state/store MiB: the state file and the embedded store after the run (with their WAL);",
+            f"watchdog gap s: longest time between WATCHDOG=1 pings from READY to the run's end "
+            f"(WATCHDOG_USEC={WATCHDOG_USEC}: a ping every {WATCHDOG_USEC / 2e6:g} s);",
+            f"floor s: on the same files, list the {NEW_UNITS} new units and commit their ledger rows",
+            "with the watermark (StateStore.commit_rollup), store and state file opened as a run opens",
+            "them; median of 3.",
+            *[
+                f"{r['cards']} cards: outcome {r['outcome']}, promoted {r['promoted']}, "
+                f"reinforced {r['reinforced']}; {r['watchdog_pings']} pings; "
+                f"READY after {r['ready_s']:.2f} s, exit {r['exit_s']:.2f} s after SIGTERM"
+                for r in rows
+            ],
+            *targets(rows),
+            machine_line(),
+        ],
+    )
+
+
+def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    sizes: Sequence[int] = QUICK_SIZES if args.quick else FULL_SIZES
+    if args.sizes:
+        try:
+            sizes = [int(x) for x in args.sizes.split(",") if x.strip()]
+        except ValueError:
+            raise BenchError(
+                f"--sizes takes comma-separated card counts, e.g. 10000,100000: {args.sizes!r}"
+            ) from None
+        if not sizes or min(sizes) < 1:
+            raise BenchError(f"--sizes needs positive card counts: {args.sizes!r}")
+    started = time.monotonic()
+    rows = [measure(size) for size in sorted(sizes)]
+    return {
+        "benchmark": "scale",
+        "quick": args.quick,
+        "new_units": NEW_UNITS,
+        "rows": rows,
+        "targets": targets(rows),
+        "total_wall_s": time.monotonic() - started,
+        "machine": machine_info(),
+    }
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.scale",
+        description="One roll-up run of dreamer run as the ledger and the global bank grow.",
+    )
+    parser.add_argument("--quick", action="store_true", help="1k and 10k cards (CI size)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
+    parser.add_argument("--sizes", help="comma-separated card counts (default 10000,100000,1000000)")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    quiet_logs()
+    return report(
+        "bench.scale",
+        lambda: run_benchmark(args),
+        render,
+        as_json=args.json,
+        errors=(BenchError, NotificationTimeout),
+    )
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,183 @@
+"""The files one measurement starts from: a global bank and a ledger of N roll-up cards, one profile
+bank with a few units already rolled up and 20 new ones, and the daemon's configuration.
+
+Built through Dreamer's own APIs (the embedded store's ``retain``, ``LedgerCard`` and
+``StateStore.commit_rollup``), so the rows are the ones the pipeline writes. The sketches, the
+slowest part (about 0.13 ms a card), are computed in worker processes while the store is written.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from bench._common import progress
+from bench.gating.banks import mark_rolled_up, varied_text
+from dreamer.backends.base import RetainItem
+from dreamer.backends.embedded.backend import EmbeddedBackend
+from dreamer.config import Config, load_config
+from dreamer.rollup.promote import provenance_tags
+from dreamer.rollup.similarity import profile_text, sketch_of
+from dreamer.state import LedgerCard, StateStore, Watermark
+from dreamer.text import card_document_id
+
+#: The profile whose run is measured; the cards of the global bank come from it and three others.
+PROFILE = "homelab"
+SOURCE_PROFILES = ("homelab", "research", "coder", "writer")
+GLOBAL_BANK = "global"
+PROFILE_BANK = f"bank_{PROFILE}"
+NEW_UNITS = 20
+#: Units of the profile bank already rolled up before the measured run.
+OLD_UNITS = 100
+#: Index of the first profile-bank text: far beyond any card's, so no new unit repeats a card.
+_UNIT_BASE = 10**9
+#: Cards per retain call and per commit_rollup transaction.
+BATCH = 50_000
+
+
+def config_text(state_dir: Path) -> str:
+    """The daemon's configuration: one profile on the embedded store, one run right after start."""
+    return "\n".join(
+        [
+            f'state_dir = "{state_dir}"',
+            "",
+            "[banks.global]",
+            f'bank_id = "{GLOBAL_BANK}"',
+            "",
+            "[banks.shared]",
+            'bank_id = "shared"',
+            "",
+            f"[banks.{PROFILE}]",
+            f'bank_id = "{PROFILE_BANK}"',
+            'access = "read_write"',
+            "",
+            f"[profiles.{PROFILE}]",
+            f'bank = "{PROFILE}"',
+            "",
+            "[schedule]",
+            # One run: at start, then not for a day.
+            "interval_minutes = 1440",
+            "jitter_s = 0",
+            "first_run_delay_s = 0",
+            "job_timeout_s = 3600",
+            "",
+        ]
+    )
+
+
+def card_profile(i: int) -> str:
+    return SOURCE_PROFILES[i % len(SOURCE_PROFILES)]
+
+
+def _sketches(start: int, stop: int) -> list[tuple[str, str]]:
+    """(normalised text, stored sketch) of cards ``start`` to ``stop``: run in a worker process."""
+    out = []
+    for i in range(start, stop):
+        sketch = sketch_of(profile_text(varied_text(i)))
+        out.append((sketch.normalized, sketch.dumps()))
+    return out
+
+
+def _ledger_cards(start: int, sketches: Sequence[tuple[str, str]], now: datetime) -> list[LedgerCard]:
+    """The ledger rows of cards ``start``..: what ``promote.ledger_row`` writes for a promoted card."""
+    cards = []
+    for offset, (normalized, sketch) in enumerate(sketches):
+        i = start + offset
+        profile = card_profile(i)
+        text = varied_text(i)
+        cards.append(
+            LedgerCard(
+                document_id=card_document_id(profile, text),
+                profile=profile,
+                upstream_bank=GLOBAL_BANK,
+                text=text,
+                normalized=normalized,
+                kind="fact",
+                source_ids=(f"setup-unit-{i}",),
+                profiles=(profile,),
+                promoted_at=now,
+                last_seen_at=now,
+                run_id=f"setup-{start}",
+                sketch=sketch,
+            )
+        )
+    return cards
+
+
+def _card_item(i: int, promoted_at: datetime) -> RetainItem:
+    """The upstream memory of card ``i``, tagged and described as ``promote.retain_item`` does."""
+    profile = card_profile(i)
+    text = varied_text(i)
+    return RetainItem(
+        content=text,
+        context=f"Dreamer roll-up of profile {profile}",
+        timestamp=promoted_at,
+        metadata={
+            "source_bank": f"bank_{profile}",
+            "source_profile": profile,
+            "source_ids": f'["setup-unit-{i}"]',
+            "run_id": f"setup-{i - i % BATCH}",
+            "kind": "fact",
+        },
+        tags=tuple(provenance_tags(profile)),
+        document_id=card_document_id(profile, text),
+    )
+
+
+async def build(workdir: Path, size: int) -> tuple[Config, Path, Watermark]:
+    """The configuration file, its config and the profile's watermark before the measured run."""
+    state_dir = workdir / "state"
+    state_dir.mkdir(parents=True)
+    config_path = workdir / "dreamer.toml"
+    config_path.write_text(config_text(state_dir), encoding="utf-8")
+    config = load_config(config_path)
+    now = datetime.now(UTC)
+    promoted_at = now - timedelta(days=1)
+    started = time.monotonic()
+    chunks = [(start, min(size, start + BATCH)) for start in range(0, size, BATCH)]
+    workers = max(1, min(2, os.cpu_count() or 1))
+    # The workers are started (forked) before the store opens its connection and threads.
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures: list[Future[list[tuple[str, str]]]] = [pool.submit(_sketches, a, b) for a, b in chunks]
+        backend = EmbeddedBackend(config.embedded_path)
+        try:
+            with StateStore.open(config.state_path) as state:
+                for a, b in chunks:
+                    await backend.retain(GLOBAL_BANK, [_card_item(i, promoted_at) for i in range(a, b)])
+                    progress(
+                        f"scale {size}: global bank {b}/{size} cards ({time.monotonic() - started:.0f} s)"
+                    )
+                for (a, b), future in zip(chunks, futures, strict=True):
+                    cards = _ledger_cards(a, future.result(timeout=3600), promoted_at)
+                    run_id = f"setup-{a}"
+                    state.record_run_start(run_id, f"rollup:{PROFILE}", now)
+                    # One transaction per batch; the watermark row it writes is replaced below.
+                    state.commit_rollup(
+                        profile=PROFILE,
+                        bank_id=PROFILE_BANK,
+                        watermark=Watermark(),
+                        promoted=cards,
+                        reinforced=[],
+                        run_id=run_id,
+                        outcome="promoted",
+                        detail="benchmark setup",
+                        counts={"promoted": len(cards)},
+                        finished_at=now,
+                    )
+                    progress(f"scale {size}: ledger {b}/{size} cards ({time.monotonic() - started:.0f} s)")
+                await backend.retain(
+                    PROFILE_BANK, [RetainItem(content=varied_text(_UNIT_BASE + k)) for k in range(OLD_UNITS)]
+                )
+                await mark_rolled_up(config, backend, state, [PROFILE])
+                watermark = state.watermark(PROFILE)
+            await backend.retain(
+                PROFILE_BANK,
+                [RetainItem(content=varied_text(_UNIT_BASE + OLD_UNITS + k)) for k in range(NEW_UNITS)],
+            )
+        finally:
+            await backend.aclose()
+    return config, config_path, watermark

@@ -1,0 +1,197 @@
+"""One measurement per ledger size: the daemon's one run, seen from outside, and the floor beside it."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from bench._common import BenchError, progress
+from bench.daemon import Daemon, cpu_seconds, wait_until
+from bench.notify_socket import has
+from bench.scale.files import PROFILE, PROFILE_BANK, build
+from bench.scale.measures import longest_gap, vm_hwm_mib
+from dreamer.backends.embedded.backend import EmbeddedBackend
+from dreamer.config import Config
+from dreamer.rollup.promote import INPUT_FACT_TYPES, ROLLUP_TAG
+from dreamer.rollup.similarity import profile_text, sketch_of
+from dreamer.state import LedgerCard, StateStore, Watermark
+from dreamer.text import card_document_id, normalize_text
+
+#: Pings every 0.1 s (half of it), so a blocked event loop shows within a tenth of a second.
+WATCHDOG_USEC = 200_000
+READY_DEADLINE_S = 60.0
+#: Floor runs per size; the median is reported.
+FLOOR_REPEATS = 3
+
+
+def run_deadline_s(size: int) -> float:
+    """How long the one run may take before the benchmark gives up: generous, bounded."""
+    return max(120.0, size / 1000)
+
+
+@dataclass
+class RunSeen:
+    """What the daemon's one run showed from outside."""
+
+    record: dict[str, Any]
+    cpu_s: float
+    peak_rss_mib: float
+    watchdog_gap_s: float | None
+    pings: int
+    ready_s: float
+    exit_s: float
+
+
+def file_mib(path: Path) -> float:
+    """A SQLite file with its WAL, in MiB."""
+    total = 0
+    for p in (path, path.with_name(path.name + "-wal")):
+        if p.exists():
+            total += p.stat().st_size
+    return total / 1024 / 1024
+
+
+def run_daemon(config_path: Path, log_path: Path, size: int) -> RunSeen:
+    """Start ``dreamer run``, wait for its one ``job finished`` record, read /proc, SIGTERM it."""
+    daemon = Daemon(config_path, log_path, watchdog_usec=WATCHDOG_USEC)
+    try:
+        daemon.start()
+        ready_index = daemon.notify.wait_for(has("READY", "1"), timeout=READY_DEADLINE_S, what="READY=1")
+        ready_at = daemon.notify.arrived_at(ready_index)
+        cpu_at_ready = cpu_seconds(daemon.pid)
+        progress(
+            f"scale {size}: daemon ready after {ready_at - daemon.started_at:.2f} s; waiting for its run"
+        )
+        wait_until(
+            lambda: daemon.finished_jobs() >= 1 or daemon.proc is None or daemon.proc.poll() is not None,
+            what="the run's 'job finished' record",
+            timeout=run_deadline_s(size),
+        )
+        assert daemon.proc is not None
+        if daemon.proc.poll() is not None:
+            raise BenchError(f"the daemon exited with status {daemon.proc.returncode}; see {log_path}")
+        cpu_s = cpu_seconds(daemon.pid) - cpu_at_ready
+        peak = vm_hwm_mib(daemon.pid)
+        # The gap still open when the run ended closes at the next ping.
+        seen = len(daemon.notify)
+        closing = daemon.notify.wait_for(
+            has("WATCHDOG", "1"), after=seen, timeout=5, what="a ping after the run"
+        )
+        notes = daemon.notify.notifications
+        pings = [n.arrived_at for n in notes[ready_index : closing + 1] if n.fields.get("WATCHDOG") == "1"]
+        record = next(r for r in daemon.records() if r.get("event") == "job finished")
+        _, exit_s = daemon.stop()
+    finally:
+        daemon.close()
+    return RunSeen(
+        record=record,
+        cpu_s=cpu_s,
+        peak_rss_mib=peak,
+        watchdog_gap_s=longest_gap([ready_at, *pings]),
+        pings=len(pings),
+        ready_s=ready_at - daemon.started_at,
+        exit_s=exit_s,
+    )
+
+
+async def floor_once(config: Config, before: Watermark, repeat: int) -> tuple[float, int]:
+    """The least a run does: list the units after the watermark, commit their ledger rows with the
+    moved watermark (store and state file opened, as a run opens them). Seconds and units listed."""
+    overlap = timedelta(seconds=config.rollup.watermark_overlap_s)
+    started = time.monotonic()
+    backend = EmbeddedBackend(config.embedded_path)
+    try:
+        units = await backend.list_units_since(
+            PROFILE_BANK, before.read_from(overlap), exclude_tags=(ROLLUP_TAG,), fact_types=INPUT_FACT_TYPES
+        )
+        new = [u for u in units if before.is_new(u.created_at, u.id, overlap)]
+        with StateStore.open(config.state_path) as state:
+            stored = state.watermark(PROFILE)
+            now = datetime.now(UTC)
+            run_id = f"floor-{repeat}"
+            state.record_run_start(run_id, f"rollup:{PROFILE}", now)
+            rows = [
+                LedgerCard(
+                    # Not the run's own document ids: those rows are in the ledger already.
+                    document_id=card_document_id(PROFILE, f"{u.text} floor {repeat}"),
+                    profile=PROFILE,
+                    upstream_bank=config.bank_id(config.upstream_alias(PROFILE)),
+                    text=u.text,
+                    normalized=normalize_text(u.text),
+                    source_ids=(u.id,),
+                    profiles=(PROFILE,),
+                    promoted_at=now,
+                    last_seen_at=now,
+                    run_id=run_id,
+                    sketch=sketch_of(profile_text(u.text)).dumps(),
+                )
+                for u in new
+            ]
+            moved = before.advanced_to(((u.created_at, u.id) for u in new), overlap)
+            state.commit_rollup(
+                profile=PROFILE,
+                bank_id=PROFILE_BANK,
+                watermark=replace(moved, unit_count=stored.unit_count, last_write_at=stored.last_write_at),
+                promoted=rows,
+                reinforced=[],
+                run_id=run_id,
+                outcome="promoted",
+                detail="benchmark floor",
+                counts={"promoted": len(rows)},
+                finished_at=now,
+                expected=stored,
+            )
+    finally:
+        await backend.aclose()
+    return time.monotonic() - started, len(new)
+
+
+async def floor(config: Config, before: Watermark) -> tuple[float, int]:
+    runs = [await floor_once(config, before, k) for k in range(FLOOR_REPEATS)]
+    return statistics.median(s for s, _ in runs), runs[0][1]
+
+
+def measure(size: int) -> dict[str, Any]:
+    """One row of the table: set up N cards (not timed), the daemon's run, then the floor."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"dreamer-bench-scale-{size}-"))
+    try:
+        progress(f"scale {size}: building the global bank and the ledger")
+        started = time.monotonic()
+        config, config_path, before = asyncio.run(build(workdir, size))
+        setup_s = time.monotonic() - started
+        progress(f"scale {size}: set up in {setup_s:.1f} s; starting the daemon")
+        seen = run_daemon(config_path, workdir / "daemon.log", size)
+        state_mib, store_mib = file_mib(config.state_path), file_mib(config.embedded_path)
+        progress(f"scale {size}: run took {seen.record.get('duration_s')} s; the floor")
+        floor_s, floor_units = asyncio.run(floor(config, before))
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    record = seen.record
+    run_s = float(record.get("duration_s", float("nan")))
+    counts = record.get("counts") or {}
+    return {
+        "cards": size,
+        "setup_s": setup_s,
+        "outcome": record.get("outcome"),
+        "promoted": counts.get("promoted"),
+        "reinforced": counts.get("reinforced"),
+        "run_s": run_s,
+        "run_cpu_s": seen.cpu_s,
+        "peak_rss_mib": seen.peak_rss_mib,
+        "state_mib": state_mib,
+        "store_mib": store_mib,
+        "watchdog_gap_s": seen.watchdog_gap_s,
+        "watchdog_pings": seen.pings,
+        "floor_s": floor_s,
+        "floor_units": floor_units,
+        "run_over_floor": run_s / floor_s if floor_s > 0 else None,
+        "ready_s": seen.ready_s,
+        "exit_s": seen.exit_s,
+    }
