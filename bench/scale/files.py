@@ -20,6 +20,7 @@ from bench.gating.banks import mark_rolled_up, varied_text
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
+from dreamer.rollup.candidates import index_words
 from dreamer.rollup.promote import provenance_tags
 from dreamer.rollup.similarity import profile_text, sketch_of
 from dreamer.state import LedgerCard, StateStore, Watermark
@@ -73,19 +74,22 @@ def card_profile(i: int) -> str:
     return SOURCE_PROFILES[i % len(SOURCE_PROFILES)]
 
 
-def _sketches(start: int, stop: int) -> list[tuple[str, str]]:
-    """(normalised text, stored sketch) of cards ``start`` to ``stop``: run in a worker process."""
+def _sketches(start: int, stop: int) -> list[tuple[str, str, tuple[str, ...]]]:
+    """(normalised text, stored sketch, index words) of cards ``start`` to ``stop``: run in a
+    worker process."""
     out = []
     for i in range(start, stop):
         sketch = sketch_of(profile_text(varied_text(i)))
-        out.append((sketch.normalized, sketch.dumps()))
+        out.append((sketch.normalized, sketch.dumps(), tuple(sorted(index_words(sketch)))))
     return out
 
 
-def _ledger_cards(start: int, sketches: Sequence[tuple[str, str]], now: datetime) -> list[LedgerCard]:
+def _ledger_cards(
+    start: int, sketches: Sequence[tuple[str, str, tuple[str, ...]]], now: datetime
+) -> list[LedgerCard]:
     """The ledger rows of cards ``start``..: what ``promote.ledger_row`` writes for a promoted card."""
     cards = []
-    for offset, (normalized, sketch) in enumerate(sketches):
+    for offset, (normalized, sketch, words) in enumerate(sketches):
         i = start + offset
         profile = card_profile(i)
         text = varied_text(i)
@@ -103,6 +107,7 @@ def _ledger_cards(start: int, sketches: Sequence[tuple[str, str]], now: datetime
                 last_seen_at=now,
                 run_id=f"setup-{start}",
                 sketch=sketch,
+                words=words,
             )
         )
     return cards
@@ -142,7 +147,9 @@ async def build(workdir: Path, size: int) -> tuple[Config, Path, Watermark]:
     workers = max(1, min(2, os.cpu_count() or 1))
     # The workers are started (forked) before the store opens its connection and threads.
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures: list[Future[list[tuple[str, str]]]] = [pool.submit(_sketches, a, b) for a, b in chunks]
+        futures: list[Future[list[tuple[str, str, tuple[str, ...]]]]] = [
+            pool.submit(_sketches, a, b) for a, b in chunks
+        ]
         backend = EmbeddedBackend(config.embedded_path)
         try:
             with StateStore.open(config.state_path) as state:

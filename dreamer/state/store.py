@@ -318,14 +318,16 @@ class StateStore:
     def use_index_version(self, version: str) -> None:
         """Declare how the index's words are made (the dedup sketch's version). When it differs
         from the one the index was built with, the index is emptied and every card marked for
-        indexing again: words made by an older analysis would find the wrong cards."""
+        indexing again: words made by an older analysis would find the wrong cards. A file that
+        names no version yet (new, or upgraded from before the index) takes this one as it is."""
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'index_version'").fetchone()
         if row is not None and row[0] == version:
             return
         with self._write() as conn:
-            conn.execute("DELETE FROM ledger_words")
-            conn.execute("DELETE FROM ledger_word_counts")
-            conn.execute("UPDATE ledger SET indexed = 0 WHERE indexed = 1")
+            if row is not None:
+                conn.execute("DELETE FROM ledger_words")
+                conn.execute("DELETE FROM ledger_word_counts")
+                conn.execute("UPDATE ledger SET indexed = 0 WHERE indexed = 1")
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('index_version', ?) "
                 "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
