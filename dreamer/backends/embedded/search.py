@@ -134,6 +134,7 @@ def search_bank(
     to the bank's rows (docs/design/embedded-store.md); ``u.bank_id`` is checked as well, so the
     range only ever saves work and never decides what matches.
     """
+    tag_sql, tag_params = tags_filter(tags, tags_match)  # an unknown tags_match fails in any bank
     bank = conn.execute("SELECT bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
     if bank is None or bank["bank_no"] is None:
         return
@@ -143,7 +144,6 @@ def search_bank(
     if types:
         where.append("u.fact_type IN (SELECT value FROM json_each(?))")
         filter_params.append(json.dumps(list(types)))
-    tag_sql, tag_params = tags_filter(tags, tags_match)
     filter_params.extend(tag_params)
     # Candidates are cut in (rank, newest key) order, the final order (rank, newest created_at, id)
     # among them: the same order, because within a bank keys and created_at both grow in write order.
