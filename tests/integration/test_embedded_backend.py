@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from dreamer.backends.base import MemoryBackend, RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
+from dreamer.backends.embedded.schema import SCHEMA_VERSION
 from dreamer.backends.embedded.search import bm25_to_score, fts_match_expression
 from dreamer.errors import PermanentBackendError
 
@@ -449,6 +450,7 @@ import anyio
 
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
+from dreamer.backends.embedded.schema import SCHEMA_VERSION
 
 
 async def main(path: str, bank: str, name: str, batches: int, size: int) -> None:
@@ -750,9 +752,9 @@ class TestSchemaUpgrade:
         store = await EmbeddedBackend.open(path)
         try:
             units, banks, version = _raw_dump(path)
-            assert version == 2
+            assert version == SCHEMA_VERSION
             assert sorted(unit[1:] for unit in units) == sorted(unit[1:] for unit in old_units)
-            assert [bank[-1] for bank in sorted(banks, key=lambda bank: bank[1])] == [1, 2, 3]
+            assert [bank[3] for bank in sorted(banks, key=lambda bank: bank[1])] == [1, 2, 3]
             assert await _recalled(store) == expected
             listed = await store.all_units("profile-a")
             assert [unit.id for unit in listed] == [f"profile-a-{i}" for i in range(12)]
@@ -805,7 +807,7 @@ class TestSchemaUpgrade:
             await store.aclose()
 
     async def test_concurrent_openers_upgrade_the_file_once(self, tmp_path: Path) -> None:
-        """Two backends opening a version-1 file while its write lock is held both end on version 2."""
+        """Two backends opening a version-1 file while its write lock is held both end on the current one."""
         path = tmp_path / "memory.sqlite3"
         _write_v1_store(path)
         expected = _unscoped_hits(path)
@@ -825,7 +827,7 @@ class TestSchemaUpgrade:
                 tg.start_soon(open_one)
                 tg.start_soon(open_one)
                 tg.start_soon(release_later)
-            assert _raw_dump(path)[2] == 2
+            assert _raw_dump(path)[2] == SCHEMA_VERSION
             for store in stores:
                 assert await _recalled(store) == expected
         finally:

@@ -17,6 +17,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 from typing import Any, TypeVar
@@ -57,6 +58,9 @@ __all__ = ["EmbeddedBackend"]
 
 _T = TypeVar("_T")
 
+#: How many hits a recall without ``limit`` sizes its first candidate set for (``max_tokens`` ends it).
+_UNLIMITED_RECALL_WANT = 100
+
 
 class EmbeddedBackend:
     """A :class:`~dreamer.backends.base.MemoryBackend` stored in one local SQLite file.
@@ -84,7 +88,7 @@ class EmbeddedBackend:
     # ---------------------------------------------------------------- the MemoryBackend contract
 
     async def activity(self, bank_ids: Sequence[str]) -> dict[str, BankActivity]:
-        """Activity of many banks in one query; unknown banks come back with ``exists=False``."""
+        """Activity of many banks in one query of the banks' counters; unknown banks have ``exists=False``."""
         wanted = list(dict.fromkeys(bank_ids))
         if not wanted:
             return {}
@@ -92,8 +96,7 @@ class EmbeddedBackend:
         def run(conn: sqlite3.Connection) -> list[sqlite3.Row]:
             return conn.execute(
                 """
-                SELECT b.bank_id, b.last_write_at,
-                       (SELECT COUNT(*) FROM units u WHERE u.bank_id = b.bank_id) AS unit_count
+                SELECT b.bank_id, b.last_write_at, b.unit_count
                 FROM banks b
                 WHERE b.bank_id IN (SELECT value FROM json_each(?))
                 """,
@@ -172,11 +175,13 @@ class EmbeddedBackend:
         if match is None or (limit is not None and limit <= 0):
             return []
 
+        want = limit if limit is not None else _UNLIMITED_RECALL_WANT
+
         def run(conn: sqlite3.Connection) -> list[RecallItem]:
             hits: list[RecallItem] = []
             used_tokens = 0
-            rows = search_bank(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match)
-            try:
+            rows = search_bank(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match, want=want)
+            with closing(rows):  # ends the read snapshot now, not when the generator is collected
                 for row in rows:
                     tokens = estimate_tokens(row["text"])
                     if hits and used_tokens + tokens > max_tokens:
@@ -185,8 +190,6 @@ class EmbeddedBackend:
                     hits.append(_recall_item_from_row(row))
                     if limit is not None and len(hits) >= limit:
                         break
-            finally:
-                rows.close()  # ends the read snapshot now, not when the cursor is collected
             return hits
 
         return await self._call("recall", run)
@@ -213,14 +216,14 @@ class EmbeddedBackend:
         def run(conn: sqlite3.Connection) -> list[sqlite3.Row]:
             rows: list[sqlite3.Row] = []
             if match is not None:
-                hits = search_bank(conn, bank_id, match, types=None, tags=tags, tags_match=tags_match)
-                try:
+                hits = search_bank(
+                    conn, bank_id, match, types=None, tags=tags, tags_match=tags_match, want=count
+                )
+                with closing(hits):
                     for row in hits:
                         rows.append(row)
                         if len(rows) >= count:
                             break
-                finally:
-                    hits.close()
             if not rows:
                 tag_sql, tag_params = tags_filter(tags, tags_match)
                 rows = conn.execute(
@@ -279,8 +282,8 @@ class EmbeddedBackend:
         """How many units the bank holds (0 for an unknown bank)."""
 
         def run(conn: sqlite3.Connection) -> int:
-            row = conn.execute("SELECT COUNT(*) FROM units WHERE bank_id = ?", (bank_id,)).fetchone()
-            return int(row[0])
+            row = conn.execute("SELECT unit_count FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
+            return 0 if row is None else int(row[0])
 
         return await self._call("count_units", run)
 

@@ -1,12 +1,13 @@
 """The embedded store's file: its schema, how it is opened, upgraded and written.
 
-The schema (tables, the full-text index, the triggers that keep both in step and that keep each
-unit's key inside its bank's range) and its version in ``PRAGMA user_version``; the layout of unit
-keys (``bank_no << BANK_KEY_BITS`` plus the unit's number in the bank) and of times (fixed-width UTC
-text, so text order is time order); :func:`connect`, which opens a file in WAL mode with a busy
-timeout and creates or upgrades its schema in one transaction (a file from a newer Dreamer is
-refused); :func:`write_transaction`, the ``BEGIN IMMEDIATE`` every write runs in; and
-:func:`translate_error`, which sorts SQLite's errors into transient and permanent ones.
+The schema (tables, the full-text index, the tag table and per-bank unit counts, the triggers that
+keep them in step with ``units`` and that keep each unit's key inside its bank's range) and its
+version in ``PRAGMA user_version``; the layout of unit keys (``bank_no << BANK_KEY_BITS`` plus the
+unit's number in the bank) and of times (fixed-width UTC text, so text order is time order);
+:func:`connect`, which opens a file in WAL mode with a busy timeout and creates or upgrades its
+schema in one transaction (a file from a newer Dreamer is refused); :func:`write_transaction`, the
+``BEGIN IMMEDIATE`` every write runs in; and :func:`translate_error`, which sorts SQLite's errors
+into transient and permanent ones.
 
 Why keys are bank-scoped and how an upgrade behaves: ``docs/design/embedded-store.md``.
 """
@@ -38,7 +39,7 @@ __all__ = [
     "write_transaction",
 ]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: A unit's key is ``bank_no << BANK_KEY_BITS`` plus its number in the bank, so each bank owns one
 #: contiguous range (docs/design/embedded-store.md): up to 2**40 - 1 units per bank, 2**23 - 1 banks.
 BANK_KEY_BITS = 40
@@ -52,7 +53,8 @@ CREATE TABLE IF NOT EXISTS banks (
     bank_id       TEXT PRIMARY KEY,
     created_at    TEXT NOT NULL,
     last_write_at TEXT,
-    bank_no       INTEGER
+    bank_no       INTEGER,
+    unit_count    INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX IF NOT EXISTS banks_by_no ON banks (bank_no);
 CREATE TABLE IF NOT EXISTS units (
@@ -91,6 +93,32 @@ END;
 CREATE TRIGGER IF NOT EXISTS units_fts_update AFTER UPDATE OF text ON units BEGIN
     INSERT INTO units_fts (units_fts, rowid, text) VALUES ('delete', old.seq, old.text);
     INSERT INTO units_fts (rowid, text) VALUES (new.seq, new.text);
+END;
+CREATE TABLE IF NOT EXISTS unit_tags (
+    unit_key INTEGER NOT NULL,
+    tag      TEXT NOT NULL,
+    PRIMARY KEY (unit_key, tag)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS unit_tags_by_tag ON unit_tags (tag, unit_key);
+CREATE TRIGGER IF NOT EXISTS units_tags_insert AFTER INSERT ON units BEGIN
+    INSERT OR IGNORE INTO unit_tags (unit_key, tag) SELECT new.seq, value FROM json_each(new.tags);
+END;
+CREATE TRIGGER IF NOT EXISTS units_tags_delete AFTER DELETE ON units BEGIN
+    DELETE FROM unit_tags WHERE unit_key = old.seq;
+END;
+CREATE TRIGGER IF NOT EXISTS units_tags_update AFTER UPDATE OF seq, tags ON units BEGIN
+    DELETE FROM unit_tags WHERE unit_key = old.seq;
+    INSERT OR IGNORE INTO unit_tags (unit_key, tag) SELECT new.seq, value FROM json_each(new.tags);
+END;
+CREATE TRIGGER IF NOT EXISTS units_count_insert AFTER INSERT ON units BEGIN
+    UPDATE banks SET unit_count = unit_count + 1 WHERE bank_id = new.bank_id;
+END;
+CREATE TRIGGER IF NOT EXISTS units_count_delete AFTER DELETE ON units BEGIN
+    UPDATE banks SET unit_count = unit_count - 1 WHERE bank_id = old.bank_id;
+END;
+CREATE TRIGGER IF NOT EXISTS units_count_move AFTER UPDATE OF bank_id ON units BEGIN
+    UPDATE banks SET unit_count = unit_count - 1 WHERE bank_id = old.bank_id;
+    UPDATE banks SET unit_count = unit_count + 1 WHERE bank_id = new.bank_id;
 END;
 CREATE TRIGGER IF NOT EXISTS units_key_in_bank AFTER INSERT ON units
 WHEN new.seq >> {BANK_KEY_BITS} IS NOT (SELECT bank_no FROM banks WHERE bank_id = new.bank_id)
@@ -208,7 +236,22 @@ def _upgrade_schema(conn: sqlite3.Connection, path: Path) -> None:
         return
     if version == 1:
         _migrate_from_v1(conn, path)
+    if version in (1, 2):
+        conn.execute("ALTER TABLE banks ADD COLUMN unit_count INTEGER NOT NULL DEFAULT 0")
     _create_schema(conn)
+    if version in (1, 2):
+        _fill_tags_and_counts(conn)
+
+
+def _fill_tags_and_counts(conn: sqlite3.Connection) -> None:
+    """Fill the tag table and the per-bank unit counts (schema 3) from the units already stored."""
+    conn.execute(
+        "INSERT OR IGNORE INTO unit_tags (unit_key, tag)"
+        " SELECT u.seq, t.value FROM units u, json_each(u.tags) t"
+    )
+    conn.execute(
+        "UPDATE banks SET unit_count = (SELECT COUNT(*) FROM units u WHERE u.bank_id = banks.bank_id)"
+    )
 
 
 def _migrate_from_v1(conn: sqlite3.Connection, path: Path) -> None:

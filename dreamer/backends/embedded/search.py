@@ -1,13 +1,16 @@
 """Full-text search in the embedded store: from a user's query to a bank's ranked rows.
 
-:func:`query_terms` cuts a query into terms and :func:`fts_match_expression` quotes and OR-s them, so
-no user text is ever read as FTS5 syntax. :func:`search_bank` runs the MATCH inside the bank's key
-range (FTS5 then reads that bank's rows only), with Hindsight's fact-type and ``tags_match`` filters
-(:func:`tags_filter`), best BM25 first, ties by newest. :func:`bm25_to_score` maps BM25 to a score in
-[0, 1) and :func:`estimate_tokens` is the rough count recall's ``max_tokens`` is measured in.
+:func:`query_terms` cuts a query into terms and :func:`fts_match_expression` quotes and OR-s them
+(stopwords left out unless the query holds nothing else), so no user text is ever read as FTS5
+syntax. :func:`search_bank` ranks the MATCH inside the bank's key range by BM25 first, takes a
+bounded set of the best candidates and only then joins them to ``units`` and applies Hindsight's
+fact-type and ``tags_match`` filters (:func:`tags_filter`, on the indexed ``unit_tags`` table),
+widening the candidate set when the filters leave too few. :func:`bm25_to_score` maps BM25 to a
+score in [0, 1) and :func:`estimate_tokens` is the rough count recall's ``max_tokens`` is measured in.
 
 The functions take a connection and plain values; opening it and turning rows into results is the
-backend's. Why the search is confined by key range: ``docs/design/embedded-store.md``.
+backend's. Why the search is confined by key range and ranked before it joins:
+``docs/design/embedded-store.md``.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import json
 import math
 import sqlite3
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Generator, Sequence
 
 from dreamer.backends.base import TagsMatch
 from dreamer.backends.embedded.schema import UNIT_COLUMNS, bank_key_range
@@ -25,7 +28,9 @@ from dreamer.errors import PermanentBackendError
 __all__ = [
     "CHARS_PER_TOKEN",
     "MAX_QUERY_TERMS",
+    "STOPWORDS",
     "bm25_to_score",
+    "candidate_limits",
     "estimate_tokens",
     "fts_match_expression",
     "query_terms",
@@ -35,6 +40,24 @@ __all__ = [
 
 #: Longer queries are cut to their first terms: BM25 over hundreds of OR-ed terms ranks no better.
 MAX_QUERY_TERMS = 128
+#: English function words left out of the match expression: they match most units, so scoring them
+#: costs a pass over most of the bank while adding almost nothing to BM25 (docs/design/embedded-store.md).
+STOPWORDS = frozenset(
+    """
+    a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have
+    having he her here hers herself him himself his how i if in into is it its itself just me more most
+    my myself no nor not now of off on once only or other our ours ourselves out over own same she
+    should so some such than that the their theirs them themselves then there these they this those
+    through to too under until up very was we were what when where which while who whom why will with
+    would you your yours yourself yourselves
+    """.split()
+)
+#: The first candidate set holds the best ``max(want * CANDIDATE_FACTOR, MIN_CANDIDATES)`` matches;
+#: when the filters leave fewer than wanted it widens once by ``WIDEN_FACTOR``, then to every match.
+CANDIDATE_FACTOR = 20
+MIN_CANDIDATES = 200
+WIDEN_FACTOR = 10
 #: Rough token estimate for ``max_tokens`` (no tokenizer dependency): about 4 characters per token.
 CHARS_PER_TOKEN = 4
 
@@ -73,13 +96,22 @@ def query_terms(query: str) -> list[str]:
 def fts_match_expression(query: str) -> str | None:
     """An FTS5 MATCH expression OR-ing the quoted terms of ``query``; None when it has none.
 
-    Each term is an FTS5 string literal (``"`` doubled inside), so no user text is ever read as
-    FTS5 syntax: ``AND``, ``NEAR``, ``*``, ``^``, ``col:`` and quotes are plain words or separators.
+    :data:`STOPWORDS` are left out, unless the query is made of nothing else (then all its terms are
+    kept, so "to be or not to be" still finds itself). Each term is an FTS5 string literal (``"``
+    doubled inside), so no user text is ever read as FTS5 syntax: ``AND``, ``NEAR``, ``*``, ``^``,
+    ``col:`` and quotes are plain words or separators.
     """
     terms = query_terms(query)
     if not terms:
         return None
+    terms = [term for term in terms if term.casefold() not in STOPWORDS] or terms
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def candidate_limits(want: int) -> tuple[int, ...]:
+    """How many BM25 candidates each pass takes for ``want`` hits; -1 (SQLite's "no limit") last."""
+    first = max(want * CANDIDATE_FACTOR, MIN_CANDIDATES)
+    return first, first * WIDEN_FACTOR, -1
 
 
 def search_bank(
@@ -90,48 +122,85 @@ def search_bank(
     types: Sequence[str] | None,
     tags: Sequence[str] | None,
     tags_match: TagsMatch,
-) -> sqlite3.Cursor:
-    """Rows matching ``match`` in the bank, best BM25 first (lazily fetched).
+    want: int,
+) -> Generator[sqlite3.Row]:
+    """Rows matching ``match`` in the bank, best BM25 first, ties newest first.
 
-    The rowid range confines FTS5 to the bank's rows (docs/design/embedded-store.md); ``u.bank_id``
-    is checked as well, so the range only ever saves work and never decides what matches.
+    Sized for a caller that stops after about ``want`` rows. FTS5 ranks the bank's matches on its own
+    (no join) and keeps the best :func:`candidate_limits` of them; only those are joined to
+    ``units`` and filtered. When the caller reads past what the candidates yielded, the next pass
+    widens the candidate set (once, then to every match) and carries on where the last one stopped,
+    so the rows are always exactly the first ones of the full ranking. The rowid range confines FTS5
+    to the bank's rows (docs/design/embedded-store.md); ``u.bank_id`` is checked as well, so the
+    range only ever saves work and never decides what matches.
     """
+    tag_sql, tag_params = tags_filter(tags, tags_match)  # an unknown tags_match fails in any bank
     bank = conn.execute("SELECT bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
-    unknown = bank is None or bank["bank_no"] is None
-    first_key, last_key = (1, 0) if unknown else bank_key_range(int(bank["bank_no"]))
-    where = ["units_fts MATCH ?", "units_fts.rowid BETWEEN ? AND ?", "u.bank_id = ?"]
-    params: list[object] = [match, first_key, last_key, bank_id]
+    if bank is None or bank["bank_no"] is None:
+        return
+    first_key, last_key = bank_key_range(int(bank["bank_no"]))
+    where = ["u.bank_id = ?"]
+    filter_params: list[object] = [bank_id]
     if types:
         where.append("u.fact_type IN (SELECT value FROM json_each(?))")
-        params.append(json.dumps(list(types)))
-    tag_sql, tag_params = tags_filter(tags, tags_match)
-    params.extend(tag_params)
-    return conn.execute(
-        f"""
-        SELECT {UNIT_COLUMNS}, bm25(units_fts) AS rank
-        FROM units_fts JOIN units u ON u.seq = units_fts.rowid
+        filter_params.append(json.dumps(list(types)))
+    filter_params.extend(tag_params)
+    # Candidates are cut in (rank, newest key) order, the final order (rank, newest created_at, id)
+    # among them: the same order, because within a bank keys and created_at both grow in write order.
+    sql = f"""
+        WITH candidates (seq, rank) AS MATERIALIZED (
+            SELECT rowid, bm25(units_fts) FROM units_fts
+            WHERE units_fts MATCH ? AND rowid BETWEEN ? AND ?
+            ORDER BY 2, rowid DESC LIMIT ?
+        )
+        SELECT {UNIT_COLUMNS}, c.rank AS rank
+        FROM candidates c JOIN units u ON u.seq = c.seq
         WHERE {" AND ".join(where)} {tag_sql}
-        ORDER BY rank, u.created_at DESC, u.id
-        """,
-        params,
-    )
+        ORDER BY c.rank, u.created_at DESC, u.id
+        """
+    yielded = 0
+    for limit in candidate_limits(want):
+        rows = conn.execute(sql, [match, first_key, last_key, limit, *filter_params])
+        try:
+            for index, row in enumerate(rows):
+                if index >= yielded:
+                    yielded += 1
+                    yield row
+        finally:
+            rows.close()  # ends the read snapshot now, not when the cursor is collected
+        if limit < 0 or not _more_matches(conn, match, first_key, last_key, limit):
+            return
+
+
+def _more_matches(conn: sqlite3.Connection, match: str, first_key: int, last_key: int, limit: int) -> bool:
+    """Whether the bank holds more than ``limit`` matches (the candidate set was cut)."""
+    row = conn.execute(
+        "SELECT 1 FROM units_fts WHERE units_fts MATCH ? AND rowid BETWEEN ? AND ? LIMIT 1 OFFSET ?",
+        (match, first_key, last_key, limit),
+    ).fetchone()
+    return row is not None
 
 
 def tags_filter(tags: Sequence[str] | None, tags_match: TagsMatch) -> tuple[str, list[object]]:
-    """An ``AND …`` clause on ``u.tags`` with Hindsight's ``tags_match`` meaning.
+    """An ``AND …`` clause on the unit's tags (``unit_tags`` rows of ``u.seq``), Hindsight's meaning.
 
     Mirrors ``hindsight_api/engine/search/tags.py``: ``any`` = overlap or untagged, ``all`` = every
     requested tag present or untagged, ``any_strict``/``all_strict`` = the same without untagged
     units, ``exact`` = the unit's tag set equals the requested set. No tags means no filter, except
     for ``exact``, where the empty set selects untagged units.
     """
-    untagged = "json_array_length(u.tags) = 0"
-    overlap = "EXISTS (SELECT 1 FROM json_each(u.tags) t WHERE t.value IN (SELECT value FROM json_each(?)))"
+    untagged = "NOT EXISTS (SELECT 1 FROM unit_tags t WHERE t.unit_key = u.seq)"
+    overlap = (
+        "EXISTS (SELECT 1 FROM unit_tags t WHERE t.unit_key = u.seq"
+        " AND t.tag IN (SELECT value FROM json_each(?)))"
+    )
     contains_all = (
-        "NOT EXISTS (SELECT 1 FROM json_each(?) q WHERE q.value NOT IN (SELECT value FROM json_each(u.tags)))"
+        "NOT EXISTS (SELECT 1 FROM json_each(?) q WHERE NOT EXISTS"
+        " (SELECT 1 FROM unit_tags t WHERE t.unit_key = u.seq AND t.tag = q.value))"
     )
     within = (
-        "NOT EXISTS (SELECT 1 FROM json_each(u.tags) t WHERE t.value NOT IN (SELECT value FROM json_each(?)))"
+        "NOT EXISTS (SELECT 1 FROM unit_tags t WHERE t.unit_key = u.seq"
+        " AND t.tag NOT IN (SELECT value FROM json_each(?)))"
     )
     if tags_match == "exact":
         if not tags:
