@@ -20,7 +20,7 @@ from bench.gating.banks import mark_rolled_up, varied_text
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
-from dreamer.rollup.candidates import index_words
+from dreamer.rollup.candidates import index_words, word_sizes
 from dreamer.rollup.promote import provenance_tags
 from dreamer.rollup.similarity import profile_text, sketch_of
 from dreamer.state import LedgerCard, StateStore, Watermark
@@ -74,22 +74,27 @@ def card_profile(i: int) -> str:
     return SOURCE_PROFILES[i % len(SOURCE_PROFILES)]
 
 
-def _sketches(start: int, stop: int) -> list[tuple[str, str, tuple[str, ...]]]:
+#: (normalised text, stored sketch, index words, content and residual word counts) of one card.
+Sketched = tuple[str, str, tuple[str, ...], tuple[int, int]]
+
+
+def _sketches(start: int, stop: int) -> list[Sketched]:
     """(normalised text, stored sketch, index words) of cards ``start`` to ``stop``: run in a
     worker process."""
     out = []
     for i in range(start, stop):
         sketch = sketch_of(profile_text(varied_text(i)))
-        out.append((sketch.normalized, sketch.dumps(), tuple(sorted(index_words(sketch)))))
+        words = tuple(sorted(index_words(sketch)))
+        out.append((sketch.normalized, sketch.dumps(), words, word_sizes(sketch)))
     return out
 
 
 def _ledger_cards(
-    start: int, sketches: Sequence[tuple[str, str, tuple[str, ...]]], now: datetime
+    start: int, sketches: Sequence[Sketched], now: datetime
 ) -> list[LedgerCard]:
     """The ledger rows of cards ``start``..: what ``promote.ledger_row`` writes for a promoted card."""
     cards = []
-    for offset, (normalized, sketch, words) in enumerate(sketches):
+    for offset, (normalized, sketch, words, sizes) in enumerate(sketches):
         i = start + offset
         profile = card_profile(i)
         text = varied_text(i)
@@ -108,6 +113,7 @@ def _ledger_cards(
                 run_id=f"setup-{start}",
                 sketch=sketch,
                 words=words,
+                word_sizes=sizes,
             )
         )
     return cards
@@ -147,7 +153,7 @@ async def build(workdir: Path, size: int) -> tuple[Config, Path, Watermark]:
     workers = max(1, min(2, os.cpu_count() or 1))
     # The workers are started (forked) before the store opens its connection and threads.
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures: list[Future[list[tuple[str, str, tuple[str, ...]]]]] = [
+        futures: list[Future[list[Sketched]]] = [
             pool.submit(_sketches, a, b) for a, b in chunks
         ]
         backend = EmbeddedBackend(config.embedded_path)

@@ -19,7 +19,7 @@ from bench.scale.files import PROFILE, PROFILE_BANK, build
 from bench.scale.measures import longest_gap, vm_hwm_mib
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config
-from dreamer.rollup.candidates import index_words
+from dreamer.rollup.candidates import index_words, word_sizes
 from dreamer.rollup.promote import INPUT_FACT_TYPES, ROLLUP_TAG
 from dreamer.rollup.similarity import profile_text, sketch_of
 from dreamer.state import LedgerCard, StateStore, Watermark
@@ -133,6 +133,7 @@ async def floor_once(config: Config, before: Watermark, repeat: int) -> tuple[fl
                     run_id=run_id,
                     sketch=sketch.dumps(),
                     words=tuple(sorted(index_words(sketch))),
+                    word_sizes=word_sizes(sketch),
                 )
                 for u, sketch in ((u, sketch_of(profile_text(u.text))) for u in new)
             ]

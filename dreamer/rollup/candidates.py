@@ -1,21 +1,19 @@
-"""Which ledger cards a new card must be compared with: the words to index and to probe.
+"""Which ledger cards a new card must be compared with: the words to index, and the probe.
 
 The dedup's cheap gate lets a ledger card through when its content words share a Jaccard of at
 least the lowest lexical threshold with the new card's, or its residual words (outside protected
 details) the conflict threshold. Instead of testing every card, the state file keeps an inverted
-index (word -> card) and a run probes it with a *prefix filter*: if ``J(A, B) >= t`` then
-``|A & B| >= ceil(t * |A|)``, so B holds at least one of A's ``|A| - ceil(t * |A|) + 1`` rarest
-words. Probing those words finds every card the full gate would pass (and some more, which the
-gate then rules out), so verdicts do not change. Pure: sketches and word counts in, words out.
+index (word -> card, with each card's word-set sizes) and counts, for a probe, how many words each
+card shares with the new one: ``J(A, B) >= t`` needs ``|A & B| (1 + t) >= t (|A| + |B|)``, so the
+cards it returns include every card the full gate would pass (and some more, which the gate then
+rules out); verdicts do not change. Pure: sketches in, words and probes out.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
-
 from dreamer.rollup.dedup import DedupThresholds
 from dreamer.rollup.similarity import Sketch
+from dreamer.state import WordProbe
 
 # Stand-ins for an empty word set: the Jaccard of two empty sets is 1, so a card without content
 # (or residual) words must find the ledger cards without any either.
@@ -33,34 +31,20 @@ def index_words(sketch: Sketch) -> frozenset[str]:
     return frozenset(words)
 
 
-def _prefix(words: frozenset[str], threshold: float, counts: Mapping[str, int]) -> list[str]:
-    """The rarest ``|A| - ceil(t |A|) + 1`` words of ``words`` (ties broken by the word)."""
-    if threshold <= 0:
-        return sorted(words)  # every card passes a zero threshold: probe everything it has
-    needed = math.ceil(threshold * len(words) - 1e-9)
-    size = len(words) - needed + 1
-    return sorted(words, key=lambda w: (counts.get(w, 0), w))[: max(size, 0)]
+def word_sizes(sketch: Sketch) -> tuple[int, int]:
+    """How many content and residual words a card has (the index keeps them with its words)."""
+    return len(sketch.content), len(sketch.residual)
 
 
-def probe_words(sketch: Sketch, counts: Mapping[str, int], thresholds: DedupThresholds) -> set[str]:
-    """The words whose cards include every ledger card the dedup gate would let through for a card
-    with this sketch; ``counts`` (word -> cards holding it) only orders them, rarest first."""
+def probe(sketch: Sketch, thresholds: DedupThresholds) -> WordProbe:
+    """The question a new card with this sketch asks the index: every ledger card whose content
+    Jaccard may reach the lowest lexical threshold, or whose residual Jaccard the conflict one."""
     lexical = min(thresholds.lexical_jaccard, thresholds.containment_jaccard, thresholds.shingle_jaccard)
-    probes: set[str] = set()
-    if sketch.content:
-        probes.update(_prefix(sketch.content, lexical, counts))
-    else:
-        probes.add(NO_CONTENT)
-    if sketch.residual:
-        probes.update(_prefix(sketch.residual, thresholds.conflict, counts))
-    else:
-        probes.add(NO_RESIDUAL)
-    return probes
-
-
-def words_to_count(sketches: Iterable[Sketch]) -> set[str]:
-    """Every word whose card count the probes of these sketches need."""
-    words: set[str] = set()
-    for sketch in sketches:
-        words |= sketch.content | sketch.residual
-    return words
+    return WordProbe(
+        content=tuple(sorted(sketch.content)) or (NO_CONTENT,),
+        residual=tuple(sorted(sketch.residual)) or (NO_RESIDUAL,),
+        content_size=len(sketch.content),
+        residual_size=len(sketch.residual),
+        content_threshold=lexical,
+        residual_threshold=thresholds.conflict,
+    )

@@ -28,7 +28,7 @@ from dreamer.errors import DreamerError
 from dreamer.outcomes import COMMITTED, Outcome, classify, describe
 from dreamer.retry import RetryPolicy, RetryStats, backoff_logger, call_holding_slot, call_with_retry
 from dreamer.rollup import dedup, extractive, salience
-from dreamer.rollup.candidates import index_words, probe_words, words_to_count
+from dreamer.rollup.candidates import index_words, probe, word_sizes
 from dreamer.rollup.cards import (
     CARDS_SCHEMA,
     CardDraft,
@@ -360,10 +360,10 @@ class Rollup:
         if ctx.dry_run:
             return
         self.state.use_index_version(Sketch.VERSION)
-        entries: dict[str, tuple[str, frozenset[str]]] = {}
+        entries: dict[str, tuple[str, frozenset[str], tuple[int, int]]] = {}
         for card in self.state.unindexed(ctx.upstream_id):
             sketch = Sketch.loads(card.sketch) or sketch_of(profile_text(card.text))
-            entries[card.document_id] = (sketch.dumps(), index_words(sketch))
+            entries[card.document_id] = (sketch.dumps(), index_words(sketch), word_sizes(sketch))
         self.state.store_index(entries)
 
     def _plan(self, ctx: RunContext) -> None:
@@ -491,13 +491,12 @@ def indexed_candidates(
     """The ledger cards of ``upstream_id`` the dedup gate could let through for any of ``cards``,
     found through the word index (:mod:`.candidates`), in ledger order."""
     sketches = [sketch_of(profile_text(card.text)) for card in cards]
-    counts = state.word_counts(words_to_count(sketches))
-    probes: set[str] = set()
-    for sketch in sketches:
-        probes |= probe_words(sketch, counts, thresholds)
-    ledger = state.ledger_candidates(upstream_id, words=probes, normalized={s.normalized for s in sketches})
+    ledger = state.ledger_candidates(
+        upstream_id,
+        probes=[probe(sketch, thresholds) for sketch in sketches],
+        normalized={s.normalized for s in sketches},
+    )
     return [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
-
 
 def _iso(ts: datetime | None) -> str | None:
     return None if ts is None else ts.astimezone(UTC).isoformat(timespec="microseconds")

@@ -15,7 +15,7 @@ from datetime import datetime
 from dreamer import __version__
 from dreamer.backends.base import RetainItem
 from dreamer.config import ConflictPolicy
-from dreamer.rollup.candidates import index_words
+from dreamer.rollup.candidates import index_words, word_sizes
 from dreamer.rollup.dedup import Verdict, VerdictKind
 from dreamer.rollup.report import CardPlan
 from dreamer.rollup.similarity import profile_text, sketch_of
@@ -99,4 +99,5 @@ def ledger_row(plan: CardPlan, item: RetainItem, facts: RunFacts, now: datetime)
         run_id=facts.run_id,
         sketch=sketch.dumps(),
         words=tuple(sorted(index_words(sketch))),
+        word_sizes=word_sizes(sketch),
     )

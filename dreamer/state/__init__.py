@@ -9,17 +9,27 @@ as the ledger rows and the run record of the promotion it covers. The room's mod
 
 from __future__ import annotations
 
-from dreamer.state.records import LedgerCard, Reinforcement, RunRecord, RunTotal, Watermark
+from dreamer.state.records import (
+    CandidateCard,
+    LedgerCard,
+    Reinforcement,
+    RunRecord,
+    RunTotal,
+    Watermark,
+    WordProbe,
+)
 from dreamer.state.schema import APPLICATION_ID, SCHEMA_VERSION
 from dreamer.state.store import StateStore
 
 __all__ = [
     "APPLICATION_ID",
     "SCHEMA_VERSION",
+    "CandidateCard",
     "LedgerCard",
     "Reinforcement",
     "RunRecord",
     "RunTotal",
     "StateStore",
     "Watermark",
+    "WordProbe",
 ]

@@ -87,6 +87,8 @@ class LedgerCard:
     #: The words the dedup finds this card by (:func:`dreamer.rollup.candidates.index_words`),
     #: written to the word index with the card; empty when read back or not indexed.
     words: tuple[str, ...] = ()
+    #: How many content and residual words the card has (its Jaccard denominators' part).
+    word_sizes: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,4 +122,29 @@ class RunTotal:
     reinforced: int
     last_finished_at: datetime | None
 
+
+@dataclass(frozen=True, slots=True)
+class WordProbe:
+    """One new card's question to the ledger's word index: which cards could share a Jaccard of at
+    least ``content_threshold`` over content words, or ``residual_threshold`` over residual words.
+
+    ``content``/``residual`` are the card's words (a stand-in word for an empty set) and
+    ``content_size``/``residual_size`` their true counts (0 for an empty set).
+    """
+
+    content: tuple[str, ...]
+    residual: tuple[str, ...]
+    content_size: int
+    residual_size: int
+    content_threshold: float
+    residual_threshold: float
+
+
+@dataclass(frozen=True, slots=True)
+class CandidateCard:
+    """A ledger card as the dedup reads it: id, text and stored sketch (None when missing)."""
+
+    document_id: str
+    text: str
+    sketch: str | None
 

@@ -24,7 +24,7 @@ APPLICATION_ID = 0x44524D52
 SCHEMA_VERSION = 2
 _TABLES = frozenset({"runs", "watermarks", "ledger"})
 #: Every table a Dreamer state file has ever held: a file with only these is one of ours.
-_KNOWN_TABLES = _TABLES | {"ledger_words", "ledger_word_counts", "ledger_profiles", "meta"}
+_KNOWN_TABLES = _TABLES | {"ledger_words", "ledger_profiles", "meta"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -74,11 +74,9 @@ CREATE INDEX IF NOT EXISTS ledger_unindexed ON ledger (upstream_bank) WHERE inde
 CREATE TABLE IF NOT EXISTS ledger_words (
     word        TEXT NOT NULL,
     document_id TEXT NOT NULL,
+    content_n   INTEGER NOT NULL,
+    residual_n  INTEGER NOT NULL,
     PRIMARY KEY (word, document_id)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS ledger_word_counts (
-    word  TEXT PRIMARY KEY,
-    cards INTEGER NOT NULL
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS ledger_profiles (
     profile     TEXT NOT NULL,

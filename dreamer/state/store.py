@@ -21,11 +21,13 @@ from typing import Any
 
 from dreamer.errors import RunBusyError, StateFileError
 from dreamer.state.records import (
+    CandidateCard,
     LedgerCard,
     Reinforcement,
     RunRecord,
     RunTotal,
     Watermark,
+    WordProbe,
     iso,
     parse_time,
 )
@@ -70,18 +72,15 @@ def _marks(values: Sequence[object]) -> str:
     return ", ".join("?" * len(values))
 
 
-def _index_card(conn: sqlite3.Connection, document_id: str, words: Iterable[str]) -> None:
-    """Add a card's words to the index (once each) and mark the card indexed."""
-    for word in sorted(set(words)):
-        added = conn.execute(
-            "INSERT OR IGNORE INTO ledger_words (word, document_id) VALUES (?, ?)", (word, document_id)
-        ).rowcount
-        if added:
-            conn.execute(
-                "INSERT INTO ledger_word_counts (word, cards) VALUES (?, 1) "
-                "ON CONFLICT(word) DO UPDATE SET cards = cards + 1",
-                (word,),
-            )
+def _index_card(
+    conn: sqlite3.Connection, document_id: str, words: Iterable[str], sizes: tuple[int, int]
+) -> None:
+    """Put a card's words in the index (with its word-set sizes) and mark the card indexed."""
+    conn.execute("DELETE FROM ledger_words WHERE document_id = ?", (document_id,))
+    conn.executemany(
+        "INSERT OR IGNORE INTO ledger_words (word, document_id, content_n, residual_n) VALUES (?, ?, ?, ?)",
+        [(word, document_id, sizes[0], sizes[1]) for word in sorted(set(words))],
+    )
     conn.execute("UPDATE ledger SET indexed = 1 WHERE document_id = ?", (document_id,))
 
 
@@ -262,48 +261,46 @@ class StateStore:
         return [_card(r) for r in self._conn.execute(sql, (upstream_bank, profile))]
 
     @state_errors
-    def word_counts(self, words: Iterable[str]) -> dict[str, int]:
-        """How many ledger cards hold each word (words no card holds are left out)."""
-        wanted = sorted(set(words))
-        counts: dict[str, int] = {}
-        for chunk in _chunks(wanted):
-            sql = f"SELECT word, cards FROM ledger_word_counts WHERE word IN ({_marks(chunk)})"
-            counts.update((w, int(n)) for w, n in self._conn.execute(sql, chunk))
-        return counts
-
-    @state_errors
     def ledger_candidates(
-        self, upstream_bank: str, *, words: Iterable[str], normalized: Iterable[str]
-    ) -> list[LedgerCard]:
-        """The cards of ``upstream_bank`` that hold one of ``words``, or whose normalised text is one
-        of ``normalized``, plus every card not indexed yet; in promotion order."""
+        self, upstream_bank: str, *, probes: Sequence[WordProbe], normalized: Iterable[str]
+    ) -> list[CandidateCard]:
+        """The cards of ``upstream_bank`` that could pass a probe's Jaccard thresholds, or whose
+        normalised text is one of ``normalized``, plus every card not indexed yet; in promotion
+        order.
+
+        Counted in SQLite over the word index: ``J(A, B) >= t`` needs ``|A & B| (1 + t) >=
+        t (|A| + |B|)``, and a card's indexed words bound ``|A & B|`` from above, so no card the
+        full comparison would let through is left out.
+        """
         ids: set[str] = set()
-        for column, values in (("word", sorted(set(words))), ("normalized", sorted(set(normalized)))):
-            for chunk in _chunks(values):
-                if column == "word":
-                    sql = f"SELECT document_id FROM ledger_words WHERE word IN ({_marks(chunk)})"
-                    ids.update(r[0] for r in self._conn.execute(sql, chunk))
-                else:
-                    sql = (
-                        f"SELECT document_id FROM ledger WHERE upstream_bank = ? "
-                        f"AND normalized IN ({_marks(chunk)})"
-                    )
-                    ids.update(r[0] for r in self._conn.execute(sql, [upstream_bank, *chunk]))
-        ids.update(
-            r[0]
-            for r in self._conn.execute(
-                "SELECT document_id FROM ledger WHERE upstream_bank = ? AND indexed = 0", (upstream_bank,)
-            )
-        )
-        cards: list[LedgerCard] = []
-        for chunk in _chunks(sorted(ids)):
+        for probe in probes:
+            everything = sorted(set(probe.content) | set(probe.residual))
             sql = (
-                f"SELECT {_CARD_COLUMNS} FROM ledger "
-                f"WHERE upstream_bank = ? AND document_id IN ({_marks(chunk)})"
+                f"SELECT document_id FROM ledger_words WHERE word IN ({_marks(everything)}) "
+                f"GROUP BY document_id HAVING "
+                f"SUM(word IN ({_marks(probe.content)})) * (1 + ?) >= ? * (? + MAX(content_n)) - 1e-9 "
+                f"OR SUM(word IN ({_marks(probe.residual)})) * (1 + ?) >= ? * (? + MAX(residual_n)) - 1e-9"
             )
-            cards.extend(_card(r) for r in self._conn.execute(sql, [upstream_bank, *chunk]))
-        cards.sort(key=lambda c: (iso(c.promoted_at) or "", c.document_id))
-        return cards
+            args = [
+                *everything,
+                *probe.content,
+                probe.content_threshold,
+                probe.content_threshold,
+                probe.content_size,
+                *probe.residual,
+                probe.residual_threshold,
+                probe.residual_threshold,
+                probe.residual_size,
+            ]
+            ids.update(r[0] for r in self._conn.execute(sql, args))
+        rows = self._conn.execute(
+            "SELECT document_id, text, sketch FROM ledger WHERE upstream_bank = ? AND ("
+            "document_id IN (SELECT value FROM json_each(?)) "
+            "OR normalized IN (SELECT value FROM json_each(?)) OR indexed = 0) "
+            "ORDER BY promoted_at, document_id",
+            (upstream_bank, json.dumps(sorted(ids)), json.dumps(sorted(set(normalized)))),
+        )
+        return [CandidateCard(r[0], r[1], r[2]) for r in rows]
 
     @state_errors
     def unindexed(self, upstream_bank: str) -> list[LedgerCard]:
@@ -326,7 +323,6 @@ class StateStore:
         with self._write() as conn:
             if row is not None:
                 conn.execute("DELETE FROM ledger_words")
-                conn.execute("DELETE FROM ledger_word_counts")
                 conn.execute("UPDATE ledger SET indexed = 0 WHERE indexed = 1")
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('index_version', ?) "
@@ -344,8 +340,9 @@ class StateStore:
         return found
 
     @state_errors
-    def store_index(self, entries: Mapping[str, tuple[str, Iterable[str]]]) -> None:
-        """Index ledger cards: document id -> (its dedup sketch, its words), in one transaction.
+    def store_index(self, entries: Mapping[str, tuple[str, Iterable[str], tuple[int, int]]]) -> None:
+        """Index ledger cards: document id -> (its dedup sketch, its words, its content and residual
+        word counts), in one transaction.
 
         Only the derived columns and the word index change; a card's text and provenance are never
         rewritten.
@@ -353,9 +350,9 @@ class StateStore:
         if not entries:
             return
         with self._write() as conn:
-            for document_id, (sketch, words) in entries.items():
+            for document_id, (sketch, words, sizes) in entries.items():
                 conn.execute("UPDATE ledger SET sketch = ? WHERE document_id = ?", (sketch, document_id))
-                _index_card(conn, document_id, words)
+                _index_card(conn, document_id, words, sizes)
 
     @state_errors
     def ledger_size(self) -> int:
@@ -439,7 +436,7 @@ class StateStore:
                     ),
                 )
                 if card.words:
-                    _index_card(conn, card.document_id, card.words)
+                    _index_card(conn, card.document_id, card.words, card.word_sizes)
                 conn.executemany(
                     "INSERT OR IGNORE INTO ledger_profiles (profile, document_id) VALUES (?, ?)",
                     [(name, card.document_id) for name in dict.fromkeys((card.profile, *card.profiles))],

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dreamer.rollup import dedup
-from dreamer.rollup.candidates import NO_CONTENT, index_words, probe_words
+from dreamer.rollup.candidates import NO_CONTENT, index_words, probe, word_sizes
 from dreamer.rollup.pipeline import indexed_candidates
 from dreamer.rollup.similarity import jaccard_index, profile_text, sketch_of
 from dreamer.state import LedgerCard, StateStore, Watermark
@@ -83,6 +83,7 @@ def ledger_row(text: str, i: int) -> LedgerCard:
         run_id="seed",
         sketch=sketch.dumps(),
         words=tuple(sorted(index_words(sketch))),
+        word_sizes=word_sizes(sketch),
     )
 
 
@@ -135,36 +136,47 @@ def test_a_card_without_content_words_finds_the_others_without_any() -> None:
     """Two empty word sets have a Jaccard of 1: a stand-in word keeps such cards findable."""
     sketch = sketch_of(profile_text("As it was."))
     assert NO_CONTENT in index_words(sketch)
-    assert NO_CONTENT in probe_words(sketch, {}, dedup.DedupThresholds())
+    asked = probe(sketch, dedup.DedupThresholds())
+    assert asked.content == (NO_CONTENT,) and asked.content_size == 0
 
 
-def test_probes_are_the_rarest_words() -> None:
-    sketch = sketch_of(profile_text("Grafana listens on port 3000 on host hermes-mon behind nginx."))
-    counts = {w: 1000 for w in sketch.content}
-    rare = sorted(sketch.content)[0]
-    counts[rare] = 1
-    probes = probe_words(sketch, counts, dedup.DedupThresholds())
-    assert rare in probes
-    assert len(probes & sketch.content) < len(sketch.content)
-
-
-def test_every_pair_the_gate_passes_shares_a_probed_word() -> None:
-    """The prefix filter's promise, pair by pair: whenever the full gate would compare two cards, a
-    probe of the new one finds the other in the index, whatever the word counts say."""
+def test_every_pair_the_gate_passes_is_a_candidate(tmp_path: Path) -> None:
+    """The index's promise, pair by pair: whenever the full gate would compare two cards, the probe
+    of the new one returns the other (a real SQLite index over random small word sets)."""
     rng = random.Random(7)
     vocabulary = pseudo_words(rng, 12)
     thresholds = dedup.DedupThresholds()
     lexical = min(thresholds.lexical_jaccard, thresholds.containment_jaccard, thresholds.shingle_jaccard)
+    texts = sorted({" ".join(sorted(rng.sample(vocabulary, rng.randint(0, 7)))) + " it." for _ in range(600)})
+    rows = [ledger_row(text, i) for i, text in enumerate(texts)]
+    by_id = {r.document_id: sketch_of(profile_text(r.text)) for r in rows}
     passed = 0
-    for _ in range(4000):
-        a = sketch_of(profile_text(" ".join(rng.sample(vocabulary, rng.randint(1, 8))) + "."))
-        b = sketch_of(profile_text(" ".join(rng.sample(vocabulary, rng.randint(1, 8))) + "."))
-        counts = {w: rng.randint(0, 50) for w in vocabulary}
-        gate = (
-            jaccard_index(a.content, b.content) >= lexical
-            or jaccard_index(a.residual, b.residual) >= thresholds.conflict
+    with StateStore.open(tmp_path / "state.sqlite3") as state:
+        state.record_run_start("seed", "rollup:p", T0)
+        state.commit_rollup(
+            profile="p",
+            bank_id="b",
+            watermark=Watermark(T0),
+            promoted=rows,
+            reinforced=[],
+            run_id="seed",
+            outcome="promoted",
+            detail="",
+            counts={},
+            finished_at=T0,
         )
-        if gate:
-            passed += 1
-            assert probe_words(a, counts, thresholds) & index_words(b), (a, b)
+        for _ in range(150):
+            a = sketch_of(profile_text(" ".join(rng.sample(vocabulary, rng.randint(0, 7))) + " it."))
+            found = {
+                c.document_id
+                for c in state.ledger_candidates("global", probes=[probe(a, thresholds)], normalized=[])
+            }
+            for doc, b in by_id.items():
+                if (
+                    jaccard_index(a.content, b.content) >= lexical
+                    or jaccard_index(a.residual, b.residual) >= thresholds.conflict
+                ):
+                    passed += 1
+                    assert doc in found, (a, b)
+            assert len(found) < len(rows)
     assert passed > 300

@@ -165,7 +165,6 @@ class TestLedgerSketches:
         with sqlite3.connect(cfg.state_path) as conn:
             conn.execute("UPDATE ledger SET sketch = NULL, indexed = 0")
             conn.execute("DELETE FROM ledger_words")
-            conn.execute("DELETE FROM ledger_word_counts")
         await seed(cfg, ["The restic backup of atlas to the NAS runs nightly at 02:30."])
         report = await run_once(cfg)
         assert report.outcome == "reinforced", [p.to_json() for p in report.plan]

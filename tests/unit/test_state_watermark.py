@@ -163,9 +163,10 @@ class TestLedgerSketches:
         """Filling sketches changes that column alone; text and provenance stay as they were."""
         with StateStore.open(old_state_file(tmp_path)) as st:
             [before] = st.ledger("global")
-            st.store_index({"d1": ("s1\told card\told card\told card", ["old", "card"])})
+            st.store_index({"d1": ("s1\told card\told card\told card", ["old", "card"], (2, 2))})
             assert st.unindexed("global") == []
-            assert st.word_counts(["old", "card", "new"]) == {"old": 1, "card": 1}
+            words = st._conn.execute("SELECT word, content_n FROM ledger_words ORDER BY word").fetchall()
+            assert words == [("card", 2), ("old", 2)]
             [after] = st.ledger("global")
         assert after.sketch == "s1\told card\told card\told card"
         assert after == dataclasses.replace(before, sketch=after.sketch)
