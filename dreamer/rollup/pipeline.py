@@ -349,7 +349,15 @@ class Rollup:
         thread: analysing texts is the run's CPU work and must not stall the event loop)."""
         self._index_pending(ctx)
         thresholds = dedup.DedupThresholds()
-        ledger = indexed_candidates(self.state, ctx.upstream_id, cards, thresholds)
+        if self.state.index_version() not in (None, Sketch.VERSION):
+            # Only a dry run gets here (a real run has just rebuilt the index): the index was made
+            # by another analysis and a dry run writes nothing, so compare with every card.
+            ledger = [
+                dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch))
+                for c in self.state.ledger(ctx.upstream_id)
+            ]
+        else:
+            ledger = indexed_candidates(self.state, ctx.upstream_id, cards, thresholds)
         ctx.ledger_ids = frozenset(self.state.existing_documents(card.card_id for card in cards))
         return dedup.judge_batch(cards, ledger, upstream, thresholds)
 

@@ -25,7 +25,7 @@ import anyio
 import structlog
 
 from dreamer.config import Config
-from dreamer.errors import RunBusyError
+from dreamer.errors import DreamerError, RunBusyError
 from dreamer.log import get_logger
 from dreamer.outcomes import TROUBLE, Outcome, classify, describe
 from dreamer.rollup.activity import ActivityCache
@@ -134,7 +134,9 @@ class RollupJob:
                 if report.outcome in (Outcome.PROMOTED, Outcome.REINFORCED) and config.peer_card.enabled:
                     try:
                         await refresh_peer_cards(config, state, profiles=[profile], backend=backend)
-                    except OSError as exc:
+                    except (OSError, DreamerError) as exc:
+                        # The run has committed: a peer card that cannot be refreshed is a warning,
+                        # never the run's outcome.
                         log.warning("could not write the peer card", error=str(exc))
                 summary = report.to_json()
                 fields = {k: summary[k] for k in _REPORT_FIELDS}

@@ -312,16 +312,22 @@ class StateStore:
         return [_card(r) for r in self._conn.execute(sql, (upstream_bank,))]
 
     @state_errors
+    def index_version(self) -> str | None:
+        """The version the word index was built with (None: not named yet)."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'index_version'").fetchone()
+        return None if row is None else str(row[0])
+
+    @state_errors
     def use_index_version(self, version: str) -> None:
         """Declare how the index's words are made (the dedup sketch's version). When it differs
         from the one the index was built with, the index is emptied and every card marked for
         indexing again: words made by an older analysis would find the wrong cards. A file that
         names no version yet (new, or upgraded from before the index) takes this one as it is."""
-        row = self._conn.execute("SELECT value FROM meta WHERE key = 'index_version'").fetchone()
-        if row is not None and row[0] == version:
+        stored = self.index_version()
+        if stored == version:
             return
         with self._write() as conn:
-            if row is not None:
+            if stored is not None:
                 conn.execute("DELETE FROM ledger_words")
                 conn.execute("UPDATE ledger SET indexed = 0 WHERE indexed = 1")
             conn.execute(

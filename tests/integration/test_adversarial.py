@@ -359,3 +359,25 @@ class TestTheKeyNeverLeaks:
         assert "HTTP 400" in output or "xxxxxxxx" in output, output
         pieces = {TEST_KEY[i : i + 8] for i in range(len(TEST_KEY) - 7)}
         assert [p for p in pieces if p in output] == []
+
+
+async def test_a_peer_card_failure_after_the_commit_leaves_the_run_promoted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run committed before the peer card is refreshed: an error there is a warning, not the
+    run's outcome. (The failure is injected into the refresh; a damaged state file cannot be made
+    to fail just between the commit and the refresh.)"""
+    import dreamer.peercard.refresh as refresh
+
+    async def failing(*args: Any, **kwargs: Any) -> list[Path]:
+        raise StateFileError("state.sqlite3: the state file failed: disk I/O error")
+
+    monkeypatch.setattr(refresh, "refresh_peer_cards", failing)
+    data = dict(CONFIG)
+    data["profiles"] = {"research": {"bank": "research", "peer_card_path": "cards/research.md"}}
+    cfg = loaded(tmp_path, data)
+    await seed(cfg, MEMORIES)
+    (report,) = await run_rollups_now(cfg, ["research"])
+    assert report.outcome == "promoted", report.reason
+    with StateStore.open(cfg.state_path) as state:
+        assert state.runs("rollup:research", limit=1)[0].outcome == "promoted"

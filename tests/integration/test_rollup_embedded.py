@@ -14,6 +14,7 @@ import pytest
 
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
+from dreamer.backends.forwarding import ForwardingBackend
 from dreamer.config import Config
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
@@ -172,6 +173,33 @@ class TestLedgerSketches:
             rows = st.ledger("private__hermes")
             assert st.unindexed("private__hermes") == []
         assert all(Sketch.loads(row.sketch) == sketch_of(profile_text(row.text)) for row in rows)
+
+    async def test_a_dry_run_on_an_index_of_another_version_compares_with_every_card(
+        self, tmp_path: Path
+    ) -> None:
+        """A dry run may not rebuild an index made by another analysis, so it does not trust it:
+        a restatement is still found (here the stale index holds no useful word at all)."""
+        cfg = write_config(tmp_path)
+        await seed(cfg, MEMORIES)
+        await run_once(cfg)
+        with sqlite3.connect(cfg.state_path) as conn:
+            conn.execute("UPDATE meta SET value = 's0' WHERE key = 'index_version'")
+            conn.execute("UPDATE ledger_words SET word = 'stale-' || word")
+        await seed(cfg, ["The restic backup of atlas to the NAS runs nightly at 02:30."])
+
+        class NoUpstreamRecall(ForwardingBackend):
+            """Recall finds nothing, so only the ledger can show the restatement."""
+
+            async def recall(self, *args: Any, **kwargs: Any) -> list[Any]:
+                return []
+
+        backend = NoUpstreamRecall(EmbeddedBackend(cfg.embedded_path))
+        try:
+            with StateStore.open(cfg.state_path) as state:
+                report = await Rollup(cfg, backend, state).run("research", dry_run=True)
+        finally:
+            await backend.inner.aclose()
+        assert [p.verdict for p in report.plan] == ["duplicate"], [p.to_json() for p in report.plan]
 
 
 class TestCrashSafety:
