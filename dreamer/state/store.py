@@ -75,8 +75,9 @@ def _marks(values: Sequence[object]) -> str:
 def _index_card(
     conn: sqlite3.Connection, document_id: str, words: Iterable[str], sizes: tuple[int, int]
 ) -> None:
-    """Put a card's words in the index (with its word-set sizes) and mark the card indexed."""
-    conn.execute("DELETE FROM ledger_words WHERE document_id = ?", (document_id,))
+    """Put a card's words in the index (with its word-set sizes) and mark the card indexed. A
+    card's words never change (its text does not), so words already there are left as they are;
+    a new index version empties the whole index first (:meth:`StateStore.use_index_version`)."""
     conn.executemany(
         "INSERT OR IGNORE INTO ledger_words (word, document_id, content_n, residual_n) VALUES (?, ?, ?, ?)",
         [(word, document_id, sizes[0], sizes[1]) for word in sorted(set(words))],
