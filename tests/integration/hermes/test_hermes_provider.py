@@ -432,3 +432,38 @@ class TestInstallCommand:
         )
         assert answer["banks"] == ["code"] and answer["missing"] == []
         sys.modules.pop(USER_MODULE, None)
+
+
+class TestDreamerConfig:
+    def test_with_a_dreamer_toml_the_profile_reads_its_union_and_sees_its_peer_card(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Installed with a Dreamer TOML and a profile (embedded store, real SQLite): a recall without
+        ``bank`` reads own + global + shared, each labelled; the system prompt holds the peer card."""
+        card = tmp_path / "research.card"
+        card.write_text("PEER CARD (research)\nNextcloud runs version 28.0.\n", encoding="utf-8")
+        toml = tmp_path / "config.toml"
+        toml.write_text(
+            'state_dir = "state"\n'
+            '[banks.global]\nbank_id = "g"\n[banks.shared]\nbank_id = "s"\naccess = "read_write"\n'
+            '[banks.research]\nbank_id = "r"\naccess = "read_write"\n'
+            f'[profiles.research]\nbank = "research"\npeer_card_path = "{card}"\n',
+            encoding="utf-8",
+        )
+        home = make_home(tmp_path, None)
+        install_plugin(home, config_path=toml, profile="research")
+        monkeypatch.setenv("HERMES_HOME", str(home))
+        provider, manager = load(home)
+        hermes = Hermes(home, {}, provider, manager)
+        for bank in ("research", "shared"):
+            hermes.call(
+                "hindsight_retain", {"content": f"Nextcloud backups land on the {bank} NAS.", "bank": bank}
+            )
+        answer = hermes.call("hindsight_recall", {"query": "Nextcloud backups NAS"})
+        assert answer["banks"] == ["research", "global", "shared"]
+        labels = {line.split("]")[0] + "]" for line in answer["result"].splitlines()}
+        assert {"[research]", "[shared]"} <= labels
+        block = manager.build_system_prompt()
+        assert "Memory for profile research" in block and "Nextcloud runs version 28.0." in block
+        assert "roll-up bank" in hermes.call("hindsight_retain", {"content": "x", "bank": "global"})["error"]
+        sys.modules.pop(USER_MODULE, None)
