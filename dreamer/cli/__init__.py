@@ -85,9 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # argparse fills an optional positional only from the first run of positionals, so in
         # `memory add --agent A TEXT` the text would be "unrecognized": a command names such a
         # positional (``late_positional``) and a single leftover word fills it wherever it stood.
+        # After "--" the word is text even when it starts with a dash (`memory add -- "-5 C offset"`).
         late = getattr(args, "late_positional", None)
-        if late and getattr(args, late) is None and len(extras) == 1 and not extras[0].startswith("-"):
-            setattr(args, late, extras[0])
+        words = extras[1:] if extras[0] == "--" else extras
+        literal = words is not extras
+        fits = len(words) == 1 and (literal or not words[0].startswith("-"))
+        if late and getattr(args, late) is None and fits:
+            setattr(args, late, words[0])
         else:
             parser.error("unrecognized arguments: " + " ".join(extras))
     handler: Handler | None = getattr(args, "handler", None)

@@ -8,6 +8,7 @@ the one place that translates. Used by the daemon's audit job and by ``dreamer a
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 
 import anyio
@@ -16,6 +17,8 @@ import structlog
 from dreamer.config import Config
 from dreamer.errors import UnknownAgentError
 from dreamer.hermes import AgentFiles, AuditReport, AuditSettings, audit_agent, needs_audit
+from dreamer.hermes.audit.settings import with_hermes_limits
+from dreamer.hermes.memory.limits import MemoryLimitsError
 
 log = structlog.get_logger("dreamer.audit")
 
@@ -55,6 +58,8 @@ async def audit_once(
     """
     files = agent_files(config, name)
     settings = audit_settings(config, dry_run=dry_run, force=force)
+    with contextlib.suppress(MemoryLimitsError):  # the audit itself reports it as an ERROR
+        settings = with_hermes_limits(settings, files)
     now = datetime.now(UTC)
     due, why = needs_audit(files, settings, now)
     if not due:
