@@ -16,7 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from dreamer.backends.base import TagsMatch
 from dreamer.backends.embedded.schema import UNIT_COLUMNS
@@ -136,7 +136,8 @@ def _nearest(
         f"SELECT {UNIT_COLUMNS}, u.seq AS seq FROM units u"
         f" WHERE u.seq IN (SELECT value FROM json_each(?)) AND {' AND '.join(where)} {tag_sql}"
     )
-    matrix = bank.view()
+    # top_k is typed for the stored float16; a float32 matrix skips its widening step.
+    matrix = cast("NDArray[np.float16]", bank.view())
     k = depth
     while True:
         k = min(k, bank.size)

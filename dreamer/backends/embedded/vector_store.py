@@ -1,7 +1,8 @@
 """Units' vectors in the embedded store: stored rows, the per-bank matrix cache and the backlog.
 
 Each vector is a ``unit_vectors`` row (unit key, model id, float16 blob). :class:`VectorCache` keeps
-one bank's vectors of one model as a float16 matrix in the process and refreshes it from the rows
+one bank's vectors of one model as a float32 matrix in the process (numpy has no fast float16
+product, so widening on every query would cost more than the search) and refreshes it from the rows
 added since it last looked (``vec_no`` only grows); a dropped row bumps the bank's
 ``vector_drops`` counter, which makes the next refresh reload the bank. A blob that cannot be a
 vector of the model (wrong length, not finite) is left out and reported, never searched.
@@ -40,7 +41,7 @@ class BankMatrix:
     bank_no: int
     model_id: str
     dimension: int
-    matrix: NDArray[np.float16]
+    matrix: NDArray[np.float32]
     keys: NDArray[np.int64]
     size: int = 0
     row_of_key: dict[int, int] = field(default_factory=dict)
@@ -52,11 +53,11 @@ class BankMatrix:
     def nbytes(self) -> int:
         return int(self.matrix.nbytes + self.keys.nbytes)
 
-    def view(self) -> NDArray[np.float16]:
+    def view(self) -> NDArray[np.float32]:
         """The filled rows."""
         return self.matrix[: self.size]
 
-    def append(self, keys: Sequence[int], rows: NDArray[np.float16]) -> None:
+    def append(self, keys: Sequence[int], rows: NDArray[np.float32]) -> None:
         """Add rows (a key already present is overwritten in place), growing capacity by doubling."""
         import numpy as np
 
@@ -95,7 +96,7 @@ class Refreshed:
 
 
 class VectorCache:
-    """Per-bank float16 matrices of one process, refreshed incrementally; not thread-safe by itself
+    """Per-bank float32 matrices of one process, refreshed incrementally; not thread-safe by itself
     (the backend calls it under its connection lock)."""
 
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
@@ -136,7 +137,7 @@ class VectorCache:
                 bank_no,
                 model_id,
                 dimension,
-                matrix=np.empty((0, dimension), dtype=np.float16),
+                matrix=np.empty((0, dimension), dtype=np.float32),
                 keys=np.empty(0, dtype=np.int64),
                 drops=drops,
             )
@@ -172,7 +173,7 @@ class VectorCache:
                 damaged.extend(k for k, ok in zip(keys, finite, strict=True) if not ok)
                 keys = [k for k, ok in zip(keys, finite, strict=True) if ok]
                 block = block[finite]
-            cached.append(keys, block.astype(np.float16))
+            cached.append(keys, block.astype(np.float32))
         self._banks.move_to_end(bank_id)
         self._evict(keep=bank_id)
         return Refreshed(cached, tuple(damaged))
