@@ -72,7 +72,7 @@ _T = TypeVar("_T")
 #: How many hits a recall without ``limit`` sizes its first candidate set for (``max_tokens`` ends it).
 _UNLIMITED_RECALL_WANT = 100
 #: Units without a vector of the current model that one recall embeds on its way (bounded work).
-BACKLOG_BATCH = 64
+BACKLOG_BATCH = 8
 
 log = structlog.get_logger("dreamer.backends.embedded")
 

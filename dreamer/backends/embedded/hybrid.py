@@ -132,9 +132,10 @@ def _nearest(
     if types:
         where.append("u.fact_type IN (SELECT value FROM json_each(?))")
         params.append(json.dumps(list(types)))
+    # CROSS JOIN keeps SQLite from walking the bank's units by bank_id and probing the key list.
     sql = (
-        f"SELECT {UNIT_COLUMNS}, u.seq AS seq FROM units u"
-        f" WHERE u.seq IN (SELECT value FROM json_each(?)) AND {' AND '.join(where)} {tag_sql}"
+        f"SELECT {UNIT_COLUMNS}, u.seq AS seq FROM json_each(?) k CROSS JOIN units u ON u.seq = k.value"
+        f" WHERE {' AND '.join(where)} {tag_sql}"
     )
     # top_k is typed for the stored float16; a float32 matrix skips its widening step.
     matrix = cast("NDArray[np.float16]", bank.view())

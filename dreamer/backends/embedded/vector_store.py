@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = ["BankMatrix", "VectorCache", "backlog", "drop_vectors", "store_vectors"]
 
+#: Rows read from the file at a time when a bank's matrix is loaded.
+_LOAD_CHUNK = 8192
 #: Matrices of all cached banks together stay below this; the least recently used bank goes first.
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 
@@ -45,6 +47,7 @@ class BankMatrix:
     keys: NDArray[np.int64]
     size: int = 0
     row_of_key: dict[int, int] = field(default_factory=dict)
+    #: Every row up to this ``vec_no`` has been seen (0: the bank is not loaded yet).
     last_vec_no: int = 0
     drops: int = 0
     unit_count: int = 0
@@ -57,10 +60,20 @@ class BankMatrix:
         """The filled rows."""
         return self.matrix[: self.size]
 
-    def append(self, keys: Sequence[int], rows: NDArray[np.float32]) -> None:
-        """Add rows (a key already present is overwritten in place), growing capacity by doubling."""
+    def reserve(self, capacity: int) -> None:
+        """Room for ``capacity`` rows without another allocation."""
         import numpy as np
 
+        if capacity <= self.matrix.shape[0]:
+            return
+        matrix = np.empty((capacity, self.dimension), dtype=self.matrix.dtype)
+        matrix[: self.size] = self.matrix[: self.size]
+        key_array = np.empty(capacity, dtype=np.int64)
+        key_array[: self.size] = self.keys[: self.size]
+        self.matrix, self.keys = matrix, key_array
+
+    def append(self, keys: Sequence[int], rows: NDArray[np.float32]) -> None:
+        """Add rows (a key already present is overwritten in place), growing capacity by doubling."""
         fresh_keys: list[int] = []
         fresh_rows: list[int] = []
         for index, key in enumerate(keys):
@@ -72,12 +85,7 @@ class BankMatrix:
                 self.matrix[row] = rows[index]
         needed = self.size + len(fresh_keys)
         if needed > self.matrix.shape[0]:
-            capacity = max(needed, 2 * self.matrix.shape[0], 1024)
-            matrix = np.empty((capacity, self.dimension), dtype=self.matrix.dtype)
-            matrix[: self.size] = self.matrix[: self.size]
-            key_array = np.empty(capacity, dtype=np.int64)
-            key_array[: self.size] = self.keys[: self.size]
-            self.matrix, self.keys = matrix, key_array
+            self.reserve(max(needed, 2 * self.matrix.shape[0], 1024))
         if fresh_keys:
             end = self.size + len(fresh_keys)
             self.matrix[self.size : end] = rows[fresh_rows]
@@ -144,24 +152,44 @@ class VectorCache:
             self._banks[bank_id] = cached
         cached.unit_count = int(row["unit_count"])
         first_key, last_key = bank_key_range(bank_no)
-        if cached.last_vec_no == 0:  # the whole bank, by the (unit_key, model_id) index
+        fresh = cached.last_vec_no == 0
+        if fresh:  # the whole bank, by the (unit_key, model_id) index
             sql = (
                 "SELECT vec_no, unit_key, vector FROM unit_vectors"
                 " WHERE unit_key BETWEEN ?2 AND ?3 AND model_id = ?4"
             )
+            cached.reserve(cached.unit_count)  # one allocation for a whole bank, not repeated doubling
         else:  # what was added since, by vec_no (the key range must not pick the index instead)
             sql = (
                 "SELECT vec_no, unit_key, vector FROM unit_vectors"
                 " WHERE vec_no > ?1 AND +unit_key BETWEEN ?2 AND ?3 AND +model_id = ?4"
             )
-        rows = conn.execute(sql, (cached.last_vec_no, first_key, last_key, model_id)).fetchall()
+        damaged: list[int] = []
+        cursor = conn.execute(sql, (cached.last_vec_no, first_key, last_key, model_id))
+        try:
+            while rows := cursor.fetchmany(_LOAD_CHUNK):  # bounded transient memory for a large bank
+                damaged.extend(self._load(cached, rows))
+        finally:
+            cursor.close()
+        if fresh:  # later refreshes read only what comes after this snapshot, even if it held none
+            highest = conn.execute("SELECT MAX(vec_no) FROM unit_vectors").fetchone()[0]
+            cached.last_vec_no = max(cached.last_vec_no, int(highest or 0))
+        self._banks.move_to_end(bank_id)
+        self._evict(keep=bank_id)
+        return Refreshed(cached, tuple(damaged))
+
+    @staticmethod
+    def _load(cached: BankMatrix, rows: Sequence[tuple[int, int, bytes]]) -> list[int]:
+        """Append the valid rows to the bank's matrix; the keys of the damaged ones."""
+        import numpy as np
+
+        dimension = cached.dimension
         damaged: list[int] = []
         keys: list[int] = []
         blobs: list[bytes] = []
-        width = 2 * dimension
         for vec_no, key, blob in rows:
             cached.last_vec_no = max(cached.last_vec_no, int(vec_no))
-            if not isinstance(blob, bytes) or len(blob) != width:
+            if not isinstance(blob, bytes) or len(blob) != 2 * dimension:
                 damaged.append(int(key))
                 continue
             keys.append(int(key))
@@ -174,9 +202,7 @@ class VectorCache:
                 keys = [k for k, ok in zip(keys, finite, strict=True) if ok]
                 block = block[finite]
             cached.append(keys, block.astype(np.float32))
-        self._banks.move_to_end(bank_id)
-        self._evict(keep=bank_id)
-        return Refreshed(cached, tuple(damaged))
+        return damaged
 
     def _evict(self, keep: str) -> None:
         total = sum(bank.nbytes for bank in self._banks.values())
