@@ -30,10 +30,10 @@ class TestFuse:
         """No hits on either side, no scores (and no division by zero)."""
         assert fuse([[], []]) == {}
 
-    def test_depth_grows_with_the_limit_and_has_a_floor(self) -> None:
-        """Each side contributes three times the hits asked for, and never fewer than 30."""
-        assert fusion_depth(1) == 30
-        assert fusion_depth(100) == 300
+    def test_depth_follows_the_limit_with_a_floor(self) -> None:
+        """Each side contributes as many hits as asked for, and never fewer than 10."""
+        assert fusion_depth(1) == 10
+        assert fusion_depth(100) == 100
 
 
 class TestBankMatrix:

@@ -34,9 +34,10 @@ RRF_K = 60
 #: Nearest units below this cosine are not semantic candidates (for all-MiniLM-L6-v2, unrelated
 #: sentences score about -0.1 to 0.2); a full-text hit keeps its cosine whatever it is.
 MIN_COSINE = 0.3
-#: Each ranking contributes its best ``max(want * DEPTH_FACTOR, MIN_DEPTH)`` hits to the fusion.
-DEPTH_FACTOR = 3
-MIN_DEPTH = 30
+#: Each ranking contributes its best ``max(want, MIN_DEPTH)`` hits to the fusion: deeper full-text
+#: lists cost joins (docs/design/embedded-store.md) and a hit ranked below ``want`` in both
+#: rankings could not make the cut anyway.
+MIN_DEPTH = 10
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ class HybridHit:
 
 def fusion_depth(want: int) -> int:
     """How many hits of each ranking enter the fusion for ``want`` results."""
-    return max(want * DEPTH_FACTOR, MIN_DEPTH)
+    return max(want, MIN_DEPTH)
 
 
 def fuse(rankings: Sequence[Sequence[str]]) -> dict[str, float]:
