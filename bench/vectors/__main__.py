@@ -69,12 +69,16 @@ def build_vectors(folder: Path, size: int) -> dict[str, Any]:
     queries, _ = clustered(QUERIES, seed=2, centres=centres)
     np.save(folder / "queries.npy", queries)
     path = folder / "vectors.sqlite3"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE vectors (id INTEGER PRIMARY KEY, vector BLOB NOT NULL)")
-        conn.executemany(
-            "INSERT INTO vectors (id, vector) VALUES (?, ?)",
-            ((i, row.astype("<f2").tobytes()) for i, row in enumerate(stored)),
-        )
+    plain = sqlite3.connect(path)
+    try:
+        with plain:
+            plain.execute("CREATE TABLE vectors (id INTEGER PRIMARY KEY, vector BLOB NOT NULL)")
+            plain.executemany(
+                "INSERT INTO vectors (id, vector) VALUES (?, ?)",
+                ((i, row.astype("<f2").tobytes()) for i, row in enumerate(stored)),
+            )
+    finally:
+        plain.close()
     info: dict[str, Any] = {"exact": exact_top_k(queries, stored, K), "sqlite_vec": None}
     try:
         conn = open_sqlite_vec(path)
@@ -138,15 +142,21 @@ async def build_store(folder: Path, size: int) -> None:
     stored, centres = clustered(size, seed=3)
     queries, _ = clustered(QUERIES, seed=4, centres=centres)
     np.save(folder / "queries.npy", queries)
-    with sqlite3.connect(path) as conn:
-        keys = [row[0] for row in conn.execute("SELECT seq FROM units ORDER BY seq")]
-        conn.executemany(
-            "INSERT INTO unit_vectors (unit_key, model_id, vector) VALUES (?, ?, ?)",
-            (
-                (key, RECALL_MODEL_ID, row.astype("<f2").tobytes())
-                for key, row in zip(keys, stored, strict=True)
-            ),
-        )
+    conn = sqlite3.connect(path)
+    try:
+        with conn:
+            keys = [row[0] for row in conn.execute("SELECT seq FROM units ORDER BY seq")]
+            conn.executemany(
+                "INSERT INTO unit_vectors (unit_key, model_id, vector) VALUES (?, ?, ?)",
+                (
+                    (key, RECALL_MODEL_ID, row.astype("<f2").tobytes())
+                    for key, row in zip(keys, stored, strict=True)
+                ),
+            )
+        # A long-lived store has its WAL checkpointed; a fresh 100k-row WAL would slow every read.
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
     meta = {"bank": "global", "units": size, "model_id": RECALL_MODEL_ID}
     (folder / "store.json").write_text(json.dumps(meta), encoding="utf-8")
 
