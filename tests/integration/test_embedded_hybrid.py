@@ -8,13 +8,16 @@ garbage wrap the real one to inject faults the model itself cannot produce.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import sqlite3
+import sys
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import numpy as np
 import pytest
 from numpy.typing import NDArray
@@ -25,11 +28,13 @@ from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.embedded.schema import SCHEMA_VERSION
 from dreamer.embeddings import Embedder
 from dreamer.embeddings.local import LocalEmbedder, default_model_dir
+from tests.integration.test_embedded_backend import HOSTILE_QUERIES
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 BANK = "global"
 DOCS = [
@@ -221,6 +226,16 @@ class TestParaphrases:
         assert await hybrid.recall("missing", PARAPHRASE) == []
 
 
+class TestHostileInput:
+    async def test_hostile_queries_and_a_huge_limit_never_raise(self, hybrid: EmbeddedBackend) -> None:
+        """Operators, lone surrogates, 20,000 characters, 5,000 words: hybrid recall answers, never raises."""
+        await hybrid.retain(BANK, [RetainItem(text) for text in DOCS])
+        for query in HOSTILE_QUERIES:
+            hits = await hybrid.recall(BANK, query, limit=10**9)
+            assert all(hit.bank_id == BANK for hit in hits)
+            assert all(hit.semantic is None or -1.01 <= hit.semantic <= 1.01 for hit in hits)
+
+
 class TestWithoutEmbedder:
     async def test_results_are_unchanged_by_stored_vectors(
         self, tmp_path: Path, minilm: LocalEmbedder
@@ -297,6 +312,29 @@ class TestEmbedderFaults:
             await plain.aclose()
 
 
+WRITER = """
+import sys
+from pathlib import Path
+
+import anyio
+
+from dreamer.backends.base import RetainItem
+from dreamer.backends.embedded.backend import EmbeddedBackend
+from dreamer.embeddings.local import LocalEmbedder
+
+
+async def main(path: str, bank: str, text: str) -> None:
+    store = await EmbeddedBackend.open(Path(path), embedder=LocalEmbedder())
+    try:
+        await store.retain(bank, [RetainItem(text)])
+    finally:
+        await store.aclose()
+
+
+anyio.run(main, sys.argv[1], sys.argv[2], sys.argv[3])
+"""
+
+
 class TestStoredVectors:
     async def test_damaged_blobs_are_skipped_with_a_warning_and_embedded_again(
         self, hybrid: EmbeddedBackend
@@ -358,18 +396,19 @@ class TestStoredVectors:
         finally:
             await back.aclose()
 
-    async def test_another_connections_writes_reach_the_cached_matrix(
-        self, hybrid: EmbeddedBackend, minilm: LocalEmbedder
-    ) -> None:
-        """A unit retained through another connection is found by its vector on the next recall."""
+    async def test_another_processes_writes_reach_the_cached_matrix(self, hybrid: EmbeddedBackend) -> None:
+        """A unit retained (with its vector) by another process is found by its vector on the next recall."""
         await hybrid.retain(BANK, [RetainItem(text) for text in DOCS[:5]])
         assert PARAPHRASED not in [h.text for h in await hybrid.recall(BANK, PARAPHRASE)]
-        writer = await _open(hybrid.path, minilm)
-        try:
-            await writer.retain(BANK, [RetainItem(PARAPHRASED)])
-        finally:
-            await writer.aclose()
-        assert (await hybrid.recall(BANK, PARAPHRASE, limit=1))[0].text == PARAPHRASED
+        done = await anyio.run_process(
+            [sys.executable, "-c", WRITER, str(hybrid.path), BANK, PARAPHRASED],
+            env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr.decode()
+        assert len(_vector_rows(hybrid.path)) == 6  # the writer stored the vector itself
+        hits = await hybrid.recall(BANK, PARAPHRASE, limit=1)
+        assert hits[0].text == PARAPHRASED and hits[0].semantic is not None
 
     async def test_a_replaced_document_takes_its_vector_with_it(self, hybrid: EmbeddedBackend) -> None:
         """Re-retaining a document with new content drops the old unit's vector: no stale semantic hit."""
