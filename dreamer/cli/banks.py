@@ -123,6 +123,12 @@ def _retain_arguments(parser: argparse.ArgumentParser) -> None:
     _profile_option(parser, "write as this profile (its policy applies)")
     parser.add_argument("--context", metavar="C", help="where the memory comes from")
     parser.add_argument("--tag", action="append", default=[], metavar="T", help="a tag (repeatable)")
+    parser.add_argument(
+        "--scope",
+        metavar="S",
+        help="the memory holds only within S (a host, environment or project): tagged scope:S; "
+        "letters, digits, '.', '_', '-', at most 64",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -132,10 +138,14 @@ def _retain_arguments(parser: argparse.ArgumentParser) -> None:
     description=(
         "Store TEXT in the bank --bank names. Refused, before anything is sent, for read-only "
         "banks, disabled or unknown aliases, and the global roll-up bank (cards arrive there only "
-        "through the roll-up)."
+        "through the roll-up). With --scope S the memory is tagged scope:S; the roll-up carries the "
+        "tag up to its card, and a conflict of a scoped card is kept beside the other, not superseding it."
     ),
     arguments=_retain_arguments,
-    examples=["dreamer retain 'This repository uses pnpm.' --bank coder --context 'repo convention'"],
+    examples=[
+        "dreamer retain 'This repository uses pnpm.' --bank coder --context 'repo convention'",
+        "dreamer retain 'Nextcloud runs version 29.0 on host atlas.' --bank homelab --scope staging",
+    ],
 )
 def _retain(args: argparse.Namespace) -> int:
     from dreamer.commands.banks import retain_command
@@ -150,6 +160,7 @@ def _retain(args: argparse.Namespace) -> int:
             context=args.context,
             tags=args.tag,
             as_json=args.json,
+            scope=args.scope,
         ),
     )
 
