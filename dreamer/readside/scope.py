@@ -12,13 +12,14 @@ import re
 from dreamer.cardtags import SCOPE_TAG_PREFIX
 from dreamer.errors import UsageError
 
-__all__ = ["MAX_SCOPE_CHARS", "ScopeError", "scope_tag"]
+__all__ = ["MAX_SCOPE_CHARS", "SCOPE_PATTERN", "ScopeError", "scope_tag"]
 
 #: Longest scope value accepted; a scope names a host, environment or project, not a sentence.
 MAX_SCOPE_CHARS = 64
 #: A letter or digit, then letters, digits, ``.``, ``_`` or ``-``: every profile name fits, and a
 #: value can neither hide a second tag (``:``, ``,``) nor carry spaces or control characters.
-_SCOPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+SCOPE_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+_SCOPE = re.compile(SCOPE_PATTERN)
 
 
 class ScopeError(UsageError):

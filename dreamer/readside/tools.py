@@ -4,7 +4,7 @@
 {"name", "description", "parameters"}}``):
 
 - ``memory_recall(query, bank?, banks?)``
-- ``memory_retain(content, context?, tags?, bank?)``, only when some bank is writable
+- ``memory_retain(content, context?, tags?, scope?, bank?)``, only when some bank is writable
 - ``memory_reflect(query, bank?)``
 
 ``bank`` is an enum of exactly the aliases the profile may use for that operation (see
@@ -31,6 +31,7 @@ from dreamer.errors import PolicyError
 from dreamer.readside.answers import RecallAnswer, ReflectAnswer, RetainAnswer
 from dreamer.readside.policy import BankPolicy
 from dreamer.readside.router import BankRouter
+from dreamer.readside.scope import MAX_SCOPE_CHARS, SCOPE_PATTERN
 
 __all__ = ["TOOL_NAMES", "run_tool_call", "tool_schemas"]
 
@@ -68,7 +69,8 @@ def _recall_tool(policy: BankPolicy, strict: bool) -> dict[str, Any]:
     description = (
         "Search long-term memory for facts relevant to a query. Each result line starts with the "
         "bank it came from, e.g. [ops] or [code,research] when several banks hold it; weigh facts by "
-        f"their bank. {default}"
+        "their bank. A result marked (superseded) was replaced by a newer fact, named after it: "
+        f"trust the newer one. {default}"
     )
     properties: dict[str, dict[str, Any]] = {
         "query": {"type": "string", "description": "What to look for, in plain words."},
@@ -110,8 +112,16 @@ def _retain_tool(policy: BankPolicy, strict: bool) -> dict[str, Any]:
             "items": {"type": "string"},
             "description": "Optional labels to filter by later.",
         },
+        "scope": {
+            "type": "string",
+            "description": "Only when the fact holds just within one host, environment or project "
+            "(e.g. 'staging'): that name, tagged scope:<name>. Letters, digits, '.', '_', '-'; at most "
+            f"{MAX_SCOPE_CHARS}.",
+        },
         "bank": _bank_property(policy, writable, "The bank to store the fact in."),
     }
+    if not strict:  # keywords strict mode rejects
+        properties["scope"].update(pattern=SCOPE_PATTERN, maxLength=MAX_SCOPE_CHARS)
     required = ["content"] if default is not None else ["content", "bank"]
     return _function(RETAIN_TOOL, description, properties, required=required, strict=strict)
 
@@ -207,6 +217,7 @@ async def run_tool_call(
             bank=_optional_string(args, "bank", name),
             context=_optional_string(args, "context", name),
             tags=_strings(args, "tags", name) or (),
+            scope=_optional_string(args, "scope", name),
         )
     raise PolicyError(f"unknown tool {name!r} (known: {', '.join(TOOL_NAMES)})")
 

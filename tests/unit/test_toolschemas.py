@@ -69,7 +69,7 @@ class TestShape:
             assert function["parameters"]["additionalProperties"] is False
 
     def test_tool_parameters(self) -> None:
-        """recall(query, bank, banks), retain(content, context, tags, bank), reflect(query, bank)."""
+        """recall(query, bank, banks), retain(content, context, tags, scope, bank), reflect(query, bank)."""
         found = tools(config_with())
         assert list(found) == ["memory_recall", "memory_retain", "memory_reflect"]
         assert list(found["memory_recall"]["parameters"]["properties"]) == ["query", "bank", "banks"]
@@ -77,6 +77,7 @@ class TestShape:
             "content",
             "context",
             "tags",
+            "scope",
             "bank",
         ]
         assert list(found["memory_reflect"]["parameters"]["properties"]) == ["query", "bank"]
@@ -163,7 +164,8 @@ class TestStrictMode:
             parameters = function["parameters"]
             assert function["strict"] is True
             assert parameters["required"] == list(parameters["properties"])
-            assert "minItems" not in json.dumps(parameters) and "uniqueItems" not in json.dumps(parameters)
+            for keyword in ("minItems", "uniqueItems", "pattern", "maxLength"):
+                assert keyword not in json.dumps(parameters)
         retain = tools(config_with(), strict=True)["memory_retain"]["parameters"]["properties"]
         assert retain["content"]["type"] == "string"
         assert retain["context"]["type"] == ["string", "null"]
@@ -181,10 +183,11 @@ class TestArgumentsValidate:
         loose = tools(config_with())
         validator(loose["memory_recall"]).validate({"query": "deploys", "banks": ["ops", "code"]})
         validator(loose["memory_retain"]).validate({"content": "uses pnpm", "bank": "code", "tags": ["repo"]})
+        validator(loose["memory_retain"]).validate({"content": "runs 29.0", "scope": "staging-2.eu_w"})
         strict = tools(config_with(), strict=True)
         validator(strict["memory_recall"]).validate({"query": "q", "bank": None, "banks": None})
         validator(strict["memory_retain"]).validate(
-            {"content": "x", "context": None, "tags": None, "bank": None}
+            {"content": "x", "context": None, "tags": None, "scope": None, "bank": None}
         )
 
     @pytest.mark.parametrize(
@@ -197,12 +200,17 @@ class TestArgumentsValidate:
             ("memory_retain", {"content": "x", "bank": "global"}),
             ("memory_retain", {"content": "x", "bank": "ops"}),
             ("memory_retain", {"content": "x", "bank": "coder"}),
+            ("memory_retain", {"content": "x", "scope": "prod:eu"}),
+            ("memory_retain", {"content": "x", "scope": ""}),
+            ("memory_retain", {"content": "x", "scope": "s" * 65}),
+            ("memory_retain", {"content": "x", "scope": "two words"}),
             ("memory_reflect", {"bank": "ops"}),
             ("memory_reflect", {"query": "q", "extra": 1}),
         ],
     )
     def test_invalid_calls(self, tool: str, arguments: dict[str, Any]) -> None:
-        """Invented, disabled, non-writable banks, empty or repeated lists, unknown keys are rejected."""
+        """Invented, disabled, non-writable banks, empty or repeated lists, unknown keys, and a scope
+        that could not be a tag (a colon, empty, too long, a space) are rejected."""
         with pytest.raises(ValidationError):
             validator(tools(config_with())[tool]).validate(arguments)
 
