@@ -279,3 +279,60 @@ class TestScopedRetain:
         assert (await world.backend.activity([world.bank_id(PROFILE)]))[
             world.bank_id(PROFILE)
         ].unit_count == 0
+
+
+@pytest.fixture
+async def embedded_world(tmp_path: Path) -> AsyncIterator[World]:
+    suffix = uuid.uuid4().hex[:10]
+    write_toml(tmp_path / "config.toml", world_config("embedded", tmp_path, suffix))
+    config = load_config(tmp_path / "config.toml")
+    backend = open_backend(config)
+    try:
+        yield World("embedded", tmp_path, config, backend, "zq" + suffix)
+    finally:
+        await backend.aclose()
+
+
+class TestScopedConflict:
+    """A whole roll-up on the embedded store (extractive cards, so the verdicts are known)."""
+
+    async def test_a_scoped_conflict_is_kept_both_and_marks_nothing(self, embedded_world: World) -> None:
+        """A 28.0 fact retained --scope staging conflicts with the 27.1 card of a recency_wins profile:
+        the roll-up calls it a conflict, promotes it tagged scope:staging without superseding, and
+        recall shows both cards unmarked."""
+        world = embedded_world
+        old_text, new_text = versions(world)
+        assert world.dreamer("retain", old_text, "--bank", PROFILE).returncode == 0
+        first = world.dreamer("rollup", "--json")
+        assert first.returncode == 0, first.stderr
+        assert world.dreamer("retain", new_text, "--bank", PROFILE, "--scope", "staging").returncode == 0
+        second = world.dreamer("rollup", "--json")
+        assert second.returncode == 0, second.stderr
+
+        (report,) = json.loads(second.stdout)["reports"]
+        (card,) = report["plan"]
+        assert (card["text"], card["verdict"]) == (new_text, "conflict")
+        upstream = await world.backend.list_units_since(world.bank_id("global"), None)
+        tags = {u.text: set(u.tags) for u in upstream}
+        assert "scope:staging" in tags[new_text] and "supersedes" not in tags[new_text]
+        assert not any(u.metadata.get("supersedes") for u in upstream)
+        with StateStore.open(world.config.state_path) as state:
+            assert [c.supersedes for c in state.ledger()] == [None, None]
+
+        recalled = world.dreamer("recall", f"Nextcloud {world.word} version", "--profile", PROFILE, "--json")
+        items = {i["text"]: i for i in json.loads(recalled.stdout)["items"]}
+        assert items[old_text]["superseded"] is False and items[new_text]["superseded"] is False
+
+    async def test_the_same_conflict_unscoped_supersedes(self, embedded_world: World) -> None:
+        """Control: without --scope the same two facts make the 28.0 card supersede the 27.1 one."""
+        world = embedded_world
+        old_text, new_text = versions(world)
+        assert world.dreamer("retain", old_text, "--bank", PROFILE).returncode == 0
+        assert world.dreamer("rollup").returncode == 0
+        assert world.dreamer("retain", new_text, "--bank", PROFILE).returncode == 0
+        assert world.dreamer("rollup").returncode == 0
+
+        recalled = world.dreamer("recall", f"Nextcloud {world.word} version", "--profile", PROFILE, "--json")
+        items = {i["text"]: i for i in json.loads(recalled.stdout)["items"]}
+        assert items[old_text]["superseded"] is True
+        assert items[old_text]["superseded_by"]["text"] == new_text
