@@ -31,6 +31,7 @@ from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
 from dreamer.readside.answers import RecallAnswer
 from dreamer.readside.router import BankRouter
+from dreamer.readside.scope import ScopeError
 from dreamer.readside.tools import run_tool_call
 from dreamer.rollup.dedup import Verdict, VerdictKind
 from dreamer.rollup.promote import RunFacts, ledger_row, retain_item
@@ -268,6 +269,22 @@ class TestScopedRetain:
         units = await world.backend.list_units_since(world.bank_id(PROFILE), None)
         tagged = [u for u in units if world.word in u.text]
         assert tagged and all({"scope:staging", "ops"} <= set(u.tags) for u in tagged)
+
+    async def test_tool_retain_with_scope_carries_the_tag_and_a_bad_one_sends_nothing(
+        self, world: World
+    ) -> None:
+        """memory_retain's scope tags the memory; an invalid scope is a ScopeError and stores nothing."""
+        router = BankRouter(world.config, world.backend, profile=PROFILE)
+        text = f"Grafana {world.word} listens on port 3001 in staging."
+        with pytest.raises(ScopeError):
+            await run_tool_call(router, "memory_retain", {"content": text, "scope": "staging:eu"})
+        assert (await world.backend.activity([world.bank_id(PROFILE)]))[
+            world.bank_id(PROFILE)
+        ].unit_count == 0
+        await run_tool_call(router, "memory_retain", {"content": text, "scope": "staging", "tags": None})
+        units = await world.backend.list_units_since(world.bank_id(PROFILE), None)
+        assert [u for u in units if world.word in u.text]
+        assert all("scope:staging" in u.tags for u in units if world.word in u.text)
 
     @pytest.mark.parametrize("scope", ["", "prod:eu", "two words", "s" * 65, "\x1b[2Jx"])
     async def test_a_bad_scope_is_refused_before_anything_is_stored(self, world: World, scope: str) -> None:

@@ -151,6 +151,11 @@ class TestBankEnums:
         assert "(research, global, shared)" in found["memory_recall"]["description"]
         assert "'research'" in found["memory_retain"]["description"]
 
+    def test_recall_description_says_what_superseded_means(self) -> None:
+        """The model is told that a (superseded) result was replaced and which one to trust."""
+        description = tools(config_with())["memory_recall"]["description"]
+        assert "(superseded)" in description and "trust the newer one" in description
+
     def test_unknown_profile(self) -> None:
         """Schemas for an unknown profile are refused."""
         with pytest.raises(PolicyError, match="unknown profile"):
