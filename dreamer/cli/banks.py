@@ -60,6 +60,9 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
         "Recall QUERY from the named banks (--bank, repeatable), or from a profile's read-union "
         "{own bank, global roll-up, shared}, or from the default bank. Results from several banks "
         "are merged and ranked; the same memory found in two banks is shown once with both labels. "
+        "A card a newer one superseded (a recency_wins conflict) is marked '(superseded) ... — "
+        "superseded by: <newer text>' and ranked below it, from the cards' own metadata and the "
+        "state file's ledger. "
         "A bank that cannot be read is reported as missing and the rest is still shown (exit 75)."
     ),
     arguments=_recall_arguments,

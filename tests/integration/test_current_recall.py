@@ -36,7 +36,7 @@ from dreamer.readside.tools import run_tool_call
 from dreamer.rollup.dedup import Verdict, VerdictKind
 from dreamer.rollup.promote import RunFacts, ledger_row, retain_item
 from dreamer.rollup.report import CardPlan
-from dreamer.state import StateStore, Watermark
+from dreamer.state import LedgerCard, StateStore, Watermark
 from dreamer.text import card_document_id
 from tests.support.configs import config_data, write_toml
 
@@ -353,3 +353,38 @@ class TestScopedConflict:
         items = {i["text"]: i for i in json.loads(recalled.stdout)["items"]}
         assert items[old_text]["superseded"] is True
         assert items[old_text]["superseded_by"]["text"] == new_text
+
+
+class TestLedgerQuery:
+    def test_superseding_reads_every_chunk(self, tmp_path: Path) -> None:
+        """More ids than one SQLite statement takes (chunks of 500) still find every superseding card,
+        and ids nobody supersedes find nothing."""
+        with StateStore.open(tmp_path / "state.sqlite3") as state:
+            rows = [
+                LedgerCard(
+                    document_id=f"new-{i}",
+                    profile=PROFILE,
+                    upstream_bank="g",
+                    text=f"fact {i}",
+                    normalized=f"fact {i}",
+                    supersedes=f"old-{i}",
+                    promoted_at=T0,
+                )
+                for i in range(1200)
+            ]
+            state.record_run_start("r", "rollup:homelab", T0)
+            state.commit_rollup(
+                profile=PROFILE,
+                bank_id="b",
+                watermark=Watermark(),
+                promoted=rows,
+                reinforced=[],
+                run_id="r",
+                outcome="promoted",
+                detail="",
+                counts={},
+                finished_at=T0,
+            )
+            found = state.superseding([f"old-{i}" for i in range(1200)] + ["nobody"])
+            assert sorted(c.supersedes or "" for c in found) == sorted(f"old-{i}" for i in range(1200))
+            assert state.superseding(["new-1", "nobody"]) == []
