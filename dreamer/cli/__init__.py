@@ -1,7 +1,8 @@
 """The ``dreamer`` command: one entry point, one subcommand per task.
 
 The subcommands live in one module per group (:mod:`~dreamer.cli.service`, :mod:`~dreamer.cli.rollup`,
-:mod:`~dreamer.cli.banks`, :mod:`~dreamer.cli.agents`); :mod:`~dreamer.cli.registry` says how to add one.
+:mod:`~dreamer.cli.banks`, :mod:`~dreamer.cli.agents`,
+:mod:`~dreamer.cli.hermes`); :mod:`~dreamer.cli.registry` says how to add one.
 Their handlers import the modules doing the work inside the function, so ``dreamer --help`` and
 ``dreamer run`` load neither the roll-up pipeline nor a backend.
 """
@@ -15,7 +16,7 @@ import textwrap
 from collections.abc import Sequence
 
 from dreamer import __version__
-from dreamer.cli import agents, banks, rollup, service
+from dreamer.cli import agents, banks, hermes, rollup, service
 from dreamer.cli.base import add_global_options, log_format, log_level
 from dreamer.cli.registry import Handler, in_order
 from dreamer.log import configure_logging
@@ -23,7 +24,7 @@ from dreamer.log import configure_logging
 __all__ = ["build_parser", "main"]
 
 # The order of the commands in `dreamer --help`.
-_GROUPS = (service.COMMANDS, rollup.COMMANDS, banks.COMMANDS, agents.COMMANDS)
+_GROUPS = (service.COMMANDS, rollup.COMMANDS, banks.COMMANDS, agents.COMMANDS, hermes.COMMANDS)
 
 _DESCRIPTION = """\
 Dreamer consolidates agent memory: on a schedule it rolls up what is new in each profile's memory

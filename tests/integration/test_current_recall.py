@@ -32,7 +32,7 @@ from dreamer.config import Config, load_config
 from dreamer.readside.answers import RecallAnswer
 from dreamer.readside.router import BankRouter
 from dreamer.readside.scope import ScopeError
-from dreamer.readside.tools import run_tool_call
+from dreamer.readside.tools import HINDSIGHT_TOOLS, run_tool_call
 from dreamer.rollup.dedup import Verdict, VerdictKind
 from dreamer.rollup.promote import RunFacts, ledger_row, retain_item
 from dreamer.rollup.report import CardPlan
@@ -186,16 +186,18 @@ def hits(answer: RecallAnswer, word: str) -> list[Any]:
 class TestSupersededIsMarked:
     async def test_router_and_tool_mark_the_older_card_and_rank_it_below(self, world: World) -> None:
         """After a recency_wins conflict the read-union shows 28.0 first and 27.1 marked superseded
-        by 28.0's text, through the router and through the memory_recall tool call."""
+        by 28.0's text, through the router and through the memory_recall and hindsight_recall tool
+        calls; the hits' own metadata suffices (a router without the ledger marks it too)."""
         old_text, old_id, new_text, new_id = await conflict(world)
+        query = {"query": f"Nextcloud {world.word} version"}
         with StateStore.open(world.config.state_path) as ledger:
             router = BankRouter(world.config, world.backend, profile=PROFILE, ledger=ledger)
-            answer = await router.read_union(f"Nextcloud {world.word} version")
-            tool_answer = await run_tool_call(
-                router, "memory_recall", {"query": f"Nextcloud {world.word} version"}
-            )
+            answer = await router.read_union(query["query"])
+            tool_answer = await run_tool_call(router, "memory_recall", query)
+        bare = BankRouter(world.config, world.backend, profile=PROFILE)
+        hermes_answer = await run_tool_call(bare, "hindsight_recall", query, HINDSIGHT_TOOLS)
 
-        for result in (answer, tool_answer):
+        for result in (answer, tool_answer, hermes_answer):
             assert isinstance(result, RecallAnswer)
             found = hits(result, world.word)
             texts = [h.text for h in found]
@@ -273,15 +275,19 @@ class TestScopedRetain:
     async def test_tool_retain_with_scope_carries_the_tag_and_a_bad_one_sends_nothing(
         self, world: World
     ) -> None:
-        """memory_retain's scope tags the memory; an invalid scope is a ScopeError and stores nothing."""
+        """hindsight_retain's scope tags the memory; an invalid scope is a ScopeError and stores nothing."""
         router = BankRouter(world.config, world.backend, profile=PROFILE)
         text = f"Grafana {world.word} listens on port 3001 in staging."
         with pytest.raises(ScopeError):
-            await run_tool_call(router, "memory_retain", {"content": text, "scope": "staging:eu"})
+            await run_tool_call(
+                router, "hindsight_retain", {"content": text, "scope": "staging:eu"}, HINDSIGHT_TOOLS
+            )
         assert (await world.backend.activity([world.bank_id(PROFILE)]))[
             world.bank_id(PROFILE)
         ].unit_count == 0
-        await run_tool_call(router, "memory_retain", {"content": text, "scope": "staging", "tags": None})
+        await run_tool_call(
+            router, "hindsight_retain", {"content": text, "scope": "staging", "tags": None}, HINDSIGHT_TOOLS
+        )
         units = await world.backend.list_units_since(world.bank_id(PROFILE), None)
         assert [u for u in units if world.word in u.text]
         assert all("scope:staging" in u.tags for u in units if world.word in u.text)

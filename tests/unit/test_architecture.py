@@ -33,6 +33,7 @@ RANKS: dict[str, int] = {
     "dreamer.readside": 4,
     "dreamer.peercard": 5,
     "dreamer.service": 6,
+    "dreamer.hermes_provider": 6,
     "dreamer.commands": 7,
     "dreamer.cli": 8,
     "dreamer.__main__": 9,

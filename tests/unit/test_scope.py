@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dreamer.errors import UsageError
+from dreamer.errors import PolicyError, UsageError
 from dreamer.readside.scope import MAX_SCOPE_CHARS, ScopeError, scope_tag
 
 
@@ -16,22 +16,26 @@ class TestScopeTag:
         """Letters, digits, '.', '_', '-' (every profile name among them) are tagged as given."""
         assert scope_tag(value) == f"scope:{value}"
 
-    def test_value_is_not_folded_or_trimmed(self) -> None:
-        """Case is kept, so the tag is exactly what a later filter names."""
+    def test_value_is_trimmed_not_folded_and_a_prefix_is_not_doubled(self) -> None:
+        """Case is kept, so the tag is exactly what a later filter names; surrounding whitespace
+        goes, and a value given as a tag already is tagged once."""
         assert scope_tag("Staging") == "scope:Staging"
+        assert scope_tag("  staging\n") == "scope:staging"
+        assert scope_tag("scope:repo-x") == "scope:repo-x"
 
     @pytest.mark.parametrize(
         ("value", "says"),
         [
-            ("", "empty"),
-            ("s" * (MAX_SCOPE_CHARS + 1), "at most 64"),
-            ("x" * 1_000_000, "at most 64"),
-            ("prod:eu", "no spaces or ':'"),
-            ("scope:prod", "without the 'scope:' prefix"),
-            ("two words", "no spaces"),
-            (" staging", "starting with a letter or digit"),
-            ("staging\n", "not allowed"),
-            ("-flag", "starting with a letter or digit"),
+            ("", "it is empty"),
+            ("   ", "it is empty"),
+            ("scope:", "it is empty"),
+            ("s" * (MAX_SCOPE_CHARS + 1), "65 characters long"),
+            ("x" * 1_000_000, "1000000 characters long"),
+            ("prod:eu", "':' would make a second tag level"),
+            ("scope:scope:prod", "':' would make a second tag level"),
+            ("two words", "not allowed"),
+            ("line\nbreak", "not allowed"),
+            ("-flag", "not allowed"),
             ("a,b", "not allowed"),
             ("\x1b[31mred", "not allowed"),
             ("admin\u202e", "not allowed"),
@@ -46,7 +50,8 @@ class TestScopeTag:
         with pytest.raises(ScopeError) as caught:
             scope_tag(value)
         message = str(caught.value)
-        assert says in message
+        assert says in message and "is not usable" in message
+        assert "letters, digits, '.', '_' or '-'" in message
         assert "\x1b" not in message and "\u202e" not in message and "\n" not in message
         assert len(message) < 400
 
@@ -56,6 +61,7 @@ class TestScopeTag:
         with pytest.raises(ScopeError, match="must be a string"):
             scope_tag(value)
 
-    def test_a_scope_error_is_a_usage_error(self) -> None:
-        """The CLI reports it on one line with exit 2, like any bad command-line value."""
-        assert issubclass(ScopeError, UsageError)
+    def test_a_scope_error_is_a_policy_refusal(self) -> None:
+        """Reported like a refused bank: one line and exit 2 at the CLI, an error the model can act
+        on in a tool result."""
+        assert issubclass(ScopeError, PolicyError) and issubclass(ScopeError, UsageError)

@@ -11,7 +11,7 @@ from jsonschema import Draft202012Validator, ValidationError  # type: ignore[imp
 
 from dreamer.config import Config
 from dreamer.errors import PolicyError
-from dreamer.readside.tools import TOOL_NAMES, tool_schemas
+from dreamer.readside.tools import HINDSIGHT_TOOLS, TOOL_NAMES, ToolSet, tool_schemas
 from tests.support.configs import parsed
 
 BASE: dict[str, Any] = {
@@ -38,6 +38,13 @@ def config_with(change: Callable[[dict[str, Any]], None] | None = None) -> Confi
 
 def tools(config: Config, profile: str | None = "research", strict: bool = False) -> dict[str, Any]:
     return {t["function"]["name"]: t["function"] for t in tool_schemas(config, profile, strict)}
+
+
+def tools_of(tool_set: ToolSet, strict: bool = False) -> dict[str, Any]:
+    return {
+        t["function"]["name"]: t["function"]
+        for t in tool_schemas(config_with(), "research", strict, tool_set)
+    }
 
 
 def bank_enum(function: dict[str, Any]) -> list[Any]:
@@ -69,7 +76,7 @@ class TestShape:
             assert function["parameters"]["additionalProperties"] is False
 
     def test_tool_parameters(self) -> None:
-        """recall(query, bank, banks), retain(content, context, tags, scope, bank), reflect(query, bank)."""
+        """recall(query, bank, banks), retain(content, context, tags, bank), reflect(query, bank)."""
         found = tools(config_with())
         assert list(found) == ["memory_recall", "memory_retain", "memory_reflect"]
         assert list(found["memory_recall"]["parameters"]["properties"]) == ["query", "bank", "banks"]
@@ -77,7 +84,6 @@ class TestShape:
             "content",
             "context",
             "tags",
-            "scope",
             "bank",
         ]
         assert list(found["memory_reflect"]["parameters"]["properties"]) == ["query", "bank"]
@@ -169,8 +175,7 @@ class TestStrictMode:
             parameters = function["parameters"]
             assert function["strict"] is True
             assert parameters["required"] == list(parameters["properties"])
-            for keyword in ("minItems", "uniqueItems", "pattern", "maxLength"):
-                assert keyword not in json.dumps(parameters)
+            assert "minItems" not in json.dumps(parameters) and "uniqueItems" not in json.dumps(parameters)
         retain = tools(config_with(), strict=True)["memory_retain"]["parameters"]["properties"]
         assert retain["content"]["type"] == "string"
         assert retain["context"]["type"] == ["string", "null"]
@@ -188,11 +193,10 @@ class TestArgumentsValidate:
         loose = tools(config_with())
         validator(loose["memory_recall"]).validate({"query": "deploys", "banks": ["ops", "code"]})
         validator(loose["memory_retain"]).validate({"content": "uses pnpm", "bank": "code", "tags": ["repo"]})
-        validator(loose["memory_retain"]).validate({"content": "runs 29.0", "scope": "staging-2.eu_w"})
         strict = tools(config_with(), strict=True)
         validator(strict["memory_recall"]).validate({"query": "q", "bank": None, "banks": None})
         validator(strict["memory_retain"]).validate(
-            {"content": "x", "context": None, "tags": None, "scope": None, "bank": None}
+            {"content": "x", "context": None, "tags": None, "bank": None}
         )
 
     @pytest.mark.parametrize(
@@ -205,17 +209,12 @@ class TestArgumentsValidate:
             ("memory_retain", {"content": "x", "bank": "global"}),
             ("memory_retain", {"content": "x", "bank": "ops"}),
             ("memory_retain", {"content": "x", "bank": "coder"}),
-            ("memory_retain", {"content": "x", "scope": "prod:eu"}),
-            ("memory_retain", {"content": "x", "scope": ""}),
-            ("memory_retain", {"content": "x", "scope": "s" * 65}),
-            ("memory_retain", {"content": "x", "scope": "two words"}),
             ("memory_reflect", {"bank": "ops"}),
             ("memory_reflect", {"query": "q", "extra": 1}),
         ],
     )
     def test_invalid_calls(self, tool: str, arguments: dict[str, Any]) -> None:
-        """Invented, disabled, non-writable banks, empty or repeated lists, unknown keys, and a scope
-        that could not be a tag (a colon, empty, too long, a space) are rejected."""
+        """Invented, disabled, non-writable banks, empty or repeated lists, unknown keys are rejected."""
         with pytest.raises(ValidationError):
             validator(tools(config_with())[tool]).validate(arguments)
 
@@ -223,3 +222,22 @@ class TestArgumentsValidate:
         """In strict mode leaving a key out (instead of passing null) is rejected."""
         with pytest.raises(ValidationError):
             validator(tools(config_with(), strict=True)["memory_reflect"]).validate({"query": "q"})
+
+
+class TestScopeArgument:
+    """``scope`` on hindsight_retain: what scope_tag accepts, said in the schema too."""
+
+    def test_loose_schema_checks_a_scope_like_scope_tag(self) -> None:
+        """A scope scope_tag accepts validates; one it refuses (colon, empty, too long, space) does not."""
+        retain = validator(tools_of(HINDSIGHT_TOOLS)["hindsight_retain"])
+        retain.validate({"content": "runs 29.0", "scope": "staging-2.eu_w"})
+        for bad in ("prod:eu", "", "s" * 65, "two words"):
+            with pytest.raises(ValidationError):
+                retain.validate({"content": "x", "scope": bad})
+
+    def test_strict_schema_leaves_out_the_keywords_strict_mode_rejects(self) -> None:
+        """Strict mode has no pattern or maxLength; a null scope means none."""
+        schema = tools_of(HINDSIGHT_TOOLS, strict=True)["hindsight_retain"]
+        scope = schema["parameters"]["properties"]["scope"]
+        assert "pattern" not in scope and "maxLength" not in scope
+        assert scope["type"] == ["string", "null"]
