@@ -2,10 +2,11 @@
 
 Each token of the model's vocabulary is passed alone through the encoder (``[CLS] token [SEP]``),
 and a text's vector is the weighted mean of its tokens' vectors, the way model2vec distils a
-sentence transformer. Rare tokens weigh more (a Zipf weight, log of the token's rank in the
-frequency-ordered WordPiece vocabulary), after centring every token on the mean token. It is a different, much cheaper model than the
-transformer it comes from: word order and context are gone. Benchmarks use it as a second model,
-so that a dedup decided with one model is judged with another (docs/benchmarks.md).
+sentence transformer. Every token is centred on the mean token, and rare tokens weigh more (a
+Zipf weight, log of the token's rank in the frequency-ordered WordPiece vocabulary). It is a
+different, much cheaper model than the transformer it comes from: word order and context are
+gone. Benchmarks use it as a second model, so that a dedup decided with one model is judged with
+another (docs/benchmarks.md).
 """
 
 from __future__ import annotations
