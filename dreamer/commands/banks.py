@@ -8,16 +8,11 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-import structlog
-
 from dreamer.backends import open_backend
 from dreamer.backends.base import BankActivity
 from dreamer.commands.output import emit, iso
 from dreamer.config import Budget, Config
-from dreamer.errors import BackendError, ExitCode, StateFileError
-from dreamer.state import StateStore
-
-log = structlog.get_logger("dreamer.commands")
+from dreamer.errors import BackendError, ExitCode
 
 
 async def banks_command(
@@ -78,9 +73,9 @@ async def recall_command(
 ) -> int:
     """Labelled recall: the named banks, else the profile's read-union, else the default bank.
     Exit 75 when a bank could not be read (the others' results are still printed)."""
-    from dreamer.readside.router import BankRouter
+    from dreamer.readside.router import BankRouter, open_ledger
 
-    ledger = _open_ledger(config)
+    ledger = open_ledger(config)
     backend = open_backend(config)
     try:
         router = BankRouter(config, backend, profile=profile, ledger=ledger)
@@ -146,16 +141,3 @@ async def retain_command(
         await backend.aclose()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
     return ExitCode.OK
-
-
-def _open_ledger(config: Config) -> StateStore | None:
-    """The state file, for the ledger's supersession marks; None when there is none yet (a recall
-    never creates one) or it cannot be opened (logged: the recall goes on without those marks)."""
-    path = config.state_path
-    if not path.is_file():
-        return None
-    try:
-        return StateStore.open(path)
-    except StateFileError as exc:
-        log.warning("recall without the ledger's supersession marks", reason=str(exc))
-        return None

@@ -25,7 +25,7 @@ from dreamer.hermes_provider.settings import ProviderSettings
 from dreamer.readside.answers import RecallAnswer, ReflectAnswer, RetainAnswer, failure_reason
 from dreamer.readside.policy import BankPolicy
 from dreamer.readside.prelude import prelude
-from dreamer.readside.router import BankRouter
+from dreamer.readside.router import BankRouter, open_ledger
 from dreamer.readside.tools import HINDSIGHT_TOOLS, policy_tool_schemas, run_tool_call
 from dreamer.text import printable
 
@@ -185,12 +185,20 @@ class DreamerMemory:
 
         async def main() -> _T:
             backend = self.opener(settings.config)
+            # A Dreamer TOML names a state file: its ledger marks cards superseded by newer ones.
+            ledger = open_ledger(settings.config) if settings.profile is not None else None
             try:
                 router = BankRouter(
-                    settings.config, backend, profile=settings.profile, bank_timeout_s=bank_timeout_s
+                    settings.config,
+                    backend,
+                    profile=settings.profile,
+                    bank_timeout_s=bank_timeout_s,
+                    ledger=ledger,
                 )
                 return await call(router)
             finally:
+                if ledger is not None:
+                    ledger.close()
                 await backend.aclose()
 
         return _in_thread(lambda: anyio.run(main), deadline_s)

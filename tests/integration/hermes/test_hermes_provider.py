@@ -467,3 +467,38 @@ class TestDreamerConfig:
         assert "Memory for profile research" in block and "Nextcloud runs version 28.0." in block
         assert "roll-up bank" in hermes.call("hindsight_retain", {"content": "x", "bank": "global"})["error"]
         sys.modules.pop(USER_MODULE, None)
+
+    def test_the_provider_marks_a_card_the_ledger_says_was_superseded(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """In TOML mode the provider's recall reads the state file's ledger: a card whose successor is
+        only in the ledger (not among the hits) is still marked superseded by the newer text."""
+        from dreamer.backends.embedded.backend import EmbeddedBackend
+        from dreamer.config import load_config
+        from tests.integration.test_current_recall import PROFILE, World, promote, versions, world_config
+        from tests.support.configs import write_toml
+
+        write_toml(tmp_path / "config.toml", world_config("embedded", tmp_path, uuid.uuid4().hex[:10]))
+        config = load_config(tmp_path / "config.toml")
+
+        async def setup() -> tuple[str, str]:
+            backend = EmbeddedBackend(config.embedded_path)
+            try:
+                world = World("embedded", tmp_path, config, backend, "zq" + uuid.uuid4().hex[:8])
+                old_text, new_text = versions(world)
+                old_id = await promote(world, old_text)
+                await promote(world, new_text, supersedes=old_id, minutes=60, upstream=False)
+                return old_text, new_text
+            finally:
+                await backend.aclose()
+
+        old_text, new_text = anyio.run(setup)
+        home = make_home(tmp_path, None)
+        install_plugin(home, config_path=tmp_path / "config.toml", profile=PROFILE)
+        monkeypatch.setenv("HERMES_HOME", str(home))
+        provider, manager = load(home)
+        hermes = Hermes(home, {}, provider, manager)
+        answer = hermes.call("hindsight_recall", {"query": old_text, "bank": "global"})
+        marked = f"[global] (superseded) {old_text} — superseded by: {new_text}"
+        assert marked in answer["result"].splitlines()
+        sys.modules.pop(USER_MODULE, None)
