@@ -52,6 +52,14 @@ class RollupReport:
     reason: str = ""
     units_seen: int = 0
     units_selected: int = 0
+    #: What became of each unit seen: cited by a promoted card, merged into an existing card,
+    #: dropped as chatter, left out by the summariser, or pending for a later batch or run.
+    units_promoted: int = 0
+    units_merged: int = 0
+    units_chatter: int = 0
+    units_left_out: int = 0
+    units_pending: int = 0
+    batches: int = 0
     cards: int = 0
     promoted: int = 0
     reinforced: int = 0
@@ -65,11 +73,19 @@ class RollupReport:
     watermark_from: str | None = None
     watermark_to: str | None = None
     plan: list[CardPlan] = field(default_factory=list)
+    #: Units dropped, by reason ("filler", "contact record", "not cited by any card").
+    dropped: dict[str, int] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         return {
             "units_seen": self.units_seen,
             "units_selected": self.units_selected,
+            "units_promoted": self.units_promoted,
+            "units_merged": self.units_merged,
+            "units_chatter": self.units_chatter,
+            "units_left_out": self.units_left_out,
+            "units_pending": self.units_pending,
+            "batches": self.batches,
             "cards": self.cards,
             "promoted": self.promoted,
             "reinforced": self.reinforced,
@@ -91,5 +107,6 @@ class RollupReport:
             "dry_run": self.dry_run,
             "watermark_from": self.watermark_from,
             "watermark_to": self.watermark_to,
+            "dropped": dict(self.dropped),
             "plan": [p.to_json() for p in self.plan],
         }
