@@ -240,7 +240,8 @@ CLOSING_WORDS = frozenset(
     content_tokens(
         "conversation chat end ended ends ending close closed conclude concluded goodbye goodbyes bye "
         "farewell farewells bid say said saying share shared wish wishes wishing well-wishes take care "
-        "mutual warm friendly positive note plan plans soon again both each other day appreciation gratitude"
+        "mutual warm friendly positive note plan plans promise soon again both each other day "
+        "appreciation gratitude"
     )
 )
 #: "Met" is a contact record only beside a clock time ("Gina and Jon met at 4:04 pm"); without one it
@@ -280,7 +281,7 @@ def is_closing_line(text: str) -> bool:
         return False
     details = protected_details(text)
     names = {word for name in details.names for word in content_tokens(name)}
-    allowed = CLOSING_WORDS | CHATTER_WORDS | names
+    allowed = CLOSING_WORDS | CONTACT_WORDS | CHATTER_WORDS | names
     return all(word in allowed for word in content_tokens(text))
 
 
