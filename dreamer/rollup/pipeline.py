@@ -347,6 +347,15 @@ class Rollup:
             drafts = parse_reflect_cards(result.structured, result.text, sources, pcfg.top_n)
             if not drafts and is_content_free(result.text):
                 log.info("reflect had nothing to summarise", answer=result.text[:200])
+            cited = {i for d in drafts for i in d.source_ids}
+            uncited = [u for u in sources if u.id not in cited]
+            if uncited:
+                # A unit salience kept is a fact: one the answer cites in no card gets an extractive
+                # card, which the judge merges into a reflect card that already says it.
+                extra = await anyio.to_thread.run_sync(extractive.extract_cards, uncited, len(uncited))
+                log.info("reflect cited no card for some units", units=len(uncited), cards=len(extra))
+                ctx.report.cards_uncited += len(extra)
+                drafts += extra
             return drafts
         ctx.report.summariser = "extractive"
         return await anyio.to_thread.run_sync(extractive.extract_cards, sources, pcfg.top_n)

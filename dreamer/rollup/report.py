@@ -61,6 +61,8 @@ class RollupReport:
     units_pending: int = 0
     batches: int = 0
     cards: int = 0
+    #: Cards drafted extractively for units the reflect answer cited in no card.
+    cards_uncited: int = 0
     promoted: int = 0
     reinforced: int = 0
     conflicts: int = 0
@@ -87,6 +89,7 @@ class RollupReport:
             "units_pending": self.units_pending,
             "batches": self.batches,
             "cards": self.cards,
+            "cards_uncited": self.cards_uncited,
             "promoted": self.promoted,
             "reinforced": self.reinforced,
             "conflicts": self.conflicts,
