@@ -315,11 +315,8 @@ class Rollup:
     async def select(self, ctx: RunContext) -> None:
         """3. Select (salience): the batch's filler and contact records are dropped, with their
         reason; its other units, best first, are the summariser's input."""
-        report = ctx.report
-        for reason in ctx.batch.chatter.values():
-            report.dropped[reason] = report.dropped.get(reason, 0) + 1
-        report.units_chatter += len(ctx.batch.chatter)
-        report.units_selected += len(ctx.selected)
+        ctx.report.count_chatter(ctx.batch.chatter.values())
+        ctx.report.units_selected += len(ctx.selected)
 
     async def summarise(self, ctx: RunContext) -> None:
         """4. Summarise into cards: one reflect per run, or extractive without an LLM."""
@@ -392,19 +389,12 @@ class Rollup:
         self._plan(ctx)
 
     def _account(self, ctx: RunContext) -> None:
-        """What became of each unit the batch summarised: in a promoted card, merged into an
-        existing one, or cited by no card (the summariser left it out; counted, never silent)."""
-        report = ctx.report
-        promoted = {i for plan, _ in ctx.to_promote for i in plan.source_ids}
-        merged = {i for r in ctx.reinforced for i in r.source_ids} - promoted
-        selected = {u.id for u in ctx.selected}
-        left_out = len(selected - promoted - merged)
-        report.units_promoted += len(selected & promoted)
-        report.units_merged += len(selected & merged)
-        report.units_left_out += left_out
-        if left_out:
-            reason = "not cited by any card"
-            report.dropped[reason] = report.dropped.get(reason, 0) + left_out
+        """What became of each unit the batch summarised (counted, never silent)."""
+        ctx.report.count_fates(
+            {u.id for u in ctx.selected},
+            promoted={i for plan, _ in ctx.to_promote for i in plan.source_ids},
+            merged={i for r in ctx.reinforced for i in r.source_ids},
+        )
 
     def _judge_cards(
         self,
@@ -578,6 +568,7 @@ def indexed_candidates(
         normalized={s.normalized for s in sketches},
     )
     return [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
+
 
 def new_units(units: Sequence[MemoryUnit], watermark: Watermark, overlap: timedelta) -> list[MemoryUnit]:
     """The listed units a run judges: after ``watermark`` (or in its overlap, unseen), never

@@ -6,11 +6,14 @@ benchmarks. Plain values only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
 from dreamer.outcomes import Outcome
+
+#: The reason counted for a unit no card cites.
+LEFT_OUT = "not cited by any card"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +80,22 @@ class RollupReport:
     plan: list[CardPlan] = field(default_factory=list)
     #: Units dropped, by reason ("filler", "contact record", "not cited by any card").
     dropped: dict[str, int] = field(default_factory=dict)
+
+    def count_chatter(self, reasons: Iterable[str]) -> None:
+        """Count units dropped as chatter, by reason."""
+        for reason in reasons:
+            self.dropped[reason] = self.dropped.get(reason, 0) + 1
+            self.units_chatter += 1
+
+    def count_fates(self, summarised: Set[str], *, promoted: Set[str], merged: Set[str]) -> None:
+        """Count what became of the units a batch summarised: a source of a promoted card, else of
+        a card that reinforced an existing one, else cited by no card."""
+        left_out = len(summarised - promoted - merged)
+        self.units_promoted += len(summarised & promoted)
+        self.units_merged += len((summarised & merged) - promoted)
+        self.units_left_out += left_out
+        if left_out:
+            self.dropped[LEFT_OUT] = self.dropped.get(LEFT_OUT, 0) + left_out
 
     def counts(self) -> dict[str, int]:
         return {
