@@ -1,4 +1,5 @@
-"""Which new units are worth summarising: rank a batch and keep the top N.
+"""Which new units carry no durable fact (filler, contact records), and how to rank the rest of a
+batch: the ranking orders a batch's units, it never drops one (:mod:`.batches`).
 
 A unit's salience is a weighted sum of four parts, each in 0..1:
 
