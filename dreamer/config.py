@@ -159,6 +159,8 @@ class RollupConfig(_Model):
     reflect_budget: Budget = "low"
     post_consolidate: bool = True
     watermark_overlap_s: NonNegativeFloat = 300.0
+    #: How many batches of ``top_n`` units one run summarises before it leaves the rest pending.
+    max_batches_per_run: Annotated[int, Field(ge=1, le=100)] = 5
 
 
 class PeerCardConfig(_Model):

@@ -1,12 +1,12 @@
-"""One roll-up run of one profile, step by step: gate, collect, select, summarise, judge, promote,
-commit, consolidate (the README's "How one roll-up works", in the same words).
+"""One roll-up run of one profile, step by step: gate, collect, then per batch select, summarise,
+judge, promote, commit; then consolidate (the README's "How one roll-up works", in the same words).
 
 The only module of the roll-up that does I/O; the steps' rules live in the pure modules beside it
 (:mod:`.gate`, :mod:`.salience`, :mod:`.cards`, :mod:`.extractive`, :mod:`.dedup`, :mod:`.promote`).
 A run's state travels in one :class:`RunContext`; step boundaries are announced through
 ``on_step``. The run's record, log context and summary belong to :mod:`dreamer.service.runner`; the
-pipeline writes only its one atomic commit (watermark, ledger rows, the run's end) after the
-promotion succeeded. Why, and how crashes, retries and the slot lock are handled:
+pipeline writes only its atomic commits (watermark, ledger rows, the run's end), one per batch after
+the batch's promotion succeeded. Why, and how crashes, retries and the slot lock are handled:
 ``docs/design/rollup.md``.
 """
 
@@ -28,7 +28,8 @@ from dreamer.config import Config, ProfileConfig
 from dreamer.errors import DreamerError
 from dreamer.outcomes import COMMITTED, Outcome, classify, describe
 from dreamer.retry import RetryPolicy, RetryStats, backoff_logger, call_holding_slot, call_with_retry
-from dreamer.rollup import dedup, extractive, salience
+from dreamer.rollup import dedup, extractive
+from dreamer.rollup.batches import Batch, StreamCut, cut_stream
 from dreamer.rollup.candidates import index_words, probe, word_sizes
 from dreamer.rollup.cards import (
     CARDS_SCHEMA,
@@ -48,6 +49,7 @@ from dreamer.rollup.promote import (
     retain_item,
 )
 from dreamer.rollup.report import CardPlan, RollupReport
+from dreamer.rollup.salience import SalienceInput
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.slot import SlotLock
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
@@ -80,6 +82,9 @@ class RunContext:
     watermark: Watermark = field(default_factory=Watermark)
     new_watermark: Watermark = field(default_factory=Watermark)
     units: list[MemoryUnit] = field(default_factory=list)
+    cut: StreamCut = field(default_factory=lambda: StreamCut((), ()))
+    judged: int = 0
+    batch: Batch = field(default_factory=lambda: Batch((), ()))
     selected: list[MemoryUnit] = field(default_factory=list)
     drafts: list[CardDraft] = field(default_factory=list)
     verdicts: list[dedup.Verdict] = field(default_factory=list)
@@ -90,6 +95,26 @@ class RunContext:
     @property
     def dry_run(self) -> bool:
         return self.report.dry_run
+
+    def start_batch(self, batch: Batch, overlap: timedelta) -> None:
+        """Forget the previous batch; the watermark this batch's commit writes covers every unit
+        judged so far. Units not judged yet keep counting as new for the gate."""
+        self.batch = batch
+        self.drafts, self.verdicts, self.to_promote, self.reinforced = [], [], [], []
+        self.ledger_ids = frozenset()
+        self.judged += len(batch.units)
+        by_id = {u.id: u for u in self.units}
+        self.selected = [by_id[u.id] for u in batch.substantive]
+        advanced = self.watermark.advanced_to(((u.created_at, u.id) for u in batch.units), overlap)
+        activity, unjudged = self.activity, len(self.units) - self.judged
+        self.new_watermark = Watermark(
+            advanced.created_at,
+            advanced.seen,
+            activity.unit_count - unjudged if activity is not None else self.watermark.unit_count,
+            activity.last_write_at if activity is not None else self.watermark.last_write_at,
+            self.watermark.rolled_at,
+        )
+        self.report.watermark_to = _iso(self.new_watermark.created_at)
 
     def facts(self) -> RunFacts:
         return RunFacts(
@@ -139,6 +164,20 @@ class Rollup:
             now=self.clock(),
         )
 
+    async def backlog(self, profile: str) -> list[MemoryUnit]:
+        """The units the next run of ``profile`` would collect: after its watermark, not judged yet
+        (one listing, no retries: for ``dreamer status``)."""
+        p = self.config.profiles[profile]
+        overlap = timedelta(seconds=self.config.rollup.watermark_overlap_s)
+        watermark = self.state.watermark(profile)
+        units = await self.backend.list_units_since(
+            self.config.bank_id(p.bank),
+            watermark.read_from(overlap),
+            exclude_tags=(ROLLUP_TAG,),
+            fact_types=INPUT_FACT_TYPES,
+        )
+        return new_units(units, watermark, overlap)
+
     # --- one run --------------------------------------------------------------------------------
 
     async def run(
@@ -176,9 +215,13 @@ class Rollup:
         )
         started = time.monotonic()
         try:
-            for step in (self.gate, self.collect, self.select, self.summarise, self.judge, self.promote):
-                await step(ctx)
-            await self.commit(ctx)
+            await self.gate(ctx)
+            await self.collect(ctx)
+            for batch in ctx.cut.batches:
+                await self.run_batch(ctx, batch)
+            if ctx.dry_run:
+                report.outcome = Outcome.DRY_RUN
+                report.reason = "dry run: nothing written upstream, watermark unchanged"
             await self.consolidate(ctx)
         except _Done:
             pass
@@ -240,44 +283,46 @@ class Rollup:
             ),
             needs_slot=False,
         )
-        ctx.units = [
-            u
-            for u in units
-            if ROLLUP_TAG not in u.tags and effective.is_new(u.created_at, u.id, overlap) and u.text.strip()
-        ]
+        ctx.units = new_units(units, effective, overlap)
         ctx.report.units_seen = len(ctx.units)
         self._step("collected", ctx.profile)
-        advanced = watermark.advanced_to(((u.created_at, u.id) for u in ctx.units), overlap)
-        activity = ctx.activity
-        ctx.new_watermark = Watermark(
-            advanced.created_at,
-            advanced.seen,
-            activity.unit_count if activity is not None else watermark.unit_count,
-            activity.last_write_at if activity is not None else watermark.last_write_at,
-            watermark.rolled_at,
-        )
-        ctx.report.watermark_to = _iso(ctx.new_watermark.created_at)
         if not ctx.units:
+            ctx.start_batch(Batch((), ()), overlap)
             self._end_with_nothing_new(ctx, "no new units after the watermark")
+        ctx.cut = cut_stream(
+            [SalienceInput(u.id, u.text, u.created_at, u.proof_count) for u in ctx.units],
+            ctx.settings.top_n,
+            limit=self.config.rollup.max_batches_per_run,
+            directive=ctx.settings.directive,
+        )
+        ctx.report.units_pending = len(ctx.cut.pending)
+
+    async def run_batch(self, ctx: RunContext, batch: Batch) -> None:
+        """Steps 3 to 7 for one batch: its cards promoted and the watermark past it, or (in a dry
+        run) only planned."""
+        ctx.start_batch(batch, timedelta(seconds=self.config.rollup.watermark_overlap_s))
+        ctx.report.batches += 1
+        await self.select(ctx)
+        if ctx.selected:
+            await self.summarise(ctx)
+            await self.judge(ctx)
+        self._account(ctx)
+        if ctx.dry_run:
+            ctx.report.promoted += len(ctx.to_promote)
+            return
+        await self.promote(ctx)
+        await self.commit(ctx)
 
     async def select(self, ctx: RunContext) -> None:
-        """3. Select (salience): drop conversational filler and contact records, keep the top-N."""
-        substantive = [u for u in ctx.units if not salience.is_chatter(u.text)]
-        if not substantive:
-            self._end_with_nothing_new(ctx, "only conversational filler since the watermark")
-        ranked = salience.top_n(
-            [salience.SalienceInput(u.id, u.text, u.created_at, u.proof_count) for u in substantive],
-            ctx.settings.top_n,
-            ctx.settings.directive,
-        )
-        by_id = {u.id: u for u in ctx.units}
-        ctx.selected = [by_id[r.id] for r in ranked]
-        ctx.report.units_selected = len(ctx.selected)
+        """3. Select (salience): the batch's filler and contact records are dropped, with their
+        reason; its other units, best first, are the summariser's input."""
+        ctx.report.count_chatter(ctx.batch.chatter.values())
+        ctx.report.units_selected += len(ctx.selected)
 
     async def summarise(self, ctx: RunContext) -> None:
         """4. Summarise into cards: one reflect per run, or extractive without an LLM."""
         ctx.drafts = await self._draft_cards(ctx)
-        ctx.report.cards = len(ctx.drafts)
+        ctx.report.cards += len(ctx.drafts)
         self._step("summarised", ctx.profile)
 
     async def _draft_cards(self, ctx: RunContext) -> list[CardDraft]:
@@ -300,6 +345,15 @@ class Rollup:
             drafts = parse_reflect_cards(result.structured, result.text, sources, pcfg.top_n)
             if not drafts and is_content_free(result.text):
                 log.info("reflect had nothing to summarise", answer=result.text[:200])
+            cited = {i for d in drafts for i in d.source_ids}
+            uncited = [u for u in sources if u.id not in cited]
+            if uncited:
+                # A unit salience kept is a fact: one the answer cites in no card gets an extractive
+                # card, which the judge merges into a reflect card that already says it.
+                extra = await anyio.to_thread.run_sync(extractive.extract_cards, uncited, len(uncited))
+                log.info("reflect cited no card for some units", units=len(uncited), cards=len(extra))
+                ctx.report.cards_uncited += len(extra)
+                drafts += extra
             return drafts
         ctx.report.summariser = "extractive"
         return await anyio.to_thread.run_sync(extractive.extract_cards, sources, pcfg.top_n)
@@ -334,11 +388,14 @@ class Rollup:
         ctx.verdicts = await anyio.to_thread.run_sync(self._judge_cards, ctx, cards, candidates)
         self._step("judged", ctx.profile)
         self._plan(ctx)
-        if ctx.dry_run:
-            ctx.report.promoted = len(ctx.to_promote)
-            ctx.report.outcome = Outcome.DRY_RUN
-            ctx.report.reason = "dry run: nothing written upstream, watermark unchanged"
-            raise _Done
+
+    def _account(self, ctx: RunContext) -> None:
+        """What became of each unit the batch summarised (counted, never silent)."""
+        ctx.report.count_fates(
+            {u.id for u in ctx.selected},
+            promoted={i for plan, _ in ctx.to_promote for i in plan.source_ids},
+            merged={i for r in ctx.reinforced for i in r.source_ids},
+        )
 
     def _judge_cards(
         self,
@@ -428,12 +485,12 @@ class Rollup:
             await self._call(
                 ctx, "retain", lambda: self.backend.retain(ctx.upstream_id, items), needs_slot=True
             )
-            ctx.report.promoted = len(ctx.to_promote)
+            ctx.report.promoted += len(ctx.to_promote)
         self._step("promoted", ctx.profile)
 
     async def commit(self, ctx: RunContext) -> None:
-        """7. Commit the watermark, the ledger rows and the run's end in one transaction, only after
-        the promotion succeeded."""
+        """7. Commit the watermark past the batch, its ledger rows and the run's counts so far in one
+        transaction, only after the batch's promotion succeeded."""
         report = ctx.report
         if report.promoted:
             report.outcome = Outcome.PROMOTED
@@ -442,7 +499,10 @@ class Rollup:
         else:
             report.outcome = Outcome.NOTHING_NEW
         report.reason = (
-            f"{report.promoted} promoted, {report.reinforced} reinforced, {report.conflicts} conflicts"
+            f"{report.promoted} promoted, {report.reinforced} reinforced, {report.conflicts} conflicts; "
+            f"units: {report.units_promoted} promoted, {report.units_merged} merged, "
+            f"{report.units_chatter} chatter, {report.units_left_out} left out, "
+            f"{report.units_pending} pending"
         )
         now = self.clock()
         facts = ctx.facts()
@@ -450,8 +510,8 @@ class Rollup:
         await anyio.to_thread.run_sync(self._commit, ctx, rows)
 
     async def consolidate(self, ctx: RunContext) -> None:
-        """8. Post-consolidate the upstream bank (best effort, under the slot lock)."""
-        if not (ctx.report.promoted and self.config.rollup.post_consolidate):
+        """8. Post-consolidate the upstream bank once per run (best effort, under the slot lock)."""
+        if ctx.dry_run or not (ctx.report.promoted and self.config.rollup.post_consolidate):
             return
         try:
             await self._call(
@@ -471,8 +531,10 @@ class Rollup:
         raise _Done
 
     def _commit(self, ctx: RunContext, ledger_rows: Sequence[LedgerCard]) -> None:
+        """The compare-and-set commit of one batch; the next batch expects what it wrote."""
         report = ctx.report
         assert report.outcome in COMMITTED
+        finished = self.clock()
         self.state.commit_rollup(
             profile=ctx.profile,
             bank_id=ctx.bank_id,
@@ -483,9 +545,10 @@ class Rollup:
             outcome=report.outcome,
             detail=report.reason,
             counts=report.counts(),
-            finished_at=self.clock(),
+            finished_at=finished,
             expected=ctx.watermark,
         )
+        ctx.watermark = replace(ctx.new_watermark, rolled_at=finished)
         self._step("committed", ctx.profile)
 
     def _step(self, step: str, profile: str) -> None:
@@ -508,6 +571,16 @@ def indexed_candidates(
         normalized={s.normalized for s in sketches},
     )
     return [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
+
+
+def new_units(units: Sequence[MemoryUnit], watermark: Watermark, overlap: timedelta) -> list[MemoryUnit]:
+    """The listed units a run judges: after ``watermark`` (or in its overlap, unseen), never
+    Dreamer's own cards, never empty."""
+    return [
+        u
+        for u in units
+        if ROLLUP_TAG not in u.tags and watermark.is_new(u.created_at, u.id, overlap) and u.text.strip()
+    ]
 
 
 def _iso(ts: datetime | None) -> str | None:
