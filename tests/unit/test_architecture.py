@@ -22,6 +22,7 @@ RANKS: dict[str, int] = {
     "dreamer.text": 0,
     "dreamer.log": 0,
     "dreamer.config": 1,
+    "dreamer.details": 1,
     "dreamer.outcomes": 1,
     "dreamer.slot": 1,
     "dreamer.state": 2,
