@@ -188,6 +188,9 @@ class AuditConfig(_Model):
     skip_below_pct: Annotated[float, Field(gt=0, le=100)] = 75.0
     stale_days: Annotated[int, Field(ge=1, le=3650)] = 14
     url_timeout_s: ShortSeconds = 2.0
+    #: Rotate both canaries during an audit once this many days passed since the last rotation;
+    #: 0: only on request (``dreamer audit --rotate-canary``).
+    canary_rotation_days: Annotated[int, Field(ge=0, le=3650)] = 0
 
 
 class MetricsConfig(_Model):

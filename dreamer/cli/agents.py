@@ -22,6 +22,15 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="change nothing; print the planned actions")
     parser.add_argument("--force", action="store_true", help="audit now even if no audit is due")
     parser.add_argument("--json", action="store_true", help="print the reports as JSON")
+    parser.add_argument(
+        "--rotate-canary",
+        action="store_true",
+        help=(
+            "instead of auditing, give both canary lines a new token now, in one locked step recorded "
+            "in the ledger (a stale copy of a file put back then fails the next audit); refused when a "
+            "canary already disagrees with the ledger. audit.canary_rotation_days rotates on a schedule"
+        ),
+    )
 
 
 @COMMANDS.subcommand(
@@ -36,11 +45,22 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
         "its files cannot be read."
     ),
     arguments=_audit_arguments,
-    examples=["dreamer audit --agent mumuni --dry-run --force", "dreamer audit --json | jq '.agents'"],
+    examples=[
+        "dreamer audit --agent mumuni --dry-run --force",
+        "dreamer audit --json | jq '.agents'",
+        "dreamer audit --rotate-canary --agent mumuni",
+    ],
 )
 def _audit(args: argparse.Namespace) -> int:
-    from dreamer.commands.audit import audit_command
+    from dreamer.commands.audit import audit_command, rotate_command
 
+    if args.rotate_canary:
+        return run_async(
+            args,
+            lambda config: rotate_command(
+                config, args.agent, combined_with_dry_run=args.dry_run or args.json
+            ),
+        )
     return run_async(
         args,
         lambda config: audit_command(

@@ -16,6 +16,7 @@ import structlog
 from dreamer.config import Config
 from dreamer.errors import UnknownAgentError
 from dreamer.hermes import AgentFiles, AuditReport, AuditSettings, audit_agent, needs_audit
+from dreamer.hermes.audit.rotation import CanaryRotation, rotate_canaries
 
 log = structlog.get_logger("dreamer.audit")
 
@@ -33,6 +34,7 @@ def agent_files(config: Config, name: str) -> AgentFiles:
 
 
 def audit_settings(config: Config, *, dry_run: bool = False, force: bool = False) -> AuditSettings:
+    """The audit's settings from ``[audit]``."""
     a = config.audit
     return AuditSettings(
         interval_days=a.interval_days,
@@ -40,6 +42,7 @@ def audit_settings(config: Config, *, dry_run: bool = False, force: bool = False
         skip_below_pct=a.skip_below_pct,
         stale_days=a.stale_days,
         url_timeout_s=a.url_timeout_s,
+        canary_rotation_days=a.canary_rotation_days or None,
         dry_run=dry_run,
         force=force,
     )
@@ -66,3 +69,13 @@ async def audit_once(
     fields = {k: v for k, v in report.to_dict().items() if k != "agent"}
     getattr(log, level)("audit finished", agent=name, **fields)
     return report
+
+
+async def rotate_once(config: Config, name: str) -> CanaryRotation:
+    """Rotate the canaries of one configured agent now; raises `RotationRefusedError` or `OSError`."""
+    files = agent_files(config, name)
+    settings = audit_settings(config)
+    now = datetime.now(UTC)
+    rotation = await anyio.to_thread.run_sync(lambda: rotate_canaries(files, settings, now))
+    log.info("canaries rotated", agent=name, finished_interrupted=rotation.finished_interrupted)
+    return rotation

@@ -39,6 +39,8 @@ class LedgerFacts:
     records: tuple[ActionRecord, ...]
     warnings: tuple[str, ...] = ()
     temp_files_removed: tuple[str, ...] = ()
+    canary_memory: str = ""
+    canary_user: str = ""
 
 
 def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
@@ -68,6 +70,9 @@ def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
         actions=tuple(_ledger_line(record) for record in facts.records),
         warnings=facts.warnings,
         temp_files_removed=facts.temp_files_removed,
+        canary_memory=facts.canary_memory,
+        canary_user=facts.canary_user,
+        compressions=counts.get("compressions", 0),
     )
 
 

@@ -137,6 +137,8 @@ class AuditReport:
     summary: str = ""
     warnings: tuple[str, ...] = ()
     temp_files_removed: tuple[str, ...] = ()
+    #: The new canary fingerprints (MEMORY.md/USER.md) when this audit rotated the canaries.
+    canary_rotation: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -162,6 +164,7 @@ class AuditReport:
             "summary": self.summary,
             "warnings": list(self.warnings),
             "temp_files_removed": list(self.temp_files_removed),
+            "canary_rotation": self.canary_rotation or None,
         }
 
     def to_json(self, *, indent: int | None = 2) -> str:

@@ -14,12 +14,18 @@ from datetime import datetime
 import structlog
 
 from dreamer.hermes.audit.apply import apply_plan
-from dreamer.hermes.audit.canary import CANARY_MARKER, canary_lines, is_canary_entry
+from dreamer.hermes.audit.canary import (
+    CANARY_MARKER,
+    canary_breach,
+    canary_fingerprint,
+    canary_lines,
+    is_canary_entry,
+)
 from dreamer.hermes.audit.classify import Classification, EntryClassifier, RuleBasedClassifier
 from dreamer.hermes.audit.context import load_first_seen, plan_context
 from dreamer.hermes.audit.drift import drift_alerts
 from dreamer.hermes.audit.files import MemoryFiles, read_memory_files, utilisation
-from dreamer.hermes.audit.ledger import LedgerReadError, read_ledger
+from dreamer.hermes.audit.ledger import LedgerEntry, LedgerReadError, last_audit, read_ledger
 from dreamer.hermes.audit.leftovers import remove_leftover_temp_files
 from dreamer.hermes.audit.planner import (
     UNVERIFIED_MARK,
@@ -40,6 +46,14 @@ from dreamer.hermes.audit.report import (
     count_actions,
     over_limit_warnings,
     summary_line,
+)
+from dreamer.hermes.audit.rotation import (
+    CanaryRotation,
+    RotationRefusedError,
+    memory_files_locked,
+    rotate_canaries,
+    rotation_due,
+    waiting_for_writers,
 )
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
 from dreamer.hermes.audit.state import AuditState, with_entries_seen
@@ -102,13 +116,19 @@ class _AuditRun:
         self.probe = probe
         self.classifier = classifier or RuleBasedClassifier()
         self.notes: list[str] = []
+        self.ledger: tuple[LedgerEntry, ...] = ()
+        self.fingerprints = ("", "")
 
     def execute(self) -> AuditReport:
         agent, settings, now = self.agent, self.settings, self.now
         for path in agent.written_paths():
             # Before anything changes: a planted link would carry a later write outside the folder.
             refuse_symlink(path)
-        files = read_memory_files(agent)
+        # The files and the ledger are read together under the file locks, so a rotation in
+        # progress (which holds both) is seen whole, never half done.
+        with waiting_for_writers(agent) if settings.dry_run else memory_files_locked(agent):
+            files = read_memory_files(agent)
+            ledger = read_ledger(agent.ledger_path)
         before = utilisation(files.memory_entries, files.user_entries, settings)
         canaries = {
             "MEMORY.md": bool(canary_lines(files.memory_raw)),
@@ -116,9 +136,13 @@ class _AuditRun:
         }
         if not all(canaries.values()):
             return self._critical(canaries, before)
+        breach = canary_breach(*_fingerprints(files.memory_raw, files.user_raw), ledger)
+        if breach:
+            return self._critical(canaries, before, breach)
+        self.ledger = ledger
+        self.fingerprints = _fingerprints(files.memory_raw, files.user_raw)
 
-        ledger = read_ledger(agent.ledger_path)
-        previous = ledger[-1] if ledger else None
+        previous = last_audit(ledger)
         skip = skip_reason(settings, now, previous, before)
         if skip:
             return AuditReport(agent.name, AuditStatus.SKIP, now, reason=skip, utilisation_before=before)
@@ -147,10 +171,28 @@ class _AuditRun:
 
     # --- phases -------------------------------------------------------------------------------
 
-    def _critical(self, canaries: Mapping[str, bool], before: Utilisation) -> AuditReport:
+    def _scheduled_rotation(self) -> CanaryRotation | None:
+        """Rotate the canaries when `canary_rotation_days` passed; a refusal becomes a note."""
+        try:
+            ledger = read_ledger(self.agent.ledger_path)
+            if not rotation_due(self.settings, ledger, self.now):
+                return None
+            rotation = rotate_canaries(
+                self.agent, self.settings, self.now, trigger="scheduled", holding_audit_lock=True
+            )
+        except (RotationRefusedError, OSError) as exc:
+            self.notes.append(f"canaries not rotated: {exc}")
+            log.error("hermes_canary_rotation_failed", agent=self.agent.name, error=str(exc))
+            return None
+        log.info("hermes_canaries_rotated", agent=self.agent.name, trigger="scheduled")
+        return rotation
+
+    def _critical(self, canaries: Mapping[str, bool], before: Utilisation, breach: str = "") -> AuditReport:
         missing = [name for name, present in canaries.items() if not present]
         reason = (
-            f"CANARY BREACH — memory integrity compromised: no line containing '{CANARY_MARKER}' in "
+            f"CANARY BREACH — memory integrity compromised: {breach}"
+            if breach
+            else f"CANARY BREACH — memory integrity compromised: no line containing '{CANARY_MARKER}' in "
             f"{' and '.join(missing)}. Nothing was changed; restore the canary line, then rerun the audit."
         )
         log.error(
@@ -158,6 +200,7 @@ class _AuditRun:
             agent=self.agent.name,
             memory_canary_intact=canaries["MEMORY.md"],
             user_canary_intact=canaries["USER.md"],
+            reason=reason,
         )
         return AuditReport(
             self.agent.name,
@@ -209,6 +252,8 @@ class _AuditRun:
                     note=reason,
                     records=records,
                     warnings=warnings,
+                    canary_memory=self.fingerprints[0],
+                    canary_user=self.fingerprints[1],
                 ),
                 self.notes,
             )
@@ -277,6 +322,8 @@ class _AuditRun:
         remaining = [*after_files.memory_entries, *after_files.user_entries]
         save_audit_state(self.agent, with_entries_seen(state, remaining, self.now), self.notes)
         status = AuditStatus.COMPLETE if canary_intact else AuditStatus.CRITICAL
+        if canary_intact:
+            self.fingerprints = _fingerprints(after_files.memory_raw, after_files.user_raw)
         warnings = over_limit_warnings(after, planned=False)
         ledger_updated = append_ledger_block(
             self.agent,
@@ -296,9 +343,13 @@ class _AuditRun:
                 records=records,
                 warnings=warnings,
                 temp_files_removed=temp_files_removed,
+                # A changed canary is recorded only as the alarm, never as the new baseline.
+                canary_memory=self.fingerprints[0] if canary_intact else "",
+                canary_user=self.fingerprints[1] if canary_intact else "",
             ),
             self.notes,
         )
+        rotation = self._scheduled_rotation() if canary_intact else None
         log.info(
             "hermes_audit_complete",
             agent=self.agent.name,
@@ -333,4 +384,9 @@ class _AuditRun:
             summary=summary_line(counts, len(unresolved), alerts, planned=False),
             warnings=warnings,
             temp_files_removed=temp_files_removed,
+            canary_rotation=rotation.canary_memory + "/" + rotation.canary_user if rotation else "",
         )
+
+
+def _fingerprints(memory_raw: str, user_raw: str) -> tuple[str, str]:
+    return canary_fingerprint(canary_lines(memory_raw)), canary_fingerprint(canary_lines(user_raw))

@@ -53,6 +53,9 @@ class AuditSettings:
     writer_name: str = "dreamer"
     dry_run: bool = False
     force: bool = False
+    #: Rotate both canaries at the end of an audit once this many days passed since the last
+    #: rotation; None: only on request (`dreamer audit --rotate-canary`).
+    canary_rotation_days: int | None = None
 
     def __post_init__(self) -> None:
         if self.interval_days < 1:
@@ -66,6 +69,8 @@ class AuditSettings:
             )
         if self.max_memory_chars < 1 or self.max_user_chars < 1:
             raise InvalidAuditSettingsError("max_memory_chars and max_user_chars must be positive")
+        if self.canary_rotation_days is not None and not 1 <= self.canary_rotation_days <= 3650:
+            raise InvalidAuditSettingsError("canary_rotation_days must be between 1 and 3650 (or unset)")
         if not self.url_timeout_s > 0:
             raise InvalidAuditSettingsError("url_timeout_s must be positive")
         if not self.writer_name.strip() or any(ch.isspace() for ch in self.writer_name):
