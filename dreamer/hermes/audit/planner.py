@@ -14,6 +14,8 @@ Rules:
 - Uncertain entries are only reported. Session notes are deleted; temporary state and historical
   snapshots are deleted once `stale_days` old; technical config in USER.md moves to MEMORY.md;
   identity and preferences in MEMORY.md move to USER.md; operating rules move to the rules skill.
+- A long entry with a shorter wording that kept every protected detail (`compressions`, see
+  compress.py) is rewritten in place, last, in the file it ends up in (shorter: it always fits).
 - A technical config naming a URL that did not answer gets " [UNVERIFIED]" appended (never deleted);
   a marked one whose URLs all answer again loses the mark; a `model:` value that disagrees with the
   agent's config.yaml is corrected.
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from dreamer.hermes.audit.age import EntryAge
@@ -67,6 +69,7 @@ class ActionKind(StrEnum):
     CORRECT = "CORRECT"
     MARK_UNVERIFIED = "MARK_UNVERIFIED"
     CLEAR_UNVERIFIED = "CLEAR_UNVERIFIED"
+    COMPRESS = "COMPRESS"
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,8 @@ class PlanContext:
     url_answers: Mapping[str, bool]
     configured_model: str | None
     skill_available: bool
+    #: Shorter wordings of entries (by their text as read) and what produced each (compress_entries).
+    compressions: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -333,6 +338,15 @@ def plan_audit(
                 break
             actions.append(PlannedAction(kind, entry_id, where, old_text, reason, new_text=new_text))
             text_of[entry_id] = new_text
+
+    for entry in candidates:
+        where, text = location[entry.id], text_of[entry.id]
+        if where is None or text not in context.compressions:
+            continue  # gone, or edited above (a new text the rewrite was not checked against)
+        shorter, method = context.compressions[text]
+        reason = f"shorter by {len(text) - len(shorter)} chars ({method}), every detail kept"
+        actions.append(PlannedAction(ActionKind.COMPRESS, entry.id, where, text, reason, new_text=shorter))
+        text_of[entry.id] = shorter
 
     return Plan(
         actions=tuple(actions),

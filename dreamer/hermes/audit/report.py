@@ -39,6 +39,7 @@ _COUNT_NAMES = {
     ActionKind.CORRECT: "corrections",
     ActionKind.MARK_UNVERIFIED: "unverified",
     ActionKind.CLEAR_UNVERIFIED: "reverified",
+    ActionKind.COMPRESS: "compressions",
 }
 
 
@@ -217,7 +218,8 @@ def summary_line(counts: Mapping[str, int], unresolved: int, alerts: Sequence[st
         f"{'would move' if planned else 'moved'} {counts['moves']}, "
         f"{'would correct' if planned else 'corrected'} {counts['corrections']}, "
         f"{'would mark' if planned else 'marked'} {counts['unverified']} [UNVERIFIED], "
-        f"{'would clear' if planned else 'cleared'} {counts['reverified']} marks; "
+        f"{'would clear' if planned else 'cleared'} {counts['reverified']} marks, "
+        f"{'would shorten' if planned else 'shortened'} {counts['compressions']}; "
         f"{unresolved} unresolved; {len(alerts)} drift alert(s)."
     )
     return text

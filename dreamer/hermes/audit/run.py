@@ -9,6 +9,7 @@ The phases and why they are what they are: ``docs/design/hermes-audit.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 import structlog
@@ -22,6 +23,7 @@ from dreamer.hermes.audit.canary import (
     is_canary_entry,
 )
 from dreamer.hermes.audit.classify import Classification, EntryClassifier, RuleBasedClassifier
+from dreamer.hermes.audit.compress import Compressor, RuleCompressor
 from dreamer.hermes.audit.context import load_first_seen, plan_context
 from dreamer.hermes.audit.drift import drift_alerts
 from dreamer.hermes.audit.files import MemoryFiles, read_memory_files, utilisation
@@ -74,6 +76,7 @@ def audit_agent(
     *,
     probe: UrlProbe | None = None,
     classifier: EntryClassifier | None = None,
+    compressor: Compressor | None = None,
 ) -> AuditReport:
     """Audit the memory of `agent` at `now`; never raises for file problems (a symbolic link in place
     of a file the audit writes is one: ERROR, nothing changed).
@@ -89,6 +92,7 @@ def audit_agent(
             reason=f"memory directory {agent.memories_dir} of agent {agent.name} not found; check the config",
         )
     run = _AuditRun(agent, settings, now, probe or HttpUrlProbe(settings.url_timeout_s), classifier)
+    run.compressor = compressor or RuleCompressor(settings.compress_min_chars)
     try:
         if settings.dry_run:
             return run.execute()
@@ -116,6 +120,7 @@ class _AuditRun:
         self.probe = probe
         self.classifier = classifier or RuleBasedClassifier()
         self.notes: list[str] = []
+        self.compressor: Compressor = RuleCompressor(settings.compress_min_chars)
         self.ledger: tuple[LedgerEntry, ...] = ()
         self.fingerprints = ("", "")
 
@@ -156,6 +161,7 @@ class _AuditRun:
             if not is_canary_entry(entry.text)
         }
         context = plan_context(agent, settings, now, entries, classifications, state, self.probe, self.notes)
+        context = replace(context, compressions=self._compressions(entries))
         plan = plan_audit(entries, classifications, context)
         alerts = drift_alerts(
             previous,
@@ -170,6 +176,15 @@ class _AuditRun:
         return self._apply(plan, entries, state, before, files, canaries, alerts)
 
     # --- phases -------------------------------------------------------------------------------
+
+    def _compressions(self, entries: Sequence[Entry]) -> dict[str, tuple[str, str]]:
+        """Shorter wordings of the long entries (compress_entries), each gated; canaries never."""
+        if not self.settings.compress_entries:
+            return {}
+        texts = list(dict.fromkeys(e.text for e in entries if not is_canary_entry(e.text)))
+        found = self.compressor.rewrite(texts)
+        self.notes.extend(self.compressor.notes)
+        return {text: (rewrite.text, rewrite.method) for text, rewrite in found.items()}
 
     def _scheduled_rotation(self) -> CanaryRotation | None:
         """Rotate the canaries when `canary_rotation_days` passed; a refusal becomes a note."""

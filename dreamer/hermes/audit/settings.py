@@ -56,6 +56,9 @@ class AuditSettings:
     #: Rotate both canaries at the end of an audit once this many days passed since the last
     #: rotation; None: only on request (`dreamer audit --rotate-canary`).
     canary_rotation_days: int | None = None
+    #: Rewrite entries longer than `compress_min_chars` shorter, keeping every protected detail.
+    compress_entries: bool = True
+    compress_min_chars: int = 120
 
     def __post_init__(self) -> None:
         if self.interval_days < 1:
@@ -71,6 +74,8 @@ class AuditSettings:
             raise InvalidAuditSettingsError("max_memory_chars and max_user_chars must be positive")
         if self.canary_rotation_days is not None and not 1 <= self.canary_rotation_days <= 3650:
             raise InvalidAuditSettingsError("canary_rotation_days must be between 1 and 3650 (or unset)")
+        if not 20 <= self.compress_min_chars <= 100_000:
+            raise InvalidAuditSettingsError("compress_min_chars must be between 20 and 100000")
         if not self.url_timeout_s > 0:
             raise InvalidAuditSettingsError("url_timeout_s must be positive")
         if not self.writer_name.strip() or any(ch.isspace() for ch in self.writer_name):
