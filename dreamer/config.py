@@ -191,6 +191,12 @@ class AuditConfig(_Model):
     #: Rotate both canaries during an audit once this many days passed since the last rotation;
     #: 0: only on request (``dreamer audit --rotate-canary``).
     canary_rotation_days: Annotated[int, Field(ge=0, le=3650)] = 0
+    #: Reword entries longer than ``compress_min_chars`` shorter, keeping every number, name, path
+    #: and URL; by rules, or by one reflect of ``compress_bank`` when set (an LLM-backed backend).
+    compress_entries: bool = True
+    compress_min_chars: Annotated[int, Field(ge=20, le=100_000)] = 120
+    compress_bank: Alias | None = None
+    compress_budget: Budget = "low"
 
 
 class MetricsConfig(_Model):
@@ -247,6 +253,7 @@ class Config(_Model):
                     )
                 )
             seen.setdefault(bank.bank_id, alias)
+        check_alias("audit.compress_bank", self.audit.compress_bank)
         for name, profile in self.profiles.items():
             check_alias(f"profiles.{name}.bank", profile.bank)
             check_alias(f"profiles.{name}.upstream", profile.upstream)

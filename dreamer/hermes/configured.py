@@ -13,10 +13,15 @@ from datetime import UTC, datetime
 import anyio
 import structlog
 
+from dreamer.backends import MemoryBackend, open_backend
 from dreamer.config import Config
 from dreamer.errors import UnknownAgentError
 from dreamer.hermes import AgentFiles, AuditReport, AuditSettings, audit_agent, needs_audit
+from dreamer.hermes.audit.compress import Compressor
+from dreamer.hermes.audit.compress_reflect import ReflectCompressor, reflect_compress
 from dreamer.hermes.audit.rotation import CanaryRotation, rotate_canaries
+from dreamer.retry import RetryPolicy
+from dreamer.slot import SlotLock
 
 log = structlog.get_logger("dreamer.audit")
 
@@ -43,6 +48,8 @@ def audit_settings(config: Config, *, dry_run: bool = False, force: bool = False
         stale_days=a.stale_days,
         url_timeout_s=a.url_timeout_s,
         canary_rotation_days=a.canary_rotation_days or None,
+        compress_entries=a.compress_entries,
+        compress_min_chars=a.compress_min_chars,
         dry_run=dry_run,
         force=force,
     )
@@ -64,11 +71,43 @@ async def audit_once(
         log.info("audit not due", agent=name, reason=why)
         return None
     log.info("audit started", agent=name, reason=why, dry_run=dry_run)
-    report = await anyio.to_thread.run_sync(lambda: audit_agent(files, settings, now))
+    backend = open_backend(config) if settings.compress_entries and config.audit.compress_bank else None
+    try:
+        compressor = _compressor(config, backend, settings)
+        report = await anyio.to_thread.run_sync(
+            lambda: audit_agent(files, settings, now, compressor=compressor)
+        )
+    finally:
+        if backend is not None:
+            await backend.aclose()
     level = "error" if str(report.status) in ALARMING else "warning" if report.warnings else "info"
     fields = {k: v for k, v in report.to_dict().items() if k != "agent"}
     getattr(log, level)("audit finished", agent=name, **fields)
     return report
+
+
+def _compressor(config: Config, backend: MemoryBackend | None, settings: AuditSettings) -> Compressor | None:
+    """The reflect compressor when ``audit.compress_bank`` names a bank of an LLM-backed backend;
+    None (the rules) otherwise."""
+    bank = config.audit.compress_bank
+    if backend is None or bank is None:
+        return None
+    if not backend.reflect_uses_llm:
+        reason = f"the {backend.name} backend's reflect does not use an LLM"
+        log.info("audit compresses by rules", reason=reason)
+        return None
+    slot = SlotLock(
+        config.slot.lock_path,
+        acquire_timeout_s=config.slot.acquire_timeout_s,
+        poll_interval_s=config.slot.poll_interval_s,
+    )
+    policy = RetryPolicy.from_config(config.retry)
+    bank_id, budget = config.bank_id(bank), config.audit.compress_budget
+    return ReflectCompressor(
+        lambda entries: reflect_compress(backend, bank_id, entries, budget=budget, policy=policy, slot=slot),
+        anyio.from_thread.run,
+        settings.compress_min_chars,
+    )
 
 
 async def rotate_once(config: Config, name: str) -> CanaryRotation:

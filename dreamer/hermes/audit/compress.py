@@ -11,6 +11,7 @@ stays as it is. Pure: no I/O. Why: docs/design/hermes-audit.md.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,27 @@ _PHRASES: tuple[tuple[str, str], ...] = (
     (r"(?:which|that) is (?:located|situated|running|hosted) (?:at|on)", "at"),
     (r"(?:which|that) (?:is|are) called", "called"),
     (r"approximately", "about"),
+    (r"had a conversation", "talked"),
+    (r"(?:is|are) going to", "will"),
+    (r"was going to", "would"),
+    (r"despite the fact that", "although"),
+    (r"in the future", "later"),
+    (r"a lot of", "many"),
+    (r"each and every", "every"),
+    (r"first of all", "first"),
+    (r"which means that", "so"),
+    (r"(you|we) (?:need|have) to", r"\1 must"),
+    (r"it is worth noting that", ""),
+    (r"it should be noted that", ""),
+    (r"it is (?:necessary|required) to", "must"),
+    (r"can be (?:reached|found|accessed) (at|on|via)", r"is \1"),
+    (r"(?:is|are) located (in|at|on)", r"is \1"),
+    (r"is running on", "runs on"),
+    (r"are running on", "run on"),
+    (r"for example", "e.g."),
+    (r"((?:said|says|mentioned|mentions|explained|explains|agreed|agrees|noted|notes|felt|feels|thinks"
+     r"|thought|believes|believed|hoped|hopes|shared|shares|realized|realizes|decided|decides|added|adds"
+     r"|knows|knew|stated|states|confirmed|confirms|told \w+|tells \w+)) that", r"\1"),
     (r"(?:basically|actually|essentially|literally|really|very|quite|simply) ", ""),
     (r"do not", "don't"),
     (r"does not", "doesn't"),
@@ -108,9 +130,10 @@ _SPACE_BEFORE_PUNCT = re.compile(r"[ \t]+([,.;:!?])")
 
 
 def _keep_case(match: re.Match[str], replacement: str) -> str:
-    if replacement and match.group(0)[:1].isupper():
-        return replacement[:1].upper() + replacement[1:]
-    return replacement
+    text = match.expand(replacement)
+    if text and match.group(0)[:1].isupper():
+        return text[:1].upper() + text[1:]
+    return text
 
 
 def _capitalise_sentences(text: str) -> str:
@@ -123,7 +146,7 @@ def compress_by_rules(text: str) -> str:
     for line in text.split("\n"):
         out = _OPENERS.sub("", line)
         for pattern, replacement in _COMPILED:
-            out = pattern.sub(lambda m, r=replacement: _keep_case(m, r), out)
+            out = pattern.sub(functools.partial(_keep_case, replacement=replacement), out)
         out = _NUMBER_WORD.sub(lambda m: _NUMBER_WORDS[m.group(1).casefold()], out)
         out = _REPEATED_WORD.sub(r"\1", out)
         out = _SPACE_BEFORE_PUNCT.sub(r"\1", _SPACES.sub(" ", out)).rstrip()

@@ -10,7 +10,7 @@ answer) the caller falls back to the rules. Why: docs/design/hermes-audit.md.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -139,8 +139,8 @@ class ReflectCompressor:
 
     def __init__(
         self,
-        call: Callable[[Sequence[str]], Awaitable[Compressions]],
-        run: Callable[[Callable[[], Awaitable[Compressions]]], Compressions],
+        call: Callable[[Sequence[str]], Coroutine[Any, Any, Compressions]],
+        run: Callable[[Callable[[], Coroutine[Any, Any, Compressions]]], Compressions],
         min_chars: int,
     ) -> None:
         self._call = call

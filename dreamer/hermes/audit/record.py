@@ -79,6 +79,8 @@ def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
 def _ledger_line(record: ActionRecord) -> str:
     where = record.file + (f" → {record.destination}" if record.destination else "")
     line = f"{record.kind} {where} [{record.outcome}]: {one_line(record.entry, 80)!r} ({record.reason})"
+    if record.kind == "COMPRESS" and record.new_text is not None:
+        line += f" → {one_line(record.new_text, 160)!r}"
     return f"{line}; {record.detail}" if record.detail else line
 
 
