@@ -177,6 +177,10 @@ class AgentConfig(_Model):
     memories_dir: Path
     config_yaml: Path | None = None
     skills_dir: Path | None = None
+    #: The profile's SOUL.md (default: beside memories_dir, as Hermes keeps it) and the default
+    #: profile's, to compare with (default: <hermes home>/SOUL.md for a profile under profiles/).
+    soul_md: Path | None = None
+    default_soul_md: Path | None = None
     enabled: bool = True
 
 
@@ -421,6 +425,8 @@ def _resolve_paths(cfg: Config, base_dir: Path, source: str, environ: Mapping[st
                 "memories_dir": absolute(a.memories_dir, f"agents.{name}.memories_dir"),
                 "config_yaml": absolute(a.config_yaml, f"agents.{name}.config_yaml"),
                 "skills_dir": absolute(a.skills_dir, f"agents.{name}.skills_dir"),
+                "soul_md": absolute(a.soul_md, f"agents.{name}.soul_md"),
+                "default_soul_md": absolute(a.default_soul_md, f"agents.{name}.default_soul_md"),
             }
         )
         for name, a in cfg.agents.items()

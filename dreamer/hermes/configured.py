@@ -35,7 +35,18 @@ def agent_files(config: Config, name: str) -> AgentFiles:
         known = ", ".join(sorted(config.agents)) or "none; add an [agents.NAME] table"
         raise UnknownAgentError(f"unknown agent {name!r} (known: {known})")
     agent = config.agents[name]
-    return AgentFiles(name, agent.memories_dir, agent.config_yaml, agent.skills_dir)
+    home = agent.memories_dir.parent  # Hermes keeps memories/ and SOUL.md side by side in its home
+    default_soul = agent.default_soul_md
+    if default_soul is None and home.parent.name == "profiles":
+        default_soul = home.parent.parent / "SOUL.md"  # ~/.hermes/profiles/<name>/ → ~/.hermes/SOUL.md
+    return AgentFiles(
+        name,
+        agent.memories_dir,
+        agent.config_yaml,
+        agent.skills_dir,
+        soul_path=agent.soul_md or home / "SOUL.md",
+        default_soul_path=default_soul,
+    )
 
 
 def audit_settings(config: Config, *, dry_run: bool = False, force: bool = False) -> AuditSettings:

@@ -92,9 +92,12 @@ _PHRASES: tuple[tuple[str, str], ...] = (
     (r"is running on", "runs on"),
     (r"are running on", "run on"),
     (r"for example", "e.g."),
-    (r"((?:said|says|mentioned|mentions|explained|explains|agreed|agrees|noted|notes|felt|feels|thinks"
-     r"|thought|believes|believed|hoped|hopes|shared|shares|realized|realizes|decided|decides|added|adds"
-     r"|knows|knew|stated|states|confirmed|confirms|told \w+|tells \w+)) that", r"\1"),
+    (
+        r"((?:said|says|mentioned|mentions|explained|explains|agreed|agrees|noted|notes|felt|feels|thinks"
+        r"|thought|believes|believed|hoped|hopes|shared|shares|realized|realizes|decided|decides|added|adds"
+        r"|knows|knew|stated|states|confirmed|confirms|told \w+|tells \w+)) that",
+        r"\1",
+    ),
     (r"(?:basically|actually|essentially|literally|really|very|quite|simply) ", ""),
     (r"do not", "don't"),
     (r"does not", "doesn't"),

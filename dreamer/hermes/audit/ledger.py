@@ -23,6 +23,7 @@ A block is a `## <ISO timestamp>` heading followed by `- key: value` lines:
     - canary_intact: true
     - writer_registered: true
     - canary_memory: 3f9a0c1d2e4b5a69
+    - soul: fresh
     - canary_user: 0b7e2d4c9a1f3e58
     - warning: MEMORY.md is still over its limit: ...
     - alert: ALERT: ...
@@ -107,6 +108,7 @@ class LedgerRecord:
     canary_memory: str = ""
     canary_user: str = ""
     compressions: int = 0
+    soul: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,8 @@ def format_record(record: LedgerRecord) -> str:
         f"- canary_intact: {'true' if record.canary_intact else 'false'}",
         f"- writer_registered: {'true' if record.writer_registered else 'false'}",
     ]
+    if record.soul:
+        lines.append(f"- soul: {record.soul}")
     if record.canary_memory and record.canary_user:
         lines += [f"- canary_memory: {record.canary_memory}", f"- canary_user: {record.canary_user}"]
     if record.note:

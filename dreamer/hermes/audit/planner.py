@@ -13,7 +13,8 @@ Rules:
   order within a file) is kept, the others deleted, unless the category is uncertain.
 - Uncertain entries are only reported. Session notes are deleted; temporary state and historical
   snapshots are deleted once `stale_days` old; technical config in USER.md moves to MEMORY.md;
-  identity and preferences in MEMORY.md move to USER.md; operating rules move to the rules skill.
+  identity and preferences in MEMORY.md move to USER.md; operating rules move to the rules skill;
+  persona entries (the agent's own identity and voice) move to SOUL.md.
 - A long entry with a shorter wording that kept every protected detail (`compressions`, see
   compress.py) is rewritten in place, last, in the file it ends up in (shorter: it always fits).
 - A technical config naming a URL that did not answer gets " [UNVERIFIED]" appended (never deleted);
@@ -39,6 +40,7 @@ from dreamer.hermes.memory.entries import Target, joined_length
 
 __all__ = [
     "SKILL_DESTINATION",
+    "SOUL_DESTINATION",
     "UNVERIFIED_MARK",
     "ActionKind",
     "Entry",
@@ -56,6 +58,7 @@ __all__ = [
 
 UNVERIFIED_MARK = "[UNVERIFIED]"
 SKILL_DESTINATION = "skill"
+SOUL_DESTINATION = "SOUL.md"
 
 _MODEL_VALUE = re.compile(r"(\bmodel\s*:\s*)([`'\"]?)([^\s`'\",;]+)", re.IGNORECASE)
 _UNVERIFIED_SUFFIX = re.compile(r"\s*\[UNVERIFIED\]")
@@ -119,6 +122,8 @@ class PlanContext:
     skill_available: bool
     #: Shorter wordings of entries (by their text as read) and what produced each (compress_entries).
     compressions: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    #: Why persona entries cannot move to SOUL.md ("" when they can).
+    soul_unavailable: str = "the agent has no SOUL.md configured"
 
 
 @dataclass(frozen=True)
@@ -278,6 +283,17 @@ def plan_audit(
             moves.append(
                 PlannedAction(ActionKind.MOVE, entry.id, entry.target, entry.text, reason, "USER.md")
             )
+        elif category is Category.PERSONA:
+            if context.soul_unavailable:
+                reason = f"{category}, but it cannot move to SOUL.md: {context.soul_unavailable}"
+                unresolved.append((entry.id, UnresolvedEntry(entry.file, entry.text, reason)))
+            else:
+                reason = f"{category} belongs in SOUL.md"
+                moves.append(
+                    PlannedAction(
+                        ActionKind.MOVE, entry.id, entry.target, entry.text, reason, SOUL_DESTINATION
+                    )
+                )
         elif category is Category.OPERATING_RULE:
             if context.skill_available:
                 reason = f"{category} belongs in a skill"
@@ -301,7 +317,7 @@ def plan_audit(
 
     for action in moves:
         source = action.source
-        if action.destination == SKILL_DESTINATION:
+        if action.destination in (SKILL_DESTINATION, SOUL_DESTINATION):
             working[source].remove(action.entry_id)
             location[action.entry_id] = None
             actions.append(action)

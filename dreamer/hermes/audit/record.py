@@ -41,6 +41,7 @@ class LedgerFacts:
     temp_files_removed: tuple[str, ...] = ()
     canary_memory: str = ""
     canary_user: str = ""
+    soul: str = ""
 
 
 def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
@@ -73,6 +74,7 @@ def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
         canary_memory=facts.canary_memory,
         canary_user=facts.canary_user,
         compressions=counts.get("compressions", 0),
+        soul=facts.soul,
     )
 
 

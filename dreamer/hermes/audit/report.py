@@ -140,6 +140,8 @@ class AuditReport:
     temp_files_removed: tuple[str, ...] = ()
     #: The new canary fingerprints (MEMORY.md/USER.md) when this audit rotated the canaries.
     canary_rotation: str = ""
+    #: SOUL.md: its path, state (fresh, stale, missing, unreadable, not configured) and why.
+    soul: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -166,6 +168,7 @@ class AuditReport:
             "warnings": list(self.warnings),
             "temp_files_removed": list(self.temp_files_removed),
             "canary_rotation": self.canary_rotation or None,
+            "soul": self.soul,
         }
 
     def to_json(self, *, indent: int | None = 2) -> str:

@@ -41,6 +41,7 @@ from dreamer.hermes.audit.planner import (
 from dreamer.hermes.audit.probe import HttpUrlProbe, UrlProbe
 from dreamer.hermes.audit.record import LedgerFacts, append_ledger_block, save_audit_state
 from dreamer.hermes.audit.report import (
+    ActionRecord,
     AuditReport,
     AuditStatus,
     Utilisation,
@@ -58,6 +59,8 @@ from dreamer.hermes.audit.rotation import (
     waiting_for_writers,
 )
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
+from dreamer.hermes.audit.soul import SoulMove, plan_soul_moves
+from dreamer.hermes.audit.soul_audit import SoulFindings, apply_soul_moves, inspect_soul, soul_move_record
 from dreamer.hermes.audit.state import AuditState, with_entries_seen
 from dreamer.hermes.audit.trigger import require_aware, skip_reason
 from dreamer.hermes.audit.writers import WriterRegistryError, is_registered_writer
@@ -123,6 +126,8 @@ class _AuditRun:
         self.compressor: Compressor = RuleCompressor(settings.compress_min_chars)
         self.ledger: tuple[LedgerEntry, ...] = ()
         self.fingerprints = ("", "")
+        self.soul = SoulFindings(None, "not configured")
+        self.soul_moves: list[SoulMove] = []
 
     def execute(self) -> AuditReport:
         agent, settings, now = self.agent, self.settings, self.now
@@ -161,8 +166,12 @@ class _AuditRun:
             if not is_canary_entry(entry.text)
         }
         context = plan_context(agent, settings, now, entries, classifications, state, self.probe, self.notes)
-        context = replace(context, compressions=self._compressions(entries))
+        self.soul = inspect_soul(agent, settings, self.classifier, self.notes)
+        context = replace(
+            context, compressions=self._compressions(entries), soul_unavailable=self.soul.unavailable
+        )
         plan = plan_audit(entries, classifications, context)
+        plan = self._plan_soul(plan)
         alerts = drift_alerts(
             previous,
             now=now,
@@ -176,6 +185,18 @@ class _AuditRun:
         return self._apply(plan, entries, state, before, files, canaries, alerts)
 
     # --- phases -------------------------------------------------------------------------------
+
+    def _plan_soul(self, plan: Plan) -> Plan:
+        """Plan the moves out of SOUL.md after the memory files' plan (MEMORY.md's room is known then)."""
+        if self.soul.unavailable or not self.soul.blocks:
+            return plan
+        moves, left = plan_soul_moves(
+            self.soul.blocks, self.soul.classifications, plan.final_memory, self.settings.max_memory_chars
+        )
+        self.soul_moves = moves
+        unresolved = tuple(UnresolvedEntry("SOUL.md", block.text, reason) for block, reason in left)
+        final_memory = (*plan.final_memory, *(move.block.text for move in moves))
+        return replace(plan, unresolved=(*plan.unresolved, *unresolved), final_memory=final_memory)
 
     def _compressions(self, entries: Sequence[Entry]) -> dict[str, tuple[str, str]]:
         """Shorter wordings of the long entries (compress_entries), each gated; canaries never."""
@@ -239,9 +260,13 @@ class _AuditRun:
         reason: str,
     ) -> AuditReport:
         counts = count_actions(plan.actions)
-        records = tuple(action_record(action, "planned") for action in plan.actions)
+        counts["moves"] += len(self.soul_moves)
+        records = (
+            *(action_record(action, "planned") for action in plan.actions),
+            *(soul_move_record(move, "planned") for move in self.soul_moves),
+        )
         after = utilisation(plan.final_memory, plan.final_user, self.settings)
-        warnings = over_limit_warnings(after, planned=True)
+        warnings = (*over_limit_warnings(after, planned=True), *self.soul.warnings())
         ledger_updated = False
         if not self.settings.dry_run:
             # Not a registered writer: memory stays untouched, but the findings are recorded so the
@@ -269,6 +294,7 @@ class _AuditRun:
                     warnings=warnings,
                     canary_memory=self.fingerprints[0],
                     canary_user=self.fingerprints[1],
+                    soul=self.soul.state,
                 ),
                 self.notes,
             )
@@ -291,6 +317,7 @@ class _AuditRun:
             ledger_updated=ledger_updated,
             summary=summary_line(counts, len(plan.unresolved), alerts, planned=True),
             warnings=warnings,
+            soul=self.soul.to_dict(),
         )
 
     def _apply(
@@ -310,7 +337,10 @@ class _AuditRun:
             user_char_limit=settings.max_user_chars,
         )
         temp_files_removed = remove_leftover_temp_files(self.agent, self.notes)
-        outcomes = apply_plan(plan, entries, store, self.agent.rules_skill_path)
+        outcomes = apply_plan(plan, entries, store, self.agent.rules_skill_path, self.agent.soul_path)
+        soul_records: tuple[ActionRecord, ...] = ()
+        if self.soul_moves and self.agent.soul_path is not None:
+            soul_records = apply_soul_moves(self.soul_moves, store, self.agent.soul_path)
 
         after_files = read_memory_files(self.agent)
         after = utilisation(after_files.memory_entries, after_files.user_entries, settings)
@@ -328,18 +358,25 @@ class _AuditRun:
                 for o in outcomes
                 if not o.applied
             ),
+            *(
+                UnresolvedEntry(r.file, r.entry, f"{r.kind}: {r.detail}")
+                for r in soul_records
+                if r.outcome != "applied"
+            ),
         )
         applied = [o.action for o in outcomes if o.applied]
         counts = count_actions(applied)
-        records = tuple(
-            action_record(o.action, "applied" if o.applied else "skipped", o.detail) for o in outcomes
+        counts["moves"] += sum(r.outcome == "applied" for r in soul_records)
+        records = (
+            *(action_record(o.action, "applied" if o.applied else "skipped", o.detail) for o in outcomes),
+            *soul_records,
         )
         remaining = [*after_files.memory_entries, *after_files.user_entries]
         save_audit_state(self.agent, with_entries_seen(state, remaining, self.now), self.notes)
         status = AuditStatus.COMPLETE if canary_intact else AuditStatus.CRITICAL
         if canary_intact:
             self.fingerprints = _fingerprints(after_files.memory_raw, after_files.user_raw)
-        warnings = over_limit_warnings(after, planned=False)
+        warnings = (*over_limit_warnings(after, planned=False), *self.soul.warnings())
         ledger_updated = append_ledger_block(
             self.agent,
             self.now,
@@ -361,6 +398,7 @@ class _AuditRun:
                 # A changed canary is recorded only as the alarm, never as the new baseline.
                 canary_memory=self.fingerprints[0] if canary_intact else "",
                 canary_user=self.fingerprints[1] if canary_intact else "",
+                soul=self.soul.state,
             ),
             self.notes,
         )
@@ -398,6 +436,7 @@ class _AuditRun:
             ledger_updated=ledger_updated,
             summary=summary_line(counts, len(unresolved), alerts, planned=False),
             warnings=warnings,
+            soul=self.soul.to_dict(),
             temp_files_removed=temp_files_removed,
             canary_rotation=rotation.canary_memory + "/" + rotation.canary_user if rotation else "",
         )

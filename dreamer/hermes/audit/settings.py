@@ -88,12 +88,15 @@ class AuditSettings:
 
 @dataclass(frozen=True)
 class AgentFiles:
-    """One agent's files: its memories directory, Hermes config and skills directory."""
+    """One agent's files: its memories directory, Hermes config, skills directory and SOUL.md."""
 
     name: str
     memories_dir: Path
     config_yaml: Path | None = None
     skills_dir: Path | None = None
+    #: The profile's SOUL.md, and the default profile's (None: not audited / not compared).
+    soul_path: Path | None = None
+    default_soul_path: Path | None = None
 
     @property
     def memory_path(self) -> Path:
@@ -137,6 +140,8 @@ class AgentFiles:
         paths += [
             lock_path_for(p) for p in (self.ledger_path, self.state_path, self.memory_path, self.user_path)
         ]
+        if self.soul_path is not None:
+            paths.append(lock_path_for(self.soul_path))
         skill = self.rules_skill_path
         if skill is not None:
             paths += [skill.parent, skill, lock_path_for(skill)]
