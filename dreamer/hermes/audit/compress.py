@@ -3,7 +3,8 @@
 `compress_by_rules` rewrites by fixed rules with no model: wordy phrases to short ones ("in order
 to" → "to"), filler openers and adverbs dropped, negations contracted, number words to digits,
 spaces collapsed. `rewrite_refusal` is the gate every rewrite passes, by rules or by a model: it
-must be shorter, non-empty, one entry (no line holding only "§"), no canary marker, and keep every
+must be shorter, non-empty, one entry (no line holding only "§"), no canary marker, keep an
+[UNVERIFIED] mark, and keep every
 protected detail of the original (numbers, dates, versions, URLs, hosts, paths, names, and the
 count of negations; :mod:`dreamer.details`). A rewrite that fails the gate is dropped and the entry
 stays as it is. Pure: no I/O. Why: docs/design/hermes-audit.md.
@@ -19,6 +20,7 @@ from typing import Protocol
 
 from dreamer.details import protected_details
 from dreamer.hermes.audit.canary import CANARY_MARKER
+from dreamer.hermes.audit.planner import UNVERIFIED_MARK
 from dreamer.hermes.memory.entries import has_delimiter_line
 
 __all__ = [
@@ -183,6 +185,8 @@ def rewrite_refusal(before: str, after: str) -> str:
         return "the rewrite holds a line with only '§' and would split into several entries"
     if CANARY_MARKER in after:
         return "the rewrite holds the canary marker"
+    if UNVERIFIED_MARK in before and UNVERIFIED_MARK not in after:
+        return f"the rewrite drops the {UNVERIFIED_MARK} mark"
     lost = lost_details(before, after)
     if lost:
         return f"the rewrite loses {', '.join(lost[:5])}"

@@ -168,6 +168,12 @@ class TestGate:
         or canary-bearing one, is refused with the reason."""
         assert why in rewrite_refusal(self.ORIGINAL, rewrite)
 
+    def test_a_rewrite_dropping_the_unverified_mark_is_refused(self) -> None:
+        """The audit's [UNVERIFIED] mark is kept by any rewrite, or the rewrite is refused."""
+        shorter = "Nextcloud 28.0.4, docker01, https://cloud.example.net, /mnt/tank/nc; Ada: not Fridays."
+        assert "[UNVERIFIED]" in rewrite_refusal(self.ORIGINAL + " [UNVERIFIED]", shorter)
+        assert rewrite_refusal(self.ORIGINAL + " [UNVERIFIED]", shorter + " [UNVERIFIED]") == ""
+
 
 class TestReflectAnswer:
     def test_each_answer_is_gated_on_its_own(self) -> None:
