@@ -4,8 +4,9 @@ The question lists the long entries, numbered, and asks for ``{"entries": [{"num
 ...}]}``. The reflect runs under the slot lock with the roll-up's retry rules (as the peer card's
 polish does: the slot is held only around the call). The answer is untrusted: each rewrite passes
 `rewrite_refusal` on its own, so one that loses a number, name, path or URL is rejected and that
-entry kept, while the others are used. When the call fails (slot busy, server down, no structured
-answer) the caller falls back to the rules. Why: docs/design/hermes-audit.md.
+entry kept, while the others are used; entries the answer does not address get the rules. When the
+call fails (slot busy, server down, no structured answer) the rules reword all of them.
+Why: docs/design/hermes-audit.md.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class Compressions:
 
     rewrites: dict[str, Rewrite] = field(default_factory=dict)
     rejected: tuple[str, ...] = ()
+    rejected_entries: frozenset[str] = frozenset()
 
 
 def parse_compression(structured: Mapping[str, Any] | None, entries: Sequence[str]) -> Compressions:
@@ -86,6 +88,7 @@ def parse_compression(structured: Mapping[str, Any] | None, entries: Sequence[st
         raise DreamerError("the reflect's answer is not a list of numbered entries") from None
     rewrites: dict[str, Rewrite] = {}
     rejected: list[str] = []
+    rejected_entries: set[str] = set()
     for item in answer.entries:
         if not 1 <= item.number <= len(entries):
             continue
@@ -94,9 +97,10 @@ def parse_compression(structured: Mapping[str, Any] | None, entries: Sequence[st
         refusal = rewrite_refusal(original, text)
         if refusal:
             rejected.append(f"compression of {one_line(original, 60)!r} rejected: {refusal}; entry kept")
+            rejected_entries.add(original)
         elif original not in rewrites:
             rewrites[original] = Rewrite(text, "reflect")
-    return Compressions(rewrites, tuple(rejected))
+    return Compressions(rewrites, tuple(rejected), frozenset(rejected_entries))
 
 
 async def reflect_compress(
@@ -161,4 +165,11 @@ class ReflectCompressor:
             log.warning("hermes_audit_compress_reflect_failed", error=str(exc))
             return self._rules.rewrite(long)
         self.notes.extend(found.rejected)
-        return found.rewrites
+        # Entries the answer did not address get the rules; a rejected rewrite keeps its entry as is.
+        unanswered = [e for e in long if e not in found.rewrites and e not in found.rejected_entries]
+        if unanswered:
+            self.notes.append(
+                f"the compression reflect gave no rewrite for {len(unanswered)} of {len(long)} long "
+                "entries; the rules reworded those"
+            )
+        return {**self._rules.rewrite(unanswered), **found.rewrites}

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import anyio.from_thread
+import pytest
 
 from dreamer.backends.base import Budget, ReflectResult, TagsMatch
 from dreamer.backends.embedded.backend import EmbeddedBackend
@@ -183,3 +184,53 @@ class TestByReflect:
         assert any("compressed by rules" in note for note in report.notes), report.notes
         assert {a.entry for a in report.actions if a.kind == "COMPRESS"} == {WORDY, WORDY_TOO}
         assert all("(rules)" in a.reason for a in report.actions if a.kind == "COMPRESS")
+
+
+@pytest.mark.hindsight
+def test_against_the_real_server_no_answer_loses_a_detail(
+    tmp_path: Path, hindsight_url: str, hindsight_api_key: str, fresh_bank_id: str
+) -> None:
+    """Through the real Hindsight test server (its LLM stub answers whatever it answers), the audit
+    completes, every entry it shortened kept each protected detail, the canary is untouched, and the
+    slot lock is free afterwards: the gate, not the model, decides."""
+    from pydantic import SecretStr
+
+    from dreamer.backends.base import RetainItem
+    from dreamer.backends.hindsight.backend import HindsightBackend
+    from dreamer.config import HindsightBackendConfig
+    from dreamer.hermes.audit.compress import lost_details
+
+    agent = make_agent(tmp_path / "agent")
+    slot_path = tmp_path / "slot.lock"
+    settings = HindsightBackendConfig(url=hindsight_url, api_key_env=None)
+    settings = settings.model_copy(update={"api_key": SecretStr(hindsight_api_key)})
+    backend = HindsightBackend(settings)
+    slot = SlotLock(slot_path, acquire_timeout_s=30.0, poll_interval_s=0.05)
+    policy = RetryPolicy(max_attempts=2, base_delay_s=0.05, max_delay_s=0.1, retry_after_cap_s=0.1)
+    compressor = ReflectCompressor(
+        lambda texts: reflect_compress(backend, fresh_bank_id, texts, budget="low", policy=policy, slot=slot),
+        anyio.from_thread.run,
+        FORCED.compress_min_chars,
+    )
+
+    async def main() -> AuditReport:
+        try:
+            await backend.retain(fresh_bank_id, [RetainItem("The bank exists for this test.")])
+            return await anyio.to_thread.run_sync(
+                lambda: audit_agent(agent, FORCED, NOW, compressor=compressor)
+            )
+        finally:
+            await backend.aclose()
+
+    report = anyio.run(main)
+    assert report.status is AuditStatus.COMPLETE, report.to_json()
+    # Each long entry was either rewritten (by the reflect or, unanswered, by the rules) or rejected.
+    compressed = {a.entry for a in report.actions if a.kind == "COMPRESS"}
+    rejected = {entry for entry in (WORDY, WORDY_TOO) if any(entry[:40] in note for note in report.notes)}
+    assert compressed | rejected == {WORDY, WORDY_TOO}
+    for action in report.actions:
+        if action.kind == "COMPRESS":
+            assert action.new_text is not None and lost_details(action.entry, action.new_text) == ()
+    memory = entries(agent.memory_path)
+    assert memory[0] == CANARY and len(memory) == 3
+    assert lock_is_free(slot_path)
