@@ -35,14 +35,17 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
 
 @COMMANDS.subcommand(
     "audit",
-    help="audit agents' MEMORY.md / USER.md (canaries, stale entries, moves, duplicates)",
+    help="audit agents' MEMORY.md / USER.md / SOUL.md (canaries, stale entries, moves, duplicates)",
     description=(
         "Run the memory audit of each configured agent when it is due (every audit.interval_days, "
         "or at once above audit.threshold_pct of a file's limit), or now with --force. Each agent "
         "is audited in isolation; changes are patch-level edits through the store and only when "
         "Dreamer is a registered writer in the agent's MEMORY_WRITERS.md; every audit appends to "
-        "the agent's MEMORY_AUDIT_LEDGER.md. Exit 1 when an agent is CRITICAL (missing canary) or "
-        "its files cannot be read."
+        "the agent's MEMORY_AUDIT_LEDGER.md. Long entries are reworded shorter, keeping every number, "
+        "name, path and URL (audit.compress_entries). SOUL.md is reported when stale (a copy of the "
+        "default profile's, or older than config.yaml and the memory files); persona entries move into "
+        "it. Exit 1 when an agent is CRITICAL (a canary missing, or changed outside a rotation) or its "
+        "files cannot be read."
     ),
     arguments=_audit_arguments,
     examples=[
