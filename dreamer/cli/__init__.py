@@ -1,7 +1,8 @@
 """The ``dreamer`` command: one entry point, one subcommand per task.
 
 The subcommands live in one module per group (:mod:`~dreamer.cli.service`, :mod:`~dreamer.cli.rollup`,
-:mod:`~dreamer.cli.banks`, :mod:`~dreamer.cli.agents`); :mod:`~dreamer.cli.registry` says how to add one.
+:mod:`~dreamer.cli.banks`, :mod:`~dreamer.cli.agents`,
+:mod:`~dreamer.cli.hermes`); :mod:`~dreamer.cli.registry` says how to add one.
 Their handlers import the modules doing the work inside the function, so ``dreamer --help`` and
 ``dreamer run`` load neither the roll-up pipeline nor a backend.
 """
@@ -15,7 +16,7 @@ import textwrap
 from collections.abc import Sequence
 
 from dreamer import __version__
-from dreamer.cli import agents, banks, rollup, service
+from dreamer.cli import agents, banks, hermes, rollup, service
 from dreamer.cli.base import add_global_options, log_format, log_level
 from dreamer.cli.registry import Handler, in_order
 from dreamer.log import configure_logging
@@ -23,7 +24,7 @@ from dreamer.log import configure_logging
 __all__ = ["build_parser", "main"]
 
 # The order of the commands in `dreamer --help`.
-_GROUPS = (service.COMMANDS, rollup.COMMANDS, banks.COMMANDS, agents.COMMANDS)
+_GROUPS = (service.COMMANDS, rollup.COMMANDS, banks.COMMANDS, agents.COMMANDS, hermes.COMMANDS)
 
 _DESCRIPTION = """\
 Dreamer consolidates agent memory: on a schedule it rolls up what is new in each profile's memory
@@ -84,9 +85,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         # argparse fills an optional positional only from the first run of positionals, so in
         # `memory add --agent A TEXT` the text would be "unrecognized": a command names such a
         # positional (``late_positional``) and a single leftover word fills it wherever it stood.
+        # After "--" the word is text even when it starts with a dash (`memory add -- "-5 C offset"`).
         late = getattr(args, "late_positional", None)
-        if late and getattr(args, late) is None and len(extras) == 1 and not extras[0].startswith("-"):
-            setattr(args, late, extras[0])
+        words = extras[1:] if extras[0] == "--" else extras
+        literal = words is not extras
+        fits = len(words) == 1 and (literal or not words[0].startswith("-"))
+        if late and getattr(args, late) is None and fits:
+            setattr(args, late, words[0])
         else:
             parser.error("unrecognized arguments: " + " ".join(extras))
     handler: Handler | None = getattr(args, "handler", None)

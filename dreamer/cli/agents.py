@@ -78,6 +78,7 @@ def _memory_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agent", required=True, metavar="NAME", help="an agent under [agents]")
     parser.add_argument("--target", choices=["memory", "user"], default="memory", help="MEMORY.md or USER.md")
     parser.add_argument("--old", metavar="TEXT", help="a unique piece of the entry to replace or remove")
+    parser.add_argument("--json", action="store_true", help="list, stats: print JSON")
     parser.set_defaults(late_positional="text")
 
 
@@ -86,9 +87,12 @@ def _memory_arguments(parser: argparse.ArgumentParser) -> None:
     help="read or edit an agent's MEMORY.md / USER.md with Hermes' store semantics",
     description=(
         "Entries are separated by a line holding only §; MEMORY.md holds at most 2,200 characters "
-        "and USER.md 1,375. add refuses exact duplicates and, over the limit, prints the current "
-        "entries; replace and remove find the entry by a unique piece of its text. Writes take the "
-        "sidecar .lock file and replace the file atomically."
+        "and USER.md 1,375, or what memory.memory_char_limit / user_char_limit in the agent's Hermes "
+        "config.yaml say. add refuses exact duplicates and, over the limit, prints the current "
+        "entries; add and replace refuse what Hermes' threat scan blocks; replace and remove find "
+        "the entry by a unique piece of its text. Writes take the sidecar .lock file and replace "
+        "the file atomically (mode 0600), through a symbolic link only to a file the folder's owner "
+        "owns. render prints the block exactly as Hermes injects it."
     ),
     arguments=_memory_arguments,
     examples=[
@@ -96,6 +100,7 @@ def _memory_arguments(parser: argparse.ArgumentParser) -> None:
         "dreamer memory add 'Deploys go through the staging host first.' --agent mumuni",
         "dreamer memory replace 'Prefers metric units.' --old 'imperial' --agent mumuni --target user",
         "dreamer memory render --agent mumuni",
+        "dreamer memory list --agent mumuni --json | jq '.entries'",
     ],
 )
 def _memory(args: argparse.Namespace) -> int:
@@ -104,6 +109,6 @@ def _memory(args: argparse.Namespace) -> int:
     return run_sync(
         args,
         lambda config: memory_command(
-            config, args.action, args.agent, args.target, text=args.text, old=args.old
+            config, args.action, args.agent, args.target, text=args.text, old=args.old, as_json=args.json
         ),
     )

@@ -12,7 +12,7 @@ from typing import TextIO
 import structlog
 
 from dreamer.config import Config
-from dreamer.errors import UsageError
+from dreamer.errors import ConfigError, UsageError
 from dreamer.hermes import (
     MemoryStore,
     MemoryStoreError,
@@ -21,7 +21,13 @@ from dreamer.hermes import (
 from dreamer.hermes.audit.canary import CANARY_MARKER
 from dreamer.hermes.audit.rotation import RotationRefusedError
 from dreamer.hermes.configured import ALARMING, agent_files, audit_once, rotate_once
-from dreamer.hermes.memory.store import AmbiguousMatchError, EntryDelimiterError, OverBudgetError
+from dreamer.hermes.memory.limits import MemoryLimitsError
+from dreamer.hermes.memory.store import (
+    AmbiguousMatchError,
+    BlockedContentError,
+    EntryDelimiterError,
+    OverBudgetError,
+)
 
 log = structlog.get_logger("dreamer.audit")
 
@@ -98,12 +104,19 @@ def memory_command(
     *,
     text: str | None,
     old: str | None,
+    as_json: bool = False,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
-    """``dreamer memory ACTION``: Hermes' MemoryStore semantics on one agent's files."""
+    """``dreamer memory ACTION``: Hermes' MemoryStore semantics, and its config.yaml limits, on one
+    agent's files."""
     files = agent_files(config, agent)
-    store = MemoryStore(files.memories_dir)
+    if as_json and action not in ("list", "stats"):
+        raise UsageError(f"--json applies to list and stats, not to {action}")
+    try:
+        store = MemoryStore.for_config(files.memories_dir, files.config_yaml)
+    except MemoryLimitsError as exc:
+        raise ConfigError(str(exc)) from exc
     target = Target.USER if target_name == "user" else Target.MEMORY
     if action in ("add", "replace") and text is not None and CANARY_MARKER in text:
         # A second canary line would let a rewritten file pass the audit's canary check.
@@ -113,13 +126,12 @@ def memory_command(
         )
     try:
         if action == "list":
-            for i, entry in enumerate(store.list(target), 1):
-                out.write(f"{i}. {entry}\n")
+            _list(store, target, agent, as_json, out)
         elif action == "stats":
-            out.write(f"{target_name}: {store.stats(target)}\n")
+            _stats(store, target, agent, as_json, out, err)
         elif action == "render":
-            out.write(store.render(target))
-            out.write("\n")
+            out.write(store.render(target))  # as Hermes injects it: no newline after the last entry
+            _warn_over_limit(store, target, err)
         elif action == "add":
             out.write(store.add(target, _required(text, "TEXT")).message + "\n")
         elif action == "replace":
@@ -128,7 +140,7 @@ def memory_command(
             out.write(store.remove(target, _required(old or text, "--old")).message + "\n")
         else:  # argparse restricts the choices
             raise ValueError(f"unknown action {action!r}")
-    except EntryDelimiterError as exc:
+    except (EntryDelimiterError, BlockedContentError) as exc:
         raise UsageError(str(exc)) from exc  # the text given on the command line cannot be stored
     except OverBudgetError as exc:
         err.write(f"{exc}\ncurrent entries ({exc.usage}):\n")
@@ -144,6 +156,49 @@ def memory_command(
         err.write(f"{exc}\n")
         return 1
     return 0
+
+
+def _usage_doc(store: MemoryStore, target: Target, agent: str) -> dict[str, object]:
+    usage = store.stats(target)
+    return {
+        "agent": agent,
+        "target": str(target),
+        "path": str(store.path_for(target)),
+        "chars": usage.chars,
+        "limit": usage.limit,
+        "percent": usage.percent,
+        "over_limit": usage.chars > usage.limit,
+    }
+
+
+def _list(store: MemoryStore, target: Target, agent: str, as_json: bool, out: TextIO) -> None:
+    entries = store.list(target)
+    if as_json:
+        json.dump({**_usage_doc(store, target, agent), "entries": list(entries)}, out, ensure_ascii=False)
+        out.write("\n")
+        return
+    for i, entry in enumerate(entries, 1):
+        out.write(f"{i}. {entry}\n")
+
+
+def _stats(store: MemoryStore, target: Target, agent: str, as_json: bool, out: TextIO, err: TextIO) -> None:
+    if as_json:
+        json.dump(_usage_doc(store, target, agent), out, ensure_ascii=False)
+        out.write("\n")
+    else:
+        out.write(f"{target}: {store.stats(target)}\n")
+    _warn_over_limit(store, target, err)
+
+
+def _warn_over_limit(store: MemoryStore, target: Target, err: TextIO) -> None:
+    """The over-limit warning Hermes' render does not carry, kept out of the rendered block."""
+    usage = store.stats(target)
+    if usage.chars > usage.limit:
+        err.write(
+            f"warning: {target.filename} is over its limit ({usage.chars:,}/{usage.limit:,} chars): "
+            f"Hermes refuses every add until entries are removed or shortened by "
+            f"{usage.chars - usage.limit:,} chars\n"
+        )
 
 
 def _required(value: str | None, name: str) -> str:

@@ -8,6 +8,7 @@ the one place that translates. Used by the daemon's audit job and by ``dreamer a
 
 from __future__ import annotations
 
+import contextlib
 from datetime import UTC, datetime
 
 import anyio
@@ -20,6 +21,8 @@ from dreamer.hermes import AgentFiles, AuditReport, AuditSettings, audit_agent, 
 from dreamer.hermes.audit.compress import Compressor
 from dreamer.hermes.audit.compress_reflect import ReflectCompressor, reflect_compress
 from dreamer.hermes.audit.rotation import CanaryRotation, rotate_canaries
+from dreamer.hermes.audit.settings import with_hermes_limits
+from dreamer.hermes.memory.limits import MemoryLimitsError
 from dreamer.retry import RetryPolicy
 from dreamer.slot import SlotLock
 
@@ -76,6 +79,8 @@ async def audit_once(
     """
     files = agent_files(config, name)
     settings = audit_settings(config, dry_run=dry_run, force=force)
+    with contextlib.suppress(MemoryLimitsError):  # the audit itself reports it as an ERROR
+        settings = with_hermes_limits(settings, files)
     now = datetime.now(UTC)
     due, why = needs_audit(files, settings, now)
     if not due:

@@ -1,11 +1,16 @@
 """Memory tools for an agent framework: JSON definitions, and running a call against the router.
 
 :func:`tool_schemas` returns OpenAI-style function tools (``{"type": "function", "function":
-{"name", "description", "parameters"}}``):
+{"name", "description", "parameters"}}``), named and shaped by a :class:`ToolSet`:
 
 - ``memory_recall(query, bank?, banks?)``
 - ``memory_retain(content, context?, tags?, bank?)``, only when some bank is writable
 - ``memory_reflect(query, bank?)``
+
+:data:`HINDSIGHT_TOOLS` gives the same tools under the names of Hermes' Hindsight plugin, with
+``banks`` on reflect and ``scope`` on retain: ``hindsight_recall(query, bank?, banks?)``,
+``hindsight_retain(content, context?, tags?, bank?, scope?)``, ``hindsight_reflect(query, bank?,
+banks?)``.
 
 ``bank`` is an enum of exactly the aliases the profile may use for that operation (see
 :class:`~dreamer.readside.policy.BankPolicy`), so a model cannot name a bank that does not exist, and its
@@ -24,6 +29,7 @@ keywords strict mode rejects (``minItems``, ``uniqueItems``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from dreamer.config import Config
@@ -31,32 +37,58 @@ from dreamer.errors import PolicyError
 from dreamer.readside.answers import RecallAnswer, ReflectAnswer, RetainAnswer
 from dreamer.readside.policy import BankPolicy
 from dreamer.readside.router import BankRouter
+from dreamer.readside.scope import scope_tag
 
-__all__ = ["TOOL_NAMES", "run_tool_call", "tool_schemas"]
-
-RECALL_TOOL = "memory_recall"
-RETAIN_TOOL = "memory_retain"
-REFLECT_TOOL = "memory_reflect"
-TOOL_NAMES = (RECALL_TOOL, RETAIN_TOOL, REFLECT_TOOL)
+__all__ = ["HINDSIGHT_TOOLS", "MEMORY_TOOLS", "TOOL_NAMES", "ToolSet", "run_tool_call", "tool_schemas"]
 
 
-def tool_schemas(config: Config, profile: str | None = None, strict: bool = False) -> list[dict[str, Any]]:
+@dataclass(frozen=True, slots=True)
+class ToolSet:
+    """The names of the three tools, and the optional arguments they offer beyond the common ones."""
+
+    recall: str
+    retain: str
+    reflect: str
+    reflect_banks: bool = False
+    retain_scope: bool = False
+
+    @property
+    def names(self) -> tuple[str, str, str]:
+        return (self.recall, self.retain, self.reflect)
+
+
+MEMORY_TOOLS = ToolSet("memory_recall", "memory_retain", "memory_reflect")
+#: The names of Hermes' bundled Hindsight plugin, so existing Hermes tool calls keep working.
+HINDSIGHT_TOOLS = ToolSet(
+    "hindsight_recall", "hindsight_retain", "hindsight_reflect", reflect_banks=True, retain_scope=True
+)
+RECALL_TOOL, RETAIN_TOOL, REFLECT_TOOL = MEMORY_TOOLS.names
+TOOL_NAMES = MEMORY_TOOLS.names
+
+
+def tool_schemas(
+    config: Config, profile: str | None = None, strict: bool = False, tools: ToolSet = MEMORY_TOOLS
+) -> list[dict[str, Any]]:
     """The memory tools ``profile`` (None: no profile) may use, as JSON-ready dicts."""
-    policy = BankPolicy(config, profile)
-    tools: list[dict[str, Any]] = []
+    return policy_tool_schemas(BankPolicy(config, profile), strict, tools)
+
+
+def policy_tool_schemas(policy: BankPolicy, strict: bool, tools: ToolSet) -> list[dict[str, Any]]:
+    """:func:`tool_schemas` for an existing policy."""
+    out: list[dict[str, Any]] = []
     if policy.aliases_for("recall"):
-        tools.append(_recall_tool(policy, strict))
+        out.append(_recall_tool(policy, strict, tools))
     if policy.aliases_for("retain"):
-        tools.append(_retain_tool(policy, strict))
+        out.append(_retain_tool(policy, strict, tools))
     if policy.aliases_for("reflect"):
-        tools.append(_reflect_tool(policy, strict))
-    return tools
+        out.append(_reflect_tool(policy, strict, tools))
+    return out
 
 
 # --- the three tools ----------------------------------------------------------------------------
 
 
-def _recall_tool(policy: BankPolicy, strict: bool) -> dict[str, Any]:
+def _recall_tool(policy: BankPolicy, strict: bool, tools: ToolSet) -> dict[str, Any]:
     readable = policy.aliases_for("recall")
     if policy.profile is not None:
         union = ", ".join(policy.union_aliases())
@@ -75,19 +107,15 @@ def _recall_tool(policy: BankPolicy, strict: bool) -> dict[str, Any]:
         "bank": _bank_property(policy, readable, "The one bank to search."),
     }
     if len(readable) > 1:
-        banks: dict[str, Any] = {
-            "type": "array",
-            "items": {"type": "string", "enum": list(readable)},
-            "description": "Several banks to search at once (aliases as listed for bank); "
-            "results are merged and labelled.",
-        }
-        if not strict:
-            banks.update(minItems=1, uniqueItems=True)
-        properties["banks"] = banks
-    return _function(RECALL_TOOL, description, properties, required=["query"], strict=strict)
+        properties["banks"] = _banks_property(
+            readable,
+            "Several banks to search at once (aliases as listed for bank); results are merged and labelled.",
+            strict,
+        )
+    return _function(tools.recall, description, properties, required=["query"], strict=strict)
 
 
-def _retain_tool(policy: BankPolicy, strict: bool) -> dict[str, Any]:
+def _retain_tool(policy: BankPolicy, strict: bool, tools: ToolSet) -> dict[str, Any]:
     writable = policy.aliases_for("retain")
     default = policy.default_for("retain")
     where = (
@@ -112,24 +140,37 @@ def _retain_tool(policy: BankPolicy, strict: bool) -> dict[str, Any]:
         },
         "bank": _bank_property(policy, writable, "The bank to store the fact in."),
     }
+    if tools.retain_scope:
+        properties["scope"] = {
+            "type": "string",
+            "description": "Optional scope the fact holds in (e.g. a host, project or repository); "
+            "stored as the tag scope:<value>, so facts of different scopes are kept apart.",
+        }
     required = ["content"] if default is not None else ["content", "bank"]
-    return _function(RETAIN_TOOL, description, properties, required=required, strict=strict)
+    return _function(tools.retain, description, properties, required=required, strict=strict)
 
 
-def _reflect_tool(policy: BankPolicy, strict: bool) -> dict[str, Any]:
+def _reflect_tool(policy: BankPolicy, strict: bool, tools: ToolSet) -> dict[str, Any]:
     readable = policy.aliases_for("reflect")
     default = policy.default_for("reflect")
     where = f"Leave bank out to ask {default!r}." if default is not None else "Name the bank to ask."
+    each = " With banks, each bank answers separately, labelled." if tools.reflect_banks else ""
     description = (
         "Ask one memory bank a question and get an answer synthesised from what it holds (slower "
-        f"than memory_recall; use it for questions that need several facts put together). {where}"
+        f"than {tools.recall}; use it for questions that need several facts put together). {where}{each}"
     )
     properties: dict[str, dict[str, Any]] = {
         "query": {"type": "string", "description": "The question to answer from memory."},
         "bank": _bank_property(policy, readable, "The bank to ask."),
     }
+    if tools.reflect_banks and len(readable) > 1:
+        properties["banks"] = _banks_property(
+            readable,
+            "Several banks to ask at once (aliases as listed for bank); one answer per bank.",
+            strict,
+        )
     required = ["query"] if default is not None else ["query", "bank"]
-    return _function(REFLECT_TOOL, description, properties, required=required, strict=strict)
+    return _function(tools.reflect, description, properties, required=required, strict=strict)
 
 
 # --- building blocks ----------------------------------------------------------------------------
@@ -139,6 +180,17 @@ def _bank_property(policy: BankPolicy, aliases: Sequence[str], lead: str) -> dic
     lines = [f"{lead} One of:"]
     lines.extend(f"- {alias}: {policy.summary(alias)}" for alias in aliases)
     return {"type": "string", "enum": list(aliases), "description": "\n".join(lines)}
+
+
+def _banks_property(aliases: Sequence[str], description: str, strict: bool) -> dict[str, Any]:
+    banks: dict[str, Any] = {
+        "type": "array",
+        "items": {"type": "string", "enum": list(aliases)},
+        "description": description,
+    }
+    if not strict:
+        banks.update(minItems=1, uniqueItems=True)
+    return banks
 
 
 def _function(
@@ -180,11 +232,12 @@ def _nullable(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 async def run_tool_call(
-    router: BankRouter, name: str, arguments: Mapping[str, Any]
+    router: BankRouter, name: str, arguments: Mapping[str, Any], tools: ToolSet = MEMORY_TOOLS
 ) -> RecallAnswer | ReflectAnswer | RetainAnswer:
-    """Execute one memory tool call; ``null`` arguments mean "not given". Refusals are PolicyError."""
+    """Execute one memory tool call; ``null`` arguments mean "not given". Refusals are PolicyError,
+    raised before anything is sent."""
     args = {key: value for key, value in arguments.items() if value is not None}
-    if name == RECALL_TOOL:
+    if name == tools.recall:
         query = _string(args, "query", name)
         bank = _optional_string(args, "bank", name)
         banks = _strings(args, "banks", name)
@@ -197,18 +250,27 @@ async def run_tool_call(
         if router.profile is not None:
             return await router.read_union(query)
         return await router.recall(query)
-    if name == REFLECT_TOOL:
+    if name == tools.reflect:
         query = _string(args, "query", name)
         bank = _optional_string(args, "bank", name)
-        return await router.reflect_each(query, None if bank is None else [bank])
-    if name == RETAIN_TOOL:
+        banks = _strings(args, "banks", name) if tools.reflect_banks else None
+        if bank is not None and banks is not None:
+            raise PolicyError(f"{name}: give bank or banks, not both")
+        return await router.reflect_each(
+            query, banks if banks is not None else (None if bank is None else [bank])
+        )
+    if name == tools.retain:
+        tags = _strings(args, "tags", name) or []
+        scope = _optional_string(args, "scope", name) if tools.retain_scope else None
+        if scope is not None:
+            tags = [*tags, scope_tag(scope)]
         return await router.retain(
             _string(args, "content", name),
             bank=_optional_string(args, "bank", name),
             context=_optional_string(args, "context", name),
-            tags=_strings(args, "tags", name) or (),
+            tags=tags,
         )
-    raise PolicyError(f"unknown tool {name!r} (known: {', '.join(TOOL_NAMES)})")
+    raise PolicyError(f"unknown tool {name!r} (known: {', '.join(tools.names)})")
 
 
 def _string(args: Mapping[str, Any], key: str, tool: str) -> str:

@@ -19,7 +19,8 @@ def _command_names(parser: argparse.ArgumentParser) -> list[str]:
 
 class TestParser:
     def test_help_lists_commands_group_by_group(self) -> None:
-        """`dreamer --help` lists service, roll-up, read-side, then agent commands, each group as defined."""
+        """`dreamer --help` lists service, roll-up, read-side, agent, then Hermes commands, each group as
+        defined."""
         assert _command_names(build_parser()) == [
             "check-config",
             "run",
@@ -35,6 +36,7 @@ class TestParser:
             "card",
             "audit",
             "memory",
+            "hermes",
         ]
 
     def test_a_name_registered_twice_is_refused(self) -> None:

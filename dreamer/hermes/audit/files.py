@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dreamer.hermes.audit.report import Utilisation
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
+from dreamer.hermes.memory.disk import read_memory_text
 from dreamer.hermes.memory.entries import dedupe, joined_length, parse_entries
 from dreamer.hermes.memory.store import StoreReadError
 
@@ -31,10 +32,8 @@ class MemoryFiles:
 
 
 def _read_text(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
+    try:  # through a link only to the folder owner's file, as the store reads it
+        return read_memory_text(path) or ""
     except (OSError, UnicodeDecodeError) as exc:
         raise StoreReadError(f"cannot read {path}: {exc}; fix its permissions or encoding (UTF-8)") from exc
 

@@ -29,15 +29,11 @@ from dreamer.hermes.audit.canary import (
     with_canary_token,
 )
 from dreamer.hermes.audit.ledger import LedgerEntry, RotationRecord, append_rotation, read_ledger
-from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
+from dreamer.hermes.audit.settings import AgentFiles, AuditSettings, with_hermes_limits
+from dreamer.hermes.memory.disk import read_memory_text, write_memory_file
 from dreamer.hermes.memory.entries import Target, joined_length, parse_entries
-from dreamer.hermes.memory.locking import (
-    atomic_write_text,
-    exclusive_lock,
-    lock_path_for,
-    open_no_follow,
-    refuse_symlink,
-)
+from dreamer.hermes.memory.limits import MemoryLimitsError
+from dreamer.hermes.memory.locking import exclusive_lock, lock_path_for, open_no_follow
 from dreamer.hermes.memory.store import find_external_edit
 
 __all__ = [
@@ -122,15 +118,15 @@ def _rotate(
     trigger: str,
     between_files: Callable[[], None] | None,
 ) -> CanaryRotation:
+    try:  # the limits Hermes enforces on the files
+        settings = with_hermes_limits(settings, agent)
+    except MemoryLimitsError as exc:
+        raise RotationRefusedError(f"{exc}; nothing was rotated") from exc
     raws: dict[Target, str] = {}
     for target in Target:
         path = agent.path_for(target)
-        if path.is_symlink():
-            raise RotationRefusedError(
-                f"{path} is a symbolic link; rotate its canary by hand or replace the link"
-            )
         try:
-            raw = path.read_text(encoding="utf-8")
+            raw = read_memory_text(path) or ""
         except (OSError, UnicodeDecodeError) as exc:
             raise RotationRefusedError(f"cannot read {path}: {exc}; nothing was rotated") from exc
         if not canary_lines(raw):
@@ -167,8 +163,8 @@ def _rotate(
 
     append_rotation(agent.ledger_path, record(ROTATING))  # the intent first: a crash below is visible
     for target in Target:
-        refuse_symlink(agent.path_for(target))
-        atomic_write_text(agent.path_for(target), rotated[target])
+        # Written as the store writes it: through a link the folder's owner owns, mode 0600.
+        write_memory_file(agent.path_for(target), rotated[target])
         if target is Target.MEMORY and between_files is not None:
             between_files()
     append_rotation(agent.ledger_path, record(ROTATED))

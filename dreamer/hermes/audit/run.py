@@ -58,12 +58,13 @@ from dreamer.hermes.audit.rotation import (
     rotation_due,
     waiting_for_writers,
 )
-from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
+from dreamer.hermes.audit.settings import AgentFiles, AuditSettings, with_hermes_limits
 from dreamer.hermes.audit.soul import SoulMove, plan_soul_moves
 from dreamer.hermes.audit.soul_audit import SoulFindings, apply_soul_moves, inspect_soul, soul_move_record
 from dreamer.hermes.audit.state import AuditState, with_entries_seen
 from dreamer.hermes.audit.trigger import require_aware, skip_reason
 from dreamer.hermes.audit.writers import WriterRegistryError, is_registered_writer
+from dreamer.hermes.memory.limits import MemoryLimitsError
 from dreamer.hermes.memory.locking import exclusive_lock, refuse_symlink
 from dreamer.hermes.memory.store import MemoryStore, StoreReadError
 
@@ -94,6 +95,10 @@ def audit_agent(
             now,
             reason=f"memory directory {agent.memories_dir} of agent {agent.name} not found; check the config",
         )
+    try:  # the limits Hermes enforces on the files, never the defaults in their place
+        settings = with_hermes_limits(settings, agent)
+    except MemoryLimitsError as exc:
+        return AuditReport(agent.name, AuditStatus.ERROR, now, reason=str(exc))
     run = _AuditRun(agent, settings, now, probe or HttpUrlProbe(settings.url_timeout_s), classifier)
     run.compressor = compressor or RuleCompressor(settings.compress_min_chars)
     try:

@@ -7,7 +7,7 @@ audit's own files next to them), the agent's Hermes `config.yaml`, and its skill
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dreamer.hermes.memory.entries import (
@@ -17,6 +17,7 @@ from dreamer.hermes.memory.entries import (
     USER_FILENAME,
     Target,
 )
+from dreamer.hermes.memory.limits import MemoryLimits, hermes_config_path, read_memory_limits
 from dreamer.hermes.memory.locking import lock_path_for
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "AgentFiles",
     "AuditSettings",
     "InvalidAuditSettingsError",
+    "with_hermes_limits",
 ]
 
 LEDGER_FILENAME = "MEMORY_AUDIT_LEDGER.md"
@@ -146,3 +148,13 @@ class AgentFiles:
         if skill is not None:
             paths += [skill.parent, skill, lock_path_for(skill)]
         return tuple(paths)
+
+
+def with_hermes_limits(settings: AuditSettings, agent: AgentFiles) -> AuditSettings:
+    """`settings` with the file limits the agent's Hermes config.yaml sets, which Hermes enforces.
+
+    Raises `MemoryLimitsError` when config.yaml cannot be read or sets an invalid limit.
+    """
+    defaults = MemoryLimits(settings.max_memory_chars, settings.max_user_chars)
+    limits = read_memory_limits(hermes_config_path(agent.memories_dir, agent.config_yaml), defaults)
+    return replace(settings, max_memory_chars=limits.memory, max_user_chars=limits.user)

@@ -9,10 +9,10 @@ Layout (46 "═" per rule):
     §
     entry two
 
-USER.md uses the header "USER PROFILE (who the user is)". A file over its limit gets " ⚠ OVER BUDGET"
-inside the brackets. A file larger than max(2 × limit, 4000) characters (writers that bypass the
-store can grow it without bound) is cut to its first 70% and last 20% of that cap with a marker
-naming how much was left out. An empty file renders as "" (Hermes injects nothing).
+USER.md uses the header "USER PROFILE (who the user is)". A file over its limit renders the same
+way, whole, at 100% (Hermes adds no flag and cuts nothing; `dreamer memory stats` says the file is
+over its limit). An empty file renders as "" (Hermes injects nothing). Entries Hermes' snapshot
+scan blocks are replaced before rendering (`threats.snapshot_entries`).
 """
 
 from __future__ import annotations
@@ -26,18 +26,12 @@ __all__ = [
     "SEPARATOR",
     "USER_HEADER",
     "render_block",
-    "render_cap",
     "render_titled_block",
 ]
 
 SEPARATOR = "═" * 46
 MEMORY_HEADER = "MEMORY (your personal notes)"
 USER_HEADER = "USER PROFILE (who the user is)"
-
-
-def render_cap(limit: int) -> int:
-    """Characters of content shown before the head/tail truncation applies."""
-    return max(limit * 2, 4000)
 
 
 def render_block(target: Target, entries: Sequence[str], limit: int) -> str:
@@ -51,19 +45,5 @@ def render_titled_block(title: str, entries: Sequence[str], limit: int) -> str:
         return ""
     content = serialize_entries(entries)
     current = len(content)
-    pct = usage_percent(current, limit)
-
-    cap = render_cap(limit)
-    if current > cap:
-        head = int(cap * 0.7)
-        tail = int(cap * 0.2)
-        omitted = current - head - tail
-        marker = (
-            f"\n\n[... {omitted:,} chars truncated — memory over budget "
-            f"({current:,}/{limit:,}); consolidate via memory(action=remove/replace) ...]\n\n"
-        )
-        content = content[:head] + marker + content[-tail:]
-
-    over = " ⚠ OVER BUDGET" if current > limit else ""
-    header = f"{title} [{pct}% — {current:,}/{limit:,} chars{over}]"
+    header = f"{title} [{usage_percent(current, limit)}% — {current:,}/{limit:,} chars]"
     return f"{SEPARATOR}\n{header}\n{SEPARATOR}\n{content}"

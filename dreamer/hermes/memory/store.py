@@ -2,7 +2,8 @@
 
 Behaviour, matching hermes-agent `tools/memory_tool.py`:
 
-- `add` strips the content, rejects empty content (and, unlike Hermes, content with a line holding
+- `add` strips the content, rejects empty content and content Hermes' threat scan blocks
+  (`BlockedContentError`, with Hermes' reason; and, unlike Hermes, content with a line holding
   only "§", see below), treats an exact duplicate as success without
   writing, and refuses (`OverBudgetError`, carrying the current entries) when the joined text would
   exceed the file's limit.
@@ -11,13 +12,17 @@ Behaviour, matching hermes-agent `tools/memory_tool.py`:
 - `batch` applies add/replace/remove operations to a working copy and writes only if every
   operation succeeds and the *final* size fits (all-or-nothing).
 - Every write takes the sidecar lock, re-reads the file under it (so concurrent writers are merged,
-  not overwritten), de-duplicates exact repeats, and replaces the file atomically.
+  not overwritten), de-duplicates exact repeats, and replaces the file atomically with mode 0600,
+  through a symbolic link as Hermes does (`disk.write_memory_file`, which also refuses a link to a
+  file the folder's owner does not own).
+- The limits are the constructor's; `MemoryStore.for_config` takes them from Hermes' config.yaml.
 - Before a replace/remove/batch rewrites a file, the file is checked for edits made outside the
   store: text that does not survive parse → serialise unchanged, or one entry larger than the whole
   file's limit. Such a file is copied to `<file>.bak.<unix-seconds>` and the write is refused
   (`ExternalEditError`). `add` skips the check, as in Hermes, because it only appends.
 - `render` returns the frozen snapshot captured by `load()` (first use loads), so writes during a
-  session never change what was injected.
+  session never change what was injected; entries Hermes' snapshot scan blocks appear as its
+  `[BLOCKED: ...]` placeholders.
 
 Differences from Hermes: `add`, `replace` and a batch refuse content with a line holding only "§"
 (`EntryDelimiterError`): Hermes stores it, and the file then parses as several entries, one of
@@ -28,8 +33,7 @@ audit uses it so an entry that is a substring of another can still be edited); a
 but cannot be read raises `StoreReadError` instead of counting as empty, which would let the next
 write erase it; a second backup within the same second gets a `.<n>` suffix instead of overwriting
 the first. Not carried over, because they belong to Hermes' agent loop rather than to the files:
-the prompt-injection scan and its `[BLOCKED: ...]` snapshot placeholders, the per-turn limit of
-three failed consolidations, and the write-approval gate.
+the per-turn limit of three failed consolidations and the write-approval gate.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from dreamer.hermes.memory.disk import ForeignFileError, read_memory_text, write_memory_file
 from dreamer.hermes.memory.entries import (
     DEFAULT_MEMORY_CHAR_LIMIT,
     DEFAULT_USER_CHAR_LIMIT,
@@ -54,12 +59,15 @@ from dreamer.hermes.memory.entries import (
     serialize_entries,
     usage_percent,
 )
-from dreamer.hermes.memory.locking import atomic_write_text, exclusive_lock
+from dreamer.hermes.memory.limits import hermes_config_path, read_memory_limits
+from dreamer.hermes.memory.locking import exclusive_lock
 from dreamer.hermes.memory.render import render_block
+from dreamer.hermes.memory.threats import first_threat_message, snapshot_entries
 
 __all__ = [
     "AmbiguousMatchError",
     "BatchError",
+    "BlockedContentError",
     "EmptyContentError",
     "EntryDelimiterError",
     "ExternalEditError",
@@ -121,6 +129,16 @@ class EntryDelimiterError(MemoryStoreError, ValueError):
             f"{where}Content has a line holding only '§', the entry delimiter, so it would be stored as "
             f"several entries. Remove that line or add text to it (for example '§ 4'), then retry."
         )
+
+
+class BlockedContentError(MemoryStoreError, ValueError):
+    """Hermes' threat scan blocks the content (an injection phrase, invisible unicode); rewrite it."""
+
+
+def _refuse_threat(content: str, where: str = "") -> None:
+    reason = first_threat_message(content)
+    if reason is not None:
+        raise BlockedContentError(where + reason)
 
 
 def _refuse_delimiter(content: str, where: str = "") -> None:
@@ -252,6 +270,15 @@ class MemoryStore:
         self._clock = clock
         self._snapshot: dict[Target, str] | None = None
 
+    @classmethod
+    def for_config(cls, memories_dir: Path, config_yaml: Path | None = None) -> MemoryStore:
+        """A store with the limits Hermes reads from the agent's config.yaml (`limits.py`).
+
+        Raises `MemoryLimitsError` when that file sets a limit that is not a positive whole number.
+        """
+        limits = read_memory_limits(hermes_config_path(Path(memories_dir), config_yaml))
+        return cls(memories_dir, memory_char_limit=limits.memory, user_char_limit=limits.user)
+
     # --- reading ------------------------------------------------------------------------------
 
     @property
@@ -280,7 +307,10 @@ class MemoryStore:
     def load(self) -> None:
         """Capture the snapshot both render blocks are built from (what a session start does)."""
         self._snapshot = {
-            target: render_block(target, self.list(target), self.limit_for(target)) for target in Target
+            target: render_block(
+                target, snapshot_entries(self.list(target), target.filename), self.limit_for(target)
+            )
+            for target in Target
         }
 
     def render(self, target: Target) -> str:
@@ -297,6 +327,7 @@ class MemoryStore:
         content = content.strip()
         if not content:
             raise EmptyContentError("Content cannot be empty.")
+        _refuse_threat(content)
         _refuse_delimiter(content)
         path = self.path_for(target)
         with self._lock(path):
@@ -325,6 +356,7 @@ class MemoryStore:
             raise EmptyContentError("old_text cannot be empty.")
         if not new_content:
             raise EmptyContentError("new_content cannot be empty. Use 'remove' to delete entries.")
+        _refuse_threat(new_content)
         _refuse_delimiter(new_content)
         path = self.path_for(target)
         with self._lock(path):
@@ -361,6 +393,9 @@ class MemoryStore:
         """Apply all `operations` to `target` against the final budget, or none of them."""
         if not operations:
             raise BatchError("operations list is empty.", index=None, current_entries=(), usage=None)
+        for number, op in enumerate(operations, start=1):
+            if op.action in ("add", "replace") and op.content:
+                _refuse_threat(op.content, f"Operation {number}: ")
         for number, op in enumerate(operations, start=1):
             _refuse_delimiter(op.content.strip(), f"Operation {number} ({op.action}): ")
         path = self.path_for(target)
@@ -435,13 +470,14 @@ class MemoryStore:
     def _read_raw(self, target: Target) -> str:
         path = self.path_for(target)
         try:
-            return path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return ""
+            text = read_memory_text(path)
+        except ForeignFileError as exc:
+            raise StoreReadError(str(exc)) from exc
         except (OSError, UnicodeDecodeError) as exc:
             raise StoreReadError(
                 f"Cannot read {path}: {exc}. Fix the file's permissions or encoding (UTF-8) and retry."
             ) from exc
+        return "" if text is None else text
 
     def _load_for_write(self, target: Target, *, check_external_edit: bool) -> builtins.list[str]:
         """Re-read `target` under its lock; refuse (after a backup) if it was edited outside the store."""
@@ -474,7 +510,9 @@ class MemoryStore:
     def _write(self, target: Target, entries: Sequence[str]) -> None:
         path = self.path_for(target)
         try:
-            atomic_write_text(path, serialize_entries(entries))
+            write_memory_file(path, serialize_entries(entries))
+        except ForeignFileError as exc:
+            raise StoreWriteError(str(exc)) from exc
         except OSError as exc:
             raise StoreWriteError(f"Failed to write memory file {path}: {exc}") from exc
 

@@ -466,4 +466,6 @@ class TestIsolation:
             audit_agent(b, FAST, NOW)
         finally:
             _WATCHED.clear()
-        assert any(event.endswith("MEMORY.md") for event in _OPENED)
+        # MEMORY.md is opened relative to its folder, held open (disk.py): the hook sees the folder.
+        assert f"open {b.memories_dir}" in _OPENED
+        assert any(event.endswith("MEMORY.md.lock") for event in _OPENED)

@@ -221,16 +221,17 @@ class TestScheduledRotation:
         assert agent.memory_path.read_bytes() == memory_before
         assert not agent.ledger_path.exists()
 
-    def test_a_symlinked_memory_file_is_refused(self, tmp_path: Path) -> None:
-        """A symbolic link at MEMORY.md is not replaced by a rotation: refused, the link and target stay."""
+    def test_a_symlinked_memory_file_is_rotated_through_the_link(self, tmp_path: Path) -> None:
+        """A MEMORY.md that is a link to a file the folder's owner owns is rotated as Hermes writes it:
+        through the link, which stays a link, its target holding the new canary."""
         agent = make_agent(tmp_path)
         target = tmp_path / "elsewhere.md"
         target.write_bytes(agent.memory_path.read_bytes())
         agent.memory_path.unlink()
         agent.memory_path.symlink_to(target)
-        with pytest.raises(RotationRefusedError, match="symbolic link"):
-            rotate_canaries(agent, AuditSettings(), NOW)
+        rotation = rotate_canaries(agent, AuditSettings(), NOW)
         assert agent.memory_path.is_symlink()
+        assert canary_lines(target.read_text(encoding="utf-8")) == (f"{CANARY} (token {rotation.token})",)
 
 
 def dreamer(home: Path, *args: str) -> subprocess.CompletedProcess[str]:

@@ -23,50 +23,22 @@ class TestHeader:
         block = render_block(Target.MEMORY, ["a" * 638], 2200)
         assert block.split("\n")[1] == "MEMORY (your personal notes) [28% — 638/2,200 chars]"
 
-    def test_percent_is_capped_at_100_and_flagged_over_budget(self) -> None:
-        """Over the limit: 100% and ' ⚠ OVER BUDGET' inside the brackets."""
+    def test_over_the_limit_is_capped_at_100_without_a_flag(self) -> None:
+        """Over the limit: 100% and nothing else in the header (Hermes adds no flag)."""
         block = render_block(Target.USER, ["a" * 1400], 1375)
-        assert (
-            block.split("\n")[1] == "USER PROFILE (who the user is) [100% — 1,400/1,375 chars ⚠ OVER BUDGET]"
-        )
-
-    def test_exactly_at_limit_is_not_over_budget(self) -> None:
-        """A file exactly at its limit shows 100% without the flag."""
-        block = render_block(Target.USER, ["a" * 1375], 1375)
-        assert block.split("\n")[1] == "USER PROFILE (who the user is) [100% — 1,375/1,375 chars]"
+        assert block.split("\n")[1] == "USER PROFILE (who the user is) [100% — 1,400/1,375 chars]"
 
     def test_empty_renders_empty_string(self) -> None:
         """No entries, no block."""
         assert render_block(Target.MEMORY, [], 2200) == ""
 
 
-class TestTruncation:
-    """Content over max(2 × limit, 4000) keeps 70% head, 20% tail and a marker."""
+class TestOverLimit:
+    """A file far over its limit is rendered whole, as Hermes renders it."""
 
-    def test_memory_over_render_cap(self) -> None:
-        """MEMORY cap 4400: head 3080, tail 880, marker naming the 2,046 omitted chars."""
+    def test_nothing_is_cut(self) -> None:
+        """6,006 characters under a 2,200 limit: every character is in the block, no marker."""
         entries = ["A" * 2000, "B" * 2000, "C" * 2000]
         content = "\n§\n".join(entries)
-        assert len(content) == 6006
-        expected = (
-            f"{RULE}\nMEMORY (your personal notes) [100% — 6,006/2,200 chars ⚠ OVER BUDGET]\n{RULE}\n"
-            + content[:3080]
-            + "\n\n[... 2,046 chars truncated — memory over budget (6,006/2,200); "
-            "consolidate via memory(action=remove/replace) ...]\n\n" + content[-880:]
-        )
+        expected = f"{RULE}\nMEMORY (your personal notes) [100% — 6,006/2,200 chars]\n{RULE}\n{content}"
         assert render_block(Target.MEMORY, entries, 2200) == expected
-
-    def test_user_cap_is_4000_floor(self) -> None:
-        """USER cap is max(2750, 4000) = 4000: head 2800, tail 800."""
-        entries = ["u" * 4001]
-        block = render_block(Target.USER, entries, 1375)
-        body = block.split("\n", 3)[3]
-        assert body.startswith(
-            "u" * 2800 + "\n\n[... 401 chars truncated — memory over budget (4,001/1,375);"
-        )
-        assert body.endswith("...]\n\n" + "u" * 800)
-
-    def test_at_the_cap_nothing_is_cut(self) -> None:
-        """Content exactly at the cap is shown whole."""
-        block = render_block(Target.MEMORY, ["z" * 4400], 2200)
-        assert block.endswith("\n" + "z" * 4400)

@@ -363,12 +363,12 @@ class TestLockingAndAtomicWrites:
         assert (tmp_path / "MEMORY.md").stat().st_ino != inode
         assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
-    def test_permissions_are_kept_across_writes(self, store: MemoryStore, tmp_path: Path) -> None:
-        """A file the operator made 0644 stays 0644 after the atomic replace."""
+    def test_every_write_leaves_mode_0600(self, store: MemoryStore, tmp_path: Path) -> None:
+        """A file made 0644 is 0600 after the next write, as Hermes leaves it."""
         store.add(Target.MEMORY, "x")
         os.chmod(tmp_path / "MEMORY.md", 0o644)
         store.add(Target.MEMORY, "y")
-        assert (tmp_path / "MEMORY.md").stat().st_mode & 0o777 == 0o644
+        assert (tmp_path / "MEMORY.md").stat().st_mode & 0o777 == 0o600
 
     def test_each_write_rereads_the_file(self, tmp_path: Path) -> None:
         """Two stores on one directory never overwrite each other's entries."""

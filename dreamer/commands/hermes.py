@@ -1,0 +1,46 @@
+"""The body of ``dreamer hermes install``: the provider's plugin directory in a Hermes home, checked
+against the settings it will read."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from dreamer.errors import ExitCode
+from dreamer.hermes_provider.install import (
+    DEFAULT_NAME,
+    default_hermes_home,
+    install_plugin,
+    uninstall_plugin,
+)
+from dreamer.hermes_provider.settings import load_settings
+from dreamer.readside.policy import BankPolicy
+
+
+def hermes_install_command(
+    *,
+    home: Path | None,
+    name: str = DEFAULT_NAME,
+    uninstall: bool = False,
+    config_path: Path | None = None,
+    profile: str | None = None,
+    out: TextIO = sys.stdout,
+) -> int:
+    """Install (or uninstall) the plugin. The settings it will read are validated first, so a broken
+    ``hindsight/config.json`` or TOML is reported (ConfigError) and nothing is written."""
+    hermes_home = home if home is not None else default_hermes_home()
+    if uninstall:
+        out.write(uninstall_plugin(hermes_home, name=name).render() + "\n")
+        return ExitCode.OK
+    settings = load_settings(hermes_home=hermes_home, config_path=config_path, profile=profile)
+    report = install_plugin(hermes_home, name=name, config_path=config_path, profile=profile)
+    banks = BankPolicy(settings.config, settings.profile).aliases
+    who = f"profile {settings.profile}" if settings.profile else "no profile"
+    out.write(report.render() + "\n")
+    out.write(f"settings: {settings.source} ({who}; banks: {', '.join(banks) or 'none'})\n")
+    out.write(
+        f"next: in {hermes_home / 'config.yaml'} set\n  memory:\n    provider: {name}\n"
+        "(Hermes must run with a Python that can import dreamer)\n"
+    )
+    return ExitCode.OK

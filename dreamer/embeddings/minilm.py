@@ -1,0 +1,162 @@
+"""A BERT sentence encoder (all-MiniLM-L6-v2) in plain numpy: no torch, no network.
+
+The forward pass of a BERT encoder with mean pooling and L2 normalisation, which is what
+sentence-transformers runs for this model. Weights come from a ``model.safetensors`` file and the
+tokenizer from ``tokenizer.json`` (the Hugging Face ``tokenizers`` package); see
+:mod:`dreamer.embeddings.local` for where they are found.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    Array = NDArray[np.float32]
+
+
+@dataclass(frozen=True, slots=True)
+class EncoderShape:
+    """The sizes read from the model's ``config.json``."""
+
+    layers: int
+    heads: int
+    hidden: int
+    layer_norm_eps: float
+    max_positions: int
+
+    @classmethod
+    def read(cls, path: Path) -> EncoderShape:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        if raw.get("model_type") != "bert" or raw.get("hidden_act", "gelu") != "gelu":
+            raise ValueError(f"{path}: not a BERT encoder with GELU (model_type {raw.get('model_type')!r})")
+        return cls(
+            layers=int(raw["num_hidden_layers"]),
+            heads=int(raw["num_attention_heads"]),
+            hidden=int(raw["hidden_size"]),
+            layer_norm_eps=float(raw.get("layer_norm_eps", 1e-12)),
+            max_positions=int(raw.get("max_position_embeddings", 512)),
+        )
+
+
+def _layer_norm(x: Array, weight: Array, bias: Array, eps: float) -> Array:
+    import numpy as np
+
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+    out: Array = ((x - mean) / np.sqrt(var + eps)) * weight + bias
+    return out
+
+
+def _gelu(x: Array) -> Array:
+    """The exact (erf) GELU that BERT uses, via numpy's vectorised erf approximation-free path."""
+    import numpy as np
+
+    # math.erf is exact but scalar; this rational form (Abramowitz-Stegun 7.1.26) is within 1.5e-7.
+    z = x / math.sqrt(2.0)
+    sign = np.sign(z)
+    a = np.abs(z)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    erf = sign * (1.0 - poly * np.exp(-a * a))
+    out: Array = 0.5 * x * (1.0 + erf)
+    return out
+
+
+class BertEncoder:
+    """Mean-pooled, normalised sentence vectors from token ids; weights held as float32 arrays."""
+
+    def __init__(self, weights: dict[str, Any], shape: EncoderShape) -> None:
+        import numpy as np
+
+        self.shape = shape
+        self._w = {
+            name: np.asarray(value, dtype=np.float32)
+            for name, value in weights.items()
+            if not name.endswith("position_ids")
+        }
+        missing = [name for name in self._required() if name not in self._w]
+        if missing:
+            raise ValueError(f"model weights lack {len(missing)} tensors, e.g. {missing[0]!r}")
+        self.dimension = shape.hidden
+
+    def _required(self) -> list[str]:
+        names = [
+            "embeddings.word_embeddings.weight",
+            "embeddings.position_embeddings.weight",
+            "embeddings.token_type_embeddings.weight",
+            "embeddings.LayerNorm.weight",
+            "embeddings.LayerNorm.bias",
+        ]
+        for i in range(self.shape.layers):
+            p = f"encoder.layer.{i}."
+            for part in (
+                "attention.self.query",
+                "attention.self.key",
+                "attention.self.value",
+                "attention.output.dense",
+                "intermediate.dense",
+                "output.dense",
+            ):
+                names += [f"{p}{part}.weight", f"{p}{part}.bias"]
+            for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+                names += [f"{p}{norm}.weight", f"{p}{norm}.bias"]
+        return names
+
+    def _linear(self, x: Array, name: str) -> Array:
+        out: Array = x @ self._w[f"{name}.weight"].T + self._w[f"{name}.bias"]
+        return out
+
+    def encode(self, ids: NDArray[Any], mask: NDArray[Any]) -> Array:
+        """Token ids and attention mask, both (batch, length) → unit vectors (batch, hidden)."""
+        import numpy as np
+
+        w, s = self._w, self.shape
+        batch, length = ids.shape
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][np.arange(length)][None, :, :]
+            + w["embeddings.token_type_embeddings.weight"][0][None, None, :]
+        )
+        x = _layer_norm(x, w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"], s.layer_norm_eps)
+        head = s.hidden // s.heads
+        bias = ((1.0 - mask.astype(np.float32)) * -1e9)[:, None, None, :]
+        for i in range(s.layers):
+            p = f"encoder.layer.{i}."
+
+            def split(t: Array) -> Array:
+                return t.reshape(batch, length, s.heads, head).transpose(0, 2, 1, 3)
+
+            q = split(self._linear(x, p + "attention.self.query"))
+            k = split(self._linear(x, p + "attention.self.key"))
+            v = split(self._linear(x, p + "attention.self.value"))
+            scores = (q @ k.transpose(0, 1, 3, 2)) / math.sqrt(head) + bias
+            scores = scores - scores.max(axis=-1, keepdims=True)
+            probs = np.exp(scores)
+            probs /= probs.sum(axis=-1, keepdims=True)
+            context = (probs @ v).transpose(0, 2, 1, 3).reshape(batch, length, s.hidden)
+            attended = self._linear(context, p + "attention.output.dense")
+            x = _layer_norm(
+                attended + x,
+                w[p + "attention.output.LayerNorm.weight"],
+                w[p + "attention.output.LayerNorm.bias"],
+                s.layer_norm_eps,
+            )
+            inner = _gelu(self._linear(x, p + "intermediate.dense"))
+            x = _layer_norm(
+                self._linear(inner, p + "output.dense") + x,
+                w[p + "output.LayerNorm.weight"],
+                w[p + "output.LayerNorm.bias"],
+                s.layer_norm_eps,
+            )
+        m = mask.astype(np.float32)[:, :, None]
+        pooled = (x * m).sum(axis=1) / np.clip(m.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        out: Array = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return out

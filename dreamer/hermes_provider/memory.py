@@ -1,0 +1,234 @@
+"""The provider's work, without Hermes: tool schemas, tool calls, the system-prompt block and the
+per-turn recall, all through the read side's policy and router.
+
+Hermes calls a provider from its own threads and expects strings back; each call here runs the
+async router on a fresh event loop in a thread of its own, opening and closing a backend around
+it, so no loop or connection is shared between Hermes' threads. Why, and what the agent sees:
+``docs/design/hermes-provider.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
+
+from dreamer.backends import open_backend
+from dreamer.backends.base import MemoryBackend
+from dreamer.config import Config
+from dreamer.errors import BackendError, DreamerError, PolicyError
+from dreamer.hermes_provider.settings import ProviderSettings
+from dreamer.readside.answers import RecallAnswer, ReflectAnswer, RetainAnswer, failure_reason
+from dreamer.readside.policy import BankPolicy
+from dreamer.readside.prelude import prelude
+from dreamer.readside.router import BankRouter
+from dreamer.readside.tools import HINDSIGHT_TOOLS, policy_tool_schemas, run_tool_call
+from dreamer.text import printable
+
+__all__ = ["DeadlineExceeded", "DreamerMemory"]
+
+_T = TypeVar("_T")
+
+#: How long the per-turn recall may take in all: Hermes waits 8 s for a provider, and a turn
+#: should not wait that long for memory.
+PREFETCH_TIMEOUT_S = 3.0
+#: Each bank's share of a recall tool call; a slower bank is reported missing.
+RECALL_BANK_TIMEOUT_S = 30.0
+#: A query longer than this is cut before the per-turn recall (Hermes cuts at 800).
+PREFETCH_QUERY_CHARS = 800
+#: The peer card read from its file is cut at this many characters beyond its budget (the frame).
+_CARD_FRAME_CHARS = 400
+
+BackendOpener = Callable[[Config], MemoryBackend]
+
+
+class DeadlineExceeded(Exception):
+    """The whole call missed its deadline; it goes on in the background and its answer is dropped."""
+
+
+class DreamerMemory:
+    """Dreamer's banks as Hermes' memory tools, for one configuration and one profile."""
+
+    def __init__(
+        self,
+        settings: ProviderSettings,
+        *,
+        opener: BackendOpener = open_backend,
+        prefetch_timeout_s: float = PREFETCH_TIMEOUT_S,
+        recall_bank_timeout_s: float = RECALL_BANK_TIMEOUT_S,
+    ) -> None:
+        self.settings = settings
+        self.policy = BankPolicy(settings.config, settings.profile)
+        self.opener = opener
+        self.prefetch_timeout_s = prefetch_timeout_s
+        self.recall_bank_timeout_s = recall_bank_timeout_s
+
+    @property
+    def config(self) -> Config:
+        return self.settings.config
+
+    # --- what the model is offered ---------------------------------------------------------------
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """The bare function schemas (``{"name", "description", "parameters"}``) Hermes wraps itself."""
+        return [tool["function"] for tool in policy_tool_schemas(self.policy, False, HINDSIGHT_TOOLS)]
+
+    def tool_names(self) -> tuple[str, ...]:
+        return tuple(schema["name"] for schema in self.tool_schemas())
+
+    def system_prompt_block(self) -> str:
+        """The prelude (or, without a profile, the banks offered) and the profile's peer card."""
+        parts = ["# Dreamer memory", self._orientation().rstrip()]
+        card = self.peer_card()
+        if card:
+            parts.append(card)
+        return "\n\n".join(parts)
+
+    def peer_card(self) -> str:
+        """The profile's peer card as the daemon last wrote it, bounded; empty when there is none."""
+        profile = self.settings.profile
+        if profile is None:
+            return ""
+        path = self.config.profiles[profile].peer_card_path
+        if path is None:
+            return ""
+        limit = self.config.peer_card.budget_chars + _CARD_FRAME_CHARS
+        try:
+            with Path(path).open("rb") as handle:
+                raw = handle.read(limit * 4)
+        except OSError:
+            return ""
+        text = raw.decode("utf-8", "replace").strip()
+        if len(text) > limit:
+            text = text[:limit].rsplit("\n", 1)[0] + "\n(peer card cut at its budget)"
+        return "\n".join(printable(line) for line in text.splitlines())
+
+    def _orientation(self) -> str:
+        if self.settings.profile is not None:
+            return prelude(self.config, self.settings.profile)
+        readable = self.policy.aliases_for("recall")
+        writable = self.policy.aliases_for("retain")
+        lines = [f"- [{alias}] {self.policy.summary(alias)}" for alias in readable]
+        lines.append(f"You may read: {', '.join(readable) or 'no bank'}.")
+        lines.append(f"You may write: {', '.join(writable) or 'no bank'}.")
+        default = self.policy.default_for("retain")
+        if default is not None:
+            lines.append(f"Storing without naming a bank goes to [{default}].")
+        return "Memory banks:\n" + "\n".join(lines) + "\n"
+
+    # --- calls -------------------------------------------------------------------------------------
+
+    def call_tool(self, name: str, arguments: Any) -> str:
+        """Run one tool call; the JSON string Hermes hands back to the model (``result`` or ``error``)."""
+        if name not in self.tool_names():
+            return _error(f"unknown tool {name!r} (known: {', '.join(self.tool_names())})")
+        if not isinstance(arguments, Mapping):
+            return _error(f"{name}: the arguments must be a JSON object")
+        timeout = self.recall_bank_timeout_s if name == HINDSIGHT_TOOLS.recall else None
+        try:
+            answer = self._run(
+                lambda router: run_tool_call(router, name, arguments, HINDSIGHT_TOOLS), timeout
+            )
+        except PolicyError as exc:
+            return _error(str(exc))
+        except BackendError as exc:
+            what = "nothing may have been stored" if name == HINDSIGHT_TOOLS.retain else "no answer"
+            return _error(
+                f"{name}: the memory server failed ({failure_reason(exc)}); {what}; try again later"
+            )
+        except DreamerError as exc:
+            return _error(f"{name}: {exc}")
+        return json.dumps(_result(answer), ensure_ascii=False)
+
+    def prefetch(self, query: str) -> str:
+        """What the profile's banks hold about ``query``, labelled, within ``prefetch_timeout_s``.
+
+        A bank that misses the deadline or fails is named; the others' hits are kept. When the
+        whole recall misses the deadline, the turn goes on without it and says so.
+        """
+        query = " ".join(query.split())[:PREFETCH_QUERY_CHARS]
+        if not query or not self.policy.aliases_for("recall"):
+            return ""
+
+        async def recall(router: BankRouter) -> RecallAnswer:
+            if router.profile is not None and router.policy.union_aliases():
+                return await router.read_union(query)
+            return await router.recall(query)
+
+        try:
+            answer = self._run(recall, self.prefetch_timeout_s, deadline_s=self.prefetch_timeout_s + 1.0)
+        except DeadlineExceeded:
+            return (
+                f"# Dreamer memory\n(memory recall skipped: no answer within {self.prefetch_timeout_s:g} s)"
+            )
+        except (PolicyError, BackendError):
+            return ""
+        if not answer.items and answer.complete:
+            return ""
+        return "# Dreamer memory (recalled for this turn; each line names its bank)\n" + answer.render()
+
+    # --- running the router ------------------------------------------------------------------------
+
+    def _run(
+        self,
+        call: Callable[[BankRouter], Awaitable[_T]],
+        bank_timeout_s: float | None,
+        *,
+        deadline_s: float | None = None,
+    ) -> _T:
+        """``call`` on a router over a freshly opened backend, in a thread with its own event loop."""
+        settings = self.settings
+
+        async def main() -> _T:
+            backend = self.opener(settings.config)
+            try:
+                router = BankRouter(
+                    settings.config, backend, profile=settings.profile, bank_timeout_s=bank_timeout_s
+                )
+                return await call(router)
+            finally:
+                await backend.aclose()
+
+        return _in_thread(lambda: anyio.run(main), deadline_s)
+
+
+def _in_thread(work: Callable[[], _T], deadline_s: float | None) -> _T:
+    """``work()`` in a daemon thread; DeadlineExceeded when it has not finished by ``deadline_s``."""
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:
+            box["error"] = exc
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=target, name="dreamer-memory", daemon=True)
+    thread.start()
+    if not done.wait(deadline_s):
+        raise DeadlineExceeded(f"no answer within {deadline_s} s")
+    if "error" in box:
+        raise box["error"]
+    value: _T = box["value"]
+    return value
+
+
+def _result(answer: RecallAnswer | ReflectAnswer | RetainAnswer) -> dict[str, Any]:
+    doc: dict[str, Any] = {"result": answer.render()}
+    if isinstance(answer, RecallAnswer | ReflectAnswer):
+        doc["banks"] = list(answer.banks)
+        doc["missing"] = [{"bank": m.alias, "reason": m.reason} for m in answer.missing]
+    else:
+        doc["bank"] = answer.alias
+    return doc
+
+
+def _error(message: str) -> str:
+    """Hermes' tool-error shape (``tools.registry.tool_error``)."""
+    return json.dumps({"error": message}, ensure_ascii=False)

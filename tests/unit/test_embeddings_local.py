@@ -1,0 +1,137 @@
+"""The in-process embedder and the vector helpers: real model files, no network."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dreamer.embeddings.local import LocalEmbedder, ModelFilesError, check_model_dir, default_model_dir
+from dreamer.embeddings.vectors import from_blobs, normalise, to_blob, top_k
+
+pytest.importorskip("tokenizers")
+pytest.importorskip("safetensors")
+
+
+def _model_dir() -> Path:
+    try:
+        return default_model_dir()
+    except ImportError as exc:  # pragma: no cover - CI installs the model package
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder(_model_dir())
+
+
+class TestLocalEmbedder:
+    def test_matches_the_published_reference_cosines(self, embedder: LocalEmbedder) -> None:
+        """The numpy forward pass gives the cosines sentence-transformers publishes for this model."""
+        pairs = {
+            ("The new movie is awesome", "The new movie is so great"): 0.8939,
+            ("The cat sits outside", "The dog plays in the garden"): 0.2838,
+            ("I love pasta", "Do you like pizza?"): 0.5096,
+            ("A man is playing guitar", "A woman watches TV"): -0.0327,
+        }
+        for (a, b), expected in pairs.items():
+            v = embedder.embed_sync([a, b])
+            assert float(v[0] @ v[1]) == pytest.approx(expected, abs=2e-4), (a, b)
+
+    def test_rows_are_unit_vectors_in_input_order(self, embedder: LocalEmbedder) -> None:
+        """One unit row per text, in order, whatever the batch it was padded in."""
+        texts = ["short", "a considerably longer sentence that needs padding for the others", "short"]
+        v = embedder.embed_sync(texts)
+        assert v.shape == (3, 384)
+        assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+        assert np.allclose(v[0], v[2], atol=1e-6)
+        alone = embedder.embed_sync(["short"])
+        assert np.allclose(alone[0], v[0], atol=1e-5)
+
+    def test_blank_and_empty_input(self, embedder: LocalEmbedder) -> None:
+        """No texts give an empty matrix; a blank text still gives a unit vector, not NaN."""
+        assert embedder.embed_sync([]).shape == (0, 384)
+        v = embedder.embed_sync(["   "])
+        assert np.isfinite(v).all() and float(np.linalg.norm(v[0])) == pytest.approx(1.0, abs=1e-5)
+
+    def test_a_huge_text_is_truncated_not_refused(self, embedder: LocalEmbedder) -> None:
+        """A text far beyond the model's 256 tokens embeds (truncated) instead of failing."""
+        v = embedder.embed_sync(["word " * 20_000])
+        assert v.shape == (1, 384) and np.isfinite(v).all()
+
+    async def test_async_embed_runs_off_the_loop_and_agrees(self, embedder: LocalEmbedder) -> None:
+        """``embed`` gives the same rows as ``embed_sync``."""
+        v = await embedder.embed(["Nextcloud runs version 28.0"])
+        assert np.allclose(v, embedder.embed_sync(["Nextcloud runs version 28.0"]), atol=1e-6)
+
+    def test_model_id_names_the_model(self, embedder: LocalEmbedder) -> None:
+        """The model id carries the provider, the name and a fingerprint of the files."""
+        provider, name, digest = embedder.model_id.split(":")
+        assert (provider, name, len(digest)) == ("local", "all-MiniLM-L6-v2", 12)
+
+
+class TestModelDirectory:
+    def test_missing_directory_is_named(self, tmp_path: Path) -> None:
+        """A model path that does not exist is refused by name."""
+        with pytest.raises(ModelFilesError, match="not a directory"):
+            LocalEmbedder(tmp_path / "nope")
+
+    def test_missing_file_is_named(self, tmp_path: Path) -> None:
+        """A directory without the tokenizer names the missing file."""
+        src = _model_dir()
+        for name in ("config.json", "model.safetensors"):
+            (tmp_path / name).symlink_to(src / name)
+        with pytest.raises(ModelFilesError, match=r"tokenizer\.json: missing"):
+            check_model_dir(tmp_path)
+
+    def test_damaged_weights_are_a_clear_error(self, tmp_path: Path) -> None:
+        """Truncated weights give a ModelFilesError naming the directory, not a traceback."""
+        src = _model_dir()
+        for name in ("config.json", "tokenizer.json"):
+            shutil.copy(src / name, tmp_path / name)
+        (tmp_path / "model.safetensors").write_bytes((src / "model.safetensors").read_bytes()[:4096])
+        embedder = LocalEmbedder(tmp_path)
+        with pytest.raises(ModelFilesError, match="cannot load the model"):
+            embedder.embed_sync(["hello"])
+
+    def test_not_a_bert_config_is_refused(self, tmp_path: Path) -> None:
+        """A config of another architecture is refused when the model loads."""
+        src = _model_dir()
+        for name in ("model.safetensors", "tokenizer.json"):
+            (tmp_path / name).symlink_to(src / name)
+        (tmp_path / "config.json").write_text('{"model_type": "gpt2"}')
+        with pytest.raises(ModelFilesError, match="not a BERT encoder"):
+            LocalEmbedder(tmp_path).embed_sync(["hello"])
+
+
+class TestVectors:
+    def test_blob_round_trip_keeps_cosines(self) -> None:
+        """Stored as float16, vectors keep their cosines to about 1e-3."""
+        rng = np.random.default_rng(7)
+        v = normalise(rng.standard_normal((50, 384)).astype(np.float32))
+        back = from_blobs([to_blob(row) for row in v], 384).astype(np.float32)
+        assert np.abs(back @ back.T - v @ v.T).max() < 3e-3
+
+    def test_a_blob_of_the_wrong_length_is_named(self) -> None:
+        """A damaged vector is refused with its position, never read as garbage."""
+        with pytest.raises(ValueError, match="vector 1 has 10 bytes"):
+            from_blobs([b"\0" * 768, b"\0" * 10], 384)
+
+    def test_top_k_equals_a_full_sort(self) -> None:
+        """top_k returns the same neighbours, best first, as sorting every cosine (across chunks)."""
+        rng = np.random.default_rng(3)
+        matrix = normalise(rng.standard_normal((40_000, 32)).astype(np.float32)).astype("<f2")
+        queries = normalise(rng.standard_normal((5, 32)).astype(np.float32))
+        idx, scores = top_k(queries, matrix, 7)
+        full = matrix.astype(np.float32) @ queries.T
+        for q in range(5):
+            expected = np.argsort(-full[:, q], kind="stable")[:7]
+            assert np.allclose(np.sort(full[expected, q]), np.sort(scores[q]), atol=1e-5)
+            assert list(scores[q]) == sorted(scores[q], reverse=True)
+
+    def test_top_k_of_an_empty_matrix_is_empty(self) -> None:
+        """No stored vectors: no neighbours, no error."""
+        idx, scores = top_k(np.ones((2, 4), dtype=np.float32), np.zeros((0, 4), dtype="<f2"), 5)
+        assert idx.shape == (2, 0) and scores.shape == (2, 0)
