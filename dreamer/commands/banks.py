@@ -8,11 +8,16 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
+import structlog
+
 from dreamer.backends import open_backend
 from dreamer.backends.base import BankActivity
 from dreamer.commands.output import emit, iso
 from dreamer.config import Budget, Config
-from dreamer.errors import BackendError, ExitCode
+from dreamer.errors import BackendError, ExitCode, StateFileError
+from dreamer.state import StateStore
+
+log = structlog.get_logger("dreamer.commands")
 
 
 async def banks_command(
@@ -75,15 +80,18 @@ async def recall_command(
     Exit 75 when a bank could not be read (the others' results are still printed)."""
     from dreamer.readside.router import BankRouter
 
+    ledger = _open_ledger(config)
     backend = open_backend(config)
     try:
-        router = BankRouter(config, backend, profile=profile)
+        router = BankRouter(config, backend, profile=profile, ledger=ledger)
         if not banks and profile is not None:
             answer = await router.read_union(query, limit=limit, budget=budget)
         else:
             answer = await router.recall(query, banks=list(banks) or None, limit=limit, budget=budget)
     finally:
         await backend.aclose()
+        if ledger is not None:
+            ledger.close()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
     return ExitCode.OK if answer.complete else ExitCode.TEMPFAIL
 
@@ -120,17 +128,34 @@ async def retain_command(
     context: str | None,
     tags: Sequence[str],
     as_json: bool,
+    scope: str | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
-    """Store one memory in a writable bank (never a roll-up bank)."""
+    """Store one memory in a writable bank (never a roll-up bank); ``scope`` tags it ``scope:<scope>``."""
     from dreamer.readside.router import BankRouter
+    from dreamer.readside.scope import scope_tag
 
+    if scope is not None:
+        scope_tag(scope)  # a bad value is refused before the backend is opened
     backend = open_backend(config)
     try:
         answer = await BankRouter(config, backend, profile=profile).retain(
-            text, bank=bank, context=context, tags=tuple(tags)
+            text, bank=bank, context=context, tags=tuple(tags), scope=scope
         )
     finally:
         await backend.aclose()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
     return ExitCode.OK
+
+
+def _open_ledger(config: Config) -> StateStore | None:
+    """The state file, for the ledger's supersession marks; None when there is none yet (a recall
+    never creates one) or it cannot be opened (logged: the recall goes on without those marks)."""
+    path = config.state_path
+    if not path.is_file():
+        return None
+    try:
+        return StateStore.open(path)
+    except StateFileError as exc:
+        log.warning("recall without the ledger's supersession marks", reason=str(exc))
+        return None

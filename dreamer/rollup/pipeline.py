@@ -23,6 +23,7 @@ import anyio
 import structlog
 
 from dreamer.backends.base import BankActivity, MemoryBackend, MemoryUnit, RetainItem
+from dreamer.cardtags import scope_tags
 from dreamer.config import Config, ProfileConfig
 from dreamer.errors import DreamerError
 from dreamer.outcomes import COMMITTED, Outcome, classify, describe
@@ -379,6 +380,7 @@ class Rollup:
         report = ctx.report
         newest = max(u.created_at for u in ctx.selected)
         facts = ctx.facts()
+        tags_of = {u.id: u.tags for u in ctx.selected}
         for draft, verdict in zip(ctx.drafts, ctx.verdicts, strict=True):
             doc_id = card_document_id(ctx.profile, draft.text)
             plan = CardPlan(
@@ -415,7 +417,8 @@ class Rollup:
             report.plan.append(plan)
             if verdict.kind == "conflict":
                 report.conflicts += 1
-            ctx.to_promote.append((plan, retain_item(plan, verdict, facts, newest)))
+            scopes = scope_tags([t for i in draft.source_ids for t in tags_of.get(i, ())])
+            ctx.to_promote.append((plan, retain_item(plan, verdict, facts, newest, scopes=scopes)))
 
     async def promote(self, ctx: RunContext) -> None:
         """6. Promote the new cards in one synchronous batch (content-derived document ids make a
@@ -505,6 +508,7 @@ def indexed_candidates(
         normalized={s.normalized for s in sketches},
     )
     return [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
+
 
 def _iso(ts: datetime | None) -> str | None:
     return None if ts is None else ts.astimezone(UTC).isoformat(timespec="microseconds")

@@ -262,6 +262,20 @@ class StateStore:
         return [_card(r) for r in self._conn.execute(sql, (upstream_bank, profile))]
 
     @state_errors
+    def superseding(self, document_ids: Iterable[str]) -> list[LedgerCard]:
+        """The cards that supersede one of ``document_ids`` (a ``recency_wins`` conflict). Indexed by
+        ``supersedes``: the read side asks this for the hits of one recall."""
+        ids = sorted(set(document_ids))
+        out: list[LedgerCard] = []
+        for chunk in _chunks(ids):
+            sql = (
+                f"SELECT {_CARD_COLUMNS} FROM ledger WHERE supersedes IN ({_marks(chunk)}) "
+                "ORDER BY promoted_at, document_id"
+            )
+            out.extend(_card(r) for r in self._conn.execute(sql, chunk))
+        return out
+
+    @state_errors
     def ledger_candidates(
         self, upstream_bank: str, *, probes: Sequence[WordProbe], normalized: Iterable[str]
     ) -> list[CandidateCard]:

@@ -21,6 +21,7 @@ RANKS: dict[str, int] = {
     "dreamer.errors": 0,
     "dreamer.text": 0,
     "dreamer.log": 0,
+    "dreamer.cardtags": 0,
     "dreamer.config": 1,
     "dreamer.details": 1,
     "dreamer.outcomes": 1,
