@@ -179,6 +179,10 @@ class AgentConfig(_Model):
     memories_dir: Path
     config_yaml: Path | None = None
     skills_dir: Path | None = None
+    #: The profile's SOUL.md (default: beside memories_dir, as Hermes keeps it) and the default
+    #: profile's, to compare with (default: <hermes home>/SOUL.md for a profile under profiles/).
+    soul_md: Path | None = None
+    default_soul_md: Path | None = None
     enabled: bool = True
 
 
@@ -190,6 +194,15 @@ class AuditConfig(_Model):
     skip_below_pct: Annotated[float, Field(gt=0, le=100)] = 75.0
     stale_days: Annotated[int, Field(ge=1, le=3650)] = 14
     url_timeout_s: ShortSeconds = 2.0
+    #: Rotate both canaries during an audit once this many days passed since the last rotation;
+    #: 0: only on request (``dreamer audit --rotate-canary``).
+    canary_rotation_days: Annotated[int, Field(ge=0, le=3650)] = 0
+    #: Reword entries longer than ``compress_min_chars`` shorter, keeping every number, name, path
+    #: and URL; by rules, or by one reflect of ``compress_bank`` when set (an LLM-backed backend).
+    compress_entries: bool = True
+    compress_min_chars: Annotated[int, Field(ge=20, le=100_000)] = 120
+    compress_bank: Alias | None = None
+    compress_budget: Budget = "low"
 
 
 class MetricsConfig(_Model):
@@ -246,6 +259,7 @@ class Config(_Model):
                     )
                 )
             seen.setdefault(bank.bank_id, alias)
+        check_alias("audit.compress_bank", self.audit.compress_bank)
         for name, profile in self.profiles.items():
             check_alias(f"profiles.{name}.bank", profile.bank)
             check_alias(f"profiles.{name}.upstream", profile.upstream)
@@ -413,6 +427,8 @@ def _resolve_paths(cfg: Config, base_dir: Path, source: str, environ: Mapping[st
                 "memories_dir": absolute(a.memories_dir, f"agents.{name}.memories_dir"),
                 "config_yaml": absolute(a.config_yaml, f"agents.{name}.config_yaml"),
                 "skills_dir": absolute(a.skills_dir, f"agents.{name}.skills_dir"),
+                "soul_md": absolute(a.soul_md, f"agents.{name}.soul_md"),
+                "default_soul_md": absolute(a.default_soul_md, f"agents.{name}.default_soul_md"),
             }
         )
         for name, a in cfg.agents.items()

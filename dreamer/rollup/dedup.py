@@ -2,7 +2,7 @@
 
 Checks run cheapest first (exact text, then lexical overlap, then the backend's semantic score on
 the upstream candidates) and a duplicate found by any of them wins. Two texts that differ in a
-protected detail (`dreamer.rollup.details`) are never duplicates; when such a pair is otherwise the
+protected detail (`dreamer.details`) are never duplicates; when such a pair is otherwise the
 same statement about the same subject, the new card is a `conflict` and supersedes the old one.
 Ledger cards are met by their stored `Sketch` (`dreamer.rollup.similarity`) first and analysed in
 full only when it passes a Jaccard gate. Every verdict carries a reason fit for a log line.
@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from dreamer.rollup.details import VALUE_DETAILS
+from dreamer.details import VALUE_DETAILS
 from dreamer.rollup.similarity import (
     Comparison,
     Sketch,

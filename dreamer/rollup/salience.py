@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from dreamer.rollup.details import Detail, protected_details
+from dreamer.details import Detail, protected_details
 from dreamer.text import content_tokens
 
 __all__ = [
