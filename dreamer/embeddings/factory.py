@@ -34,10 +34,11 @@ def make_embedder(config: Config) -> Embedder | None:
         raise ConfigError(f"embeddings.provider: {exc}") from None
 
 
-def describe_embedder(config: Config) -> str:
-    """One phrase for status lines and reports: ``none (lexical dedup only)``, ``local all-MiniLM-L6-v2``."""
-    cfg = config.embeddings
-    if cfg.provider == "none":
+def describe_embedder(config: Config | None) -> str:
+    """One phrase for status lines and reports: ``none (lexical dedup only)``, ``local all-MiniLM-L6-v2``
+    (None: no embedder in use)."""
+    cfg = config.embeddings if config is not None else None
+    if cfg is None or cfg.provider == "none":
         return "none (lexical dedup only)"
     if cfg.provider == "openai":
         return f"openai {cfg.model} at {cfg.url}"

@@ -56,7 +56,9 @@ class _Answer(BaseModel):
 class OpenAIEmbedder:
     """Embeds through ``POST {url}/v1/embeddings``; ``transport`` replaces the network (tests)."""
 
-    def __init__(self, config: EmbeddingsConfig, *, transport: httpx.AsyncBaseTransport | None = None) -> None:
+    def __init__(
+        self, config: EmbeddingsConfig, *, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
         require_numpy("embeddings.provider 'openai'")
         self._config = config
         self._endpoint = config.endpoint
@@ -145,7 +147,9 @@ class OpenAIEmbedder:
         elif status == 404:
             fix = "check embeddings.url (the server's base URL) and embeddings.model"
         elif 300 <= status < 400:
-            fix = f"set embeddings.url to the server's final address ({response.headers.get('Location', '?')})"
+            fix = (
+                f"set embeddings.url to the server's final address ({response.headers.get('Location', '?')})"
+            )
         else:
             fix = "check embeddings.model and the server's logs"
         return PermanentBackendError(

@@ -24,6 +24,7 @@ import structlog
 
 from dreamer.backends.base import BankActivity, MemoryBackend, MemoryUnit, RetainItem
 from dreamer.config import Config, ProfileConfig
+from dreamer.embeddings.factory import describe_embedder
 from dreamer.errors import DreamerError
 from dreamer.outcomes import COMMITTED, Outcome, classify, describe
 from dreamer.retry import RetryPolicy, RetryStats, backoff_logger, call_holding_slot, call_with_retry
@@ -47,6 +48,7 @@ from dreamer.rollup.promote import (
     retain_item,
 )
 from dreamer.rollup.report import CardPlan, RollupReport
+from dreamer.rollup.semantic import BatchVectors, SemanticJudge, retrying_embed
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.slot import SlotLock
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
@@ -85,6 +87,7 @@ class RunContext:
     to_promote: list[tuple[CardPlan, RetainItem]] = field(default_factory=list)
     reinforced: list[Reinforcement] = field(default_factory=list)
     ledger_ids: frozenset[str] = frozenset()
+    vectors: BatchVectors | None = None
 
     @property
     def dry_run(self) -> bool:
@@ -113,10 +116,12 @@ class Rollup:
         *,
         on_step: StepHook | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        semantic: SemanticJudge | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
         self.state = state
+        self.semantic = semantic
         self.on_step = on_step
         self.clock = clock
         self.policy = RetryPolicy.from_config(config.retry)
@@ -157,6 +162,7 @@ class Rollup:
         then stays where it was."""
         cfg = self.config
         report = RollupReport(profile=profile, run_id=run_id or uuid.uuid4().hex[:12], dry_run=dry_run)
+        report.embedder = describe_embedder(cfg) if self.semantic is not None else describe_embedder(None)
         ctx = RunContext(
             profile=profile,
             settings=cfg.profiles[profile],
@@ -330,6 +336,8 @@ class Rollup:
                 ]
             )
         cards = [dedup.CardText(card_document_id(ctx.profile, d.text), d.text) for d in ctx.drafts]
+        if self.semantic is not None:
+            ctx.vectors = await self._embed(ctx, self.semantic, cards, candidates)
         ctx.verdicts = await anyio.to_thread.run_sync(self._judge_cards, ctx, cards, candidates)
         self._step("judged", ctx.profile)
         self._plan(ctx)
@@ -359,7 +367,42 @@ class Rollup:
         else:
             ledger = indexed_candidates(self.state, ctx.upstream_id, cards, thresholds)
         ctx.ledger_ids = frozenset(self.state.existing_documents(card.card_id for card in cards))
-        return dedup.judge_batch(cards, ledger, upstream, thresholds)
+        if ctx.vectors is None:
+            return dedup.judge_batch(cards, ledger, upstream, thresholds)
+        # The nearest ledger cards by the embedder join those the word index found.
+        have = {card.card_id for card in ledger}
+        nearest = self.state.candidate_cards(ctx.vectors.nearest_ids() - have)
+        ledger += [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in nearest]
+        return dedup.judge_batch(cards, ledger, upstream, thresholds, semantic=ctx.vectors.similarity)
+
+    async def _embed(
+        self,
+        ctx: RunContext,
+        semantic: SemanticJudge,
+        cards: Sequence[dedup.CardText],
+        candidates: Sequence[Sequence[dedup.UpstreamCandidate]],
+    ) -> BatchVectors:
+        """Embed the batch's cards and upstream candidates (and a bounded batch of ledger cards
+        without a vector of this model) with the retry rules, under the slot lock when
+        ``embeddings.use_slot_lock``; a server that stays down defers the run."""
+        embed = retrying_embed(
+            semantic.embedder,
+            self.policy,
+            ctx.slot if self.config.embeddings.use_slot_lock else None,
+            stats=ctx.retry_stats,
+            on_retry=backoff_logger("embed", log),
+        )
+        batch = await semantic.prepare(
+            self.state,
+            ctx.upstream_id,
+            [card.text for card in cards],
+            [c.text for hits in candidates for c in hits],
+            embed,
+            write=not ctx.dry_run,
+            in_thread=anyio.to_thread.run_sync,
+        )
+        ctx.report.reembedded = batch.reembedded
+        return batch
 
     def _index_pending(self, ctx: RunContext) -> None:
         """Index the ledger cards written before the word index (and sketch those from before
@@ -444,6 +487,9 @@ class Rollup:
         now = self.clock()
         facts = ctx.facts()
         rows = [ledger_row(plan, item, facts, now) for plan, item in ctx.to_promote]
+        if ctx.vectors is not None:
+            # Each new card's vector is written with its ledger row, in the same transaction.
+            rows = [replace(row, vector=ctx.vectors.stored(row.text)) for row in rows]
         await anyio.to_thread.run_sync(self._commit, ctx, rows)
 
     async def consolidate(self, ctx: RunContext) -> None:
@@ -505,6 +551,7 @@ def indexed_candidates(
         normalized={s.normalized for s in sketches},
     )
     return [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
+
 
 def _iso(ts: datetime | None) -> str | None:
     return None if ts is None else ts.astimezone(UTC).isoformat(timespec="microseconds")
