@@ -69,7 +69,9 @@ def free_port() -> int:
 
 
 class TestAnswers:
-    async def test_vectors_equal_the_local_embedders(self, server: EmbeddingsServer, model: LocalEmbedder) -> None:
+    async def test_vectors_equal_the_local_embedders(
+        self, server: EmbeddingsServer, model: LocalEmbedder
+    ) -> None:
         """Over HTTP, in batches, rows placed by index: the same unit vectors as in-process."""
         embedder = embedder_for(server.url, batch_size=2)
         try:
@@ -124,7 +126,9 @@ class TestFaults:
             slept.append(delay)
 
         try:
-            got = await call_with_retry("embed", lambda: embedder.embed(TEXTS[:2]), RetryPolicy(), sleep=sleep)
+            got = await call_with_retry(
+                "embed", lambda: embedder.embed(TEXTS[:2]), RetryPolicy(), sleep=sleep
+            )
         finally:
             await embedder.aclose()
         assert got.shape == (2, 384) and slept == [7.0, 7.0]
@@ -163,7 +167,9 @@ class TestFaults:
             await embedder.aclose()
         assert "embeddings.timeout_s" in str(caught.value)
 
-    @pytest.mark.parametrize(("mode", "what"), [("garbage", "not an embeddings list"), ("short", "vectors for")])
+    @pytest.mark.parametrize(
+        ("mode", "what"), [("garbage", "not an embeddings list"), ("short", "vectors for")]
+    )
     async def test_garbage_is_a_protocol_error(self, server: EmbeddingsServer, mode: str, what: str) -> None:
         """A body that is not an embeddings list, or one vector short, is a ProtocolError."""
         server.fail(mode)

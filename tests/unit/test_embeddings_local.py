@@ -124,7 +124,7 @@ class TestVectors:
         rng = np.random.default_rng(3)
         matrix = normalise(rng.standard_normal((40_000, 32)).astype(np.float32)).astype("<f2")
         queries = normalise(rng.standard_normal((5, 32)).astype(np.float32))
-        idx, scores = top_k(queries, matrix, 7)
+        _idx, scores = top_k(queries, matrix, 7)
         full = matrix.astype(np.float32) @ queries.T
         for q in range(5):
             expected = np.argsort(-full[:, q], kind="stable")[:7]
