@@ -72,7 +72,7 @@ def format_report(report: RollupReport) -> str:
     if report.units_seen:
         lines.append(
             f"  units {report.units_seen} seen, {report.units_selected} selected; "
-            f"{report.cards} cards ({report.summariser}); {report.promoted} "
+            f"{report.cards} cards ({report.summariser}; embeddings {report.embedder}); {report.promoted} "
             f"{'to promote' if report.dry_run else 'promoted'}, "
             f"{report.reinforced} reinforced, {report.conflicts} conflicts; "
             f"{report.duration_s:.2f}s"

@@ -12,6 +12,7 @@ from dreamer.backends import open_backend
 from dreamer.backends.base import BankActivity
 from dreamer.commands.output import iso
 from dreamer.config import Config
+from dreamer.embeddings.factory import describe_embedder
 from dreamer.errors import BackendError, ExitCode
 from dreamer.rollup.pipeline import Rollup
 from dreamer.service.jobs import rollup_job_id
@@ -75,11 +76,20 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
                 }
             )
         ledger_size = state.ledger_size()
+        vector_models = state.vector_models()
+    embeddings = config.embeddings
     doc = {
         "state": str(config.state_path),
         "backend": config.backend.kind,
         "activity_error": activity_error,
         "ledger_cards": ledger_size,
+        "embeddings": {
+            "provider": embeddings.provider,
+            "model": embeddings.model_name or None,
+            "url": embeddings.url if embeddings.provider == "openai" else None,
+            "dedup": describe_embedder(config),
+            "vectors": [{"model_id": m, "dimension": d, "cards": n} for m, d, n in vector_models],
+        },
         "interval_minutes": config.schedule.interval_minutes,
         "profiles": rows,
     }
@@ -91,6 +101,8 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
         f"state {doc['state']} ({config.backend.kind} backend); ledger: {ledger_size} cards; "
         f"every {config.schedule.interval_minutes:g} min\n"
     )
+    stored = ", ".join(f"{n} by {m}" for m, _d, n in vector_models) or "none"
+    out.write(f"embeddings: {describe_embedder(config)}; vectors stored: {stored}\n")
     if activity_error:
         out.write(
             "backend unreachable, pending units and backlog unknown: "

@@ -25,12 +25,12 @@ import structlog
 from dreamer.backends.base import BankActivity, MemoryBackend, MemoryUnit, RetainItem
 from dreamer.cardtags import scope_tags
 from dreamer.config import Config, ProfileConfig
+from dreamer.embeddings.factory import describe_embedder
 from dreamer.errors import DreamerError
 from dreamer.outcomes import COMMITTED, Outcome, classify, describe
 from dreamer.retry import RetryPolicy, RetryStats, backoff_logger, call_holding_slot, call_with_retry
 from dreamer.rollup import dedup, extractive
 from dreamer.rollup.batches import Batch, StreamCut, cut_stream
-from dreamer.rollup.candidates import index_words, probe, word_sizes
 from dreamer.rollup.cards import (
     CARDS_SCHEMA,
     CardDraft,
@@ -40,6 +40,7 @@ from dreamer.rollup.cards import (
     reflect_query,
 )
 from dreamer.rollup.gate import GateDecision, gate
+from dreamer.rollup.judging import judge_against_ledger
 from dreamer.rollup.promote import (
     CARD_FACT_TYPES,
     INPUT_FACT_TYPES,
@@ -50,7 +51,7 @@ from dreamer.rollup.promote import (
 )
 from dreamer.rollup.report import CardPlan, RollupReport
 from dreamer.rollup.salience import SalienceInput
-from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
+from dreamer.rollup.semantic import BatchVectors, SemanticJudge, retrying_embed
 from dreamer.slot import SlotLock
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
 from dreamer.text import card_document_id
@@ -91,6 +92,7 @@ class RunContext:
     to_promote: list[tuple[CardPlan, RetainItem]] = field(default_factory=list)
     reinforced: list[Reinforcement] = field(default_factory=list)
     ledger_ids: frozenset[str] = frozenset()
+    vectors: BatchVectors | None = None
 
     @property
     def dry_run(self) -> bool:
@@ -139,10 +141,12 @@ class Rollup:
         *,
         on_step: StepHook | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        semantic: SemanticJudge | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
         self.state = state
+        self.semantic = semantic
         self.on_step = on_step
         self.clock = clock
         self.policy = RetryPolicy.from_config(config.retry)
@@ -197,6 +201,7 @@ class Rollup:
         then stays where it was."""
         cfg = self.config
         report = RollupReport(profile=profile, run_id=run_id or uuid.uuid4().hex[:12], dry_run=dry_run)
+        report.embedder = describe_embedder(cfg) if self.semantic is not None else describe_embedder(None)
         ctx = RunContext(
             profile=profile,
             settings=cfg.profiles[profile],
@@ -385,6 +390,8 @@ class Rollup:
                 ]
             )
         cards = [dedup.CardText(card_document_id(ctx.profile, d.text), d.text) for d in ctx.drafts]
+        if self.semantic is not None:
+            ctx.vectors = await self._embed(ctx, self.semantic, cards, candidates)
         ctx.verdicts = await anyio.to_thread.run_sync(self._judge_cards, ctx, cards, candidates)
         self._step("judged", ctx.profile)
         self._plan(ctx)
@@ -403,34 +410,41 @@ class Rollup:
         cards: Sequence[dedup.CardText],
         upstream: Sequence[Sequence[dedup.UpstreamCandidate]],
     ) -> list[dedup.Verdict]:
-        """The verdicts, against the ledger cards the word index names as candidates (in a worker
-        thread: analysing texts is the run's CPU work and must not stall the event loop)."""
-        self._index_pending(ctx)
-        thresholds = dedup.DedupThresholds()
-        if self.state.index_version() not in (None, Sketch.VERSION):
-            # Only a dry run gets here (a real run has just rebuilt the index): the index was made
-            # by another analysis and a dry run writes nothing, so compare with every card.
-            ledger = [
-                dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch))
-                for c in self.state.ledger(ctx.upstream_id)
-            ]
-        else:
-            ledger = indexed_candidates(self.state, ctx.upstream_id, cards, thresholds)
+        """The verdicts (in a worker thread: analysing texts must not stall the event loop)."""
+        verdicts = judge_against_ledger(
+            self.state, ctx.upstream_id, cards, upstream, ctx.vectors, dry_run=ctx.dry_run
+        )
         ctx.ledger_ids = frozenset(self.state.existing_documents(card.card_id for card in cards))
-        return dedup.judge_batch(cards, ledger, upstream, thresholds)
+        return verdicts
 
-    def _index_pending(self, ctx: RunContext) -> None:
-        """Index the ledger cards written before the word index (and sketch those from before
-        sketches), once, for every later run. A dry run writes nothing: unindexed cards are then
-        candidates anyway."""
-        if ctx.dry_run:
-            return
-        self.state.use_index_version(Sketch.VERSION)
-        entries: dict[str, tuple[str, frozenset[str], tuple[int, int]]] = {}
-        for card in self.state.unindexed(ctx.upstream_id):
-            sketch = Sketch.loads(card.sketch) or sketch_of(profile_text(card.text))
-            entries[card.document_id] = (sketch.dumps(), index_words(sketch), word_sizes(sketch))
-        self.state.store_index(entries)
+    async def _embed(
+        self,
+        ctx: RunContext,
+        semantic: SemanticJudge,
+        cards: Sequence[dedup.CardText],
+        candidates: Sequence[Sequence[dedup.UpstreamCandidate]],
+    ) -> BatchVectors:
+        """Embed the batch's cards and upstream candidates (and a bounded batch of ledger cards
+        without a vector of this model) with the retry rules, under the slot lock when
+        ``embeddings.use_slot_lock``; a server that stays down defers the run."""
+        embed = retrying_embed(
+            semantic.embedder,
+            self.policy,
+            ctx.slot if self.config.embeddings.use_slot_lock else None,
+            stats=ctx.retry_stats,
+            on_retry=backoff_logger("embed", log),
+        )
+        batch = await semantic.prepare(
+            self.state,
+            ctx.upstream_id,
+            [card.text for card in cards],
+            [c.text for hits in candidates for c in hits],
+            embed,
+            write=not ctx.dry_run,
+            in_thread=anyio.to_thread.run_sync,
+        )
+        ctx.report.reembedded = batch.reembedded
+        return batch
 
     def _plan(self, ctx: RunContext) -> None:
         """Each card's plan: promote (new, conflict, or our own uncommitted card) or reinforce."""
@@ -507,6 +521,9 @@ class Rollup:
         now = self.clock()
         facts = ctx.facts()
         rows = [ledger_row(plan, item, facts, now) for plan, item in ctx.to_promote]
+        if ctx.vectors is not None:
+            # Each new card's vector is written with its ledger row, in the same transaction.
+            rows = [replace(row, vector=ctx.vectors.stored(row.text)) for row in rows]
         await anyio.to_thread.run_sync(self._commit, ctx, rows)
 
     async def consolidate(self, ctx: RunContext) -> None:
@@ -554,23 +571,6 @@ class Rollup:
     def _step(self, step: str, profile: str) -> None:
         if self.on_step is not None:
             self.on_step(step, profile)
-
-
-def indexed_candidates(
-    state: StateStore,
-    upstream_id: str,
-    cards: Sequence[dedup.CardText],
-    thresholds: dedup.DedupThresholds,
-) -> list[dedup.CardText]:
-    """The ledger cards of ``upstream_id`` the dedup gate could let through for any of ``cards``,
-    found through the word index (:mod:`.candidates`), in ledger order."""
-    sketches = [sketch_of(profile_text(card.text)) for card in cards]
-    ledger = state.ledger_candidates(
-        upstream_id,
-        probes=[probe(sketch, thresholds) for sketch in sketches],
-        normalized={s.normalized for s in sketches},
-    )
-    return [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
 
 
 def new_units(units: Sequence[MemoryUnit], watermark: Watermark, overlap: timedelta) -> list[MemoryUnit]:

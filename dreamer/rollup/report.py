@@ -71,6 +71,10 @@ class RollupReport:
     conflicts: int = 0
     reflect_attempts: int = 0
     summariser: str = ""
+    #: The embedder the judge decided with: "none (lexical dedup only)", "local all-MiniLM-L6-v2", ...
+    embedder: str = ""
+    #: Ledger cards given a vector of the current model by this run (lazy re-embedding).
+    reembedded: int = 0
     slot_wait_s: float = 0.0
     slot_held_s: float = 0.0
     duration_s: float = 0.0
@@ -123,6 +127,8 @@ class RollupReport:
             "reason": self.reason,
             **self.counts(),
             "summariser": self.summariser,
+            "embedder": self.embedder,
+            "reembedded": self.reembedded,
             "slot_wait_s": round(self.slot_wait_s, 3),
             "slot_held_s": round(self.slot_held_s, 3),
             "duration_s": round(self.duration_s, 3),

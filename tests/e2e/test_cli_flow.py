@@ -66,12 +66,15 @@ class TestRollupFlow:
 
         done = json.loads(dreamer(home, "rollup", "--json").stdout)["reports"][0]
         assert done["outcome"] == "promoted" and done["promoted"] == 2
+        assert done["embedder"] == "none (lexical dedup only)"
 
         again = json.loads(dreamer(home, "rollup", "--json").stdout)["reports"][0]
         assert again["outcome"] == "idle"
 
         status = json.loads(dreamer(home, "status", "--json").stdout)
         assert status["ledger_cards"] == 2
+        assert status["embeddings"]["provider"] == "none" and status["embeddings"]["vectors"] == []
+        assert "embeddings: none (lexical dedup only)" in dreamer(home, "status").stdout
         [row] = status["profiles"]
         assert row["last_run"]["outcome"] == "idle" and row["units_pending"] == 0
         assert row["watermark"] and row["next_run_due"] > row["last_run"]["started_at"]
