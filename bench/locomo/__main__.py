@@ -121,7 +121,7 @@ def render(result: Mapping[str, Any]) -> str:
         f"near-dup: pairs of cards of one profile at {result['similarity']} >= {result['threshold']:.2f};",
         "of which detail: those pairs whose texts differ in a protected detail by Dreamer's dedup rule",
         f"hit@{k} on the raw profile banks (reference): {result['raw_hit_at_k']:.3f}",
-        f"units kept by salience (top_n per cycle, the same for every policy): "
+        f"units summarised (all but chatter, in batches of top_n; the same for every policy): "
         f"{result.get('units_selected', '?')} of {result['units_in']}",
         f"baselines promote the very cards the dreamer run drafted (checked on "
         f"{result['drafts_checked']} cycles, {result['drafts_differ']} differ);",

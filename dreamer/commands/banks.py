@@ -73,17 +73,20 @@ async def recall_command(
 ) -> int:
     """Labelled recall: the named banks, else the profile's read-union, else the default bank.
     Exit 75 when a bank could not be read (the others' results are still printed)."""
-    from dreamer.readside.router import BankRouter
+    from dreamer.readside.router import BankRouter, open_ledger
 
+    ledger = open_ledger(config)
     backend = open_backend(config)
     try:
-        router = BankRouter(config, backend, profile=profile)
+        router = BankRouter(config, backend, profile=profile, ledger=ledger)
         if not banks and profile is not None:
             answer = await router.read_union(query, limit=limit, budget=budget)
         else:
             answer = await router.recall(query, banks=list(banks) or None, limit=limit, budget=budget)
     finally:
         await backend.aclose()
+        if ledger is not None:
+            ledger.close()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
     return ExitCode.OK if answer.complete else ExitCode.TEMPFAIL
 
@@ -120,15 +123,19 @@ async def retain_command(
     context: str | None,
     tags: Sequence[str],
     as_json: bool,
+    scope: str | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
-    """Store one memory in a writable bank (never a roll-up bank)."""
+    """Store one memory in a writable bank (never a roll-up bank); ``scope`` tags it ``scope:<scope>``."""
     from dreamer.readside.router import BankRouter
+    from dreamer.readside.scope import scope_tag
 
+    if scope is not None:
+        scope_tag(scope)  # a bad value is refused before the backend is opened
     backend = open_backend(config)
     try:
         answer = await BankRouter(config, backend, profile=profile).retain(
-            text, bank=bank, context=context, tags=tuple(tags)
+            text, bank=bank, context=context, tags=tuple(tags), scope=scope
         )
     finally:
         await backend.aclose()
