@@ -71,7 +71,8 @@ class HashingEmbedder:
                 digest = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
                 out[row, digest % self.dimension] += 1.0 if digest >> 63 else -1.0
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.clip(norms, 1e-12, None)
+        result: NDArray[np.float32] = (out / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return result
 
     async def aclose(self) -> None:
         return None
@@ -409,6 +410,50 @@ class TestStoredVectors:
         assert len(_vector_rows(hybrid.path)) == 6  # the writer stored the vector itself
         hits = await hybrid.recall(BANK, PARAPHRASE, limit=1)
         assert hits[0].text == PARAPHRASED and hits[0].semantic is not None
+
+    async def test_backends_of_one_file_share_the_matrix(
+        self, hybrid: EmbeddedBackend, minilm: LocalEmbedder
+    ) -> None:
+        """A second backend on the same file in the same process searches the matrix the first loaded."""
+        await hybrid.retain(BANK, [RetainItem(text) for text in DOCS])
+        await hybrid.recall(BANK, PARAPHRASE)
+        second = await _open(hybrid.path, minilm)
+        try:
+            assert (await second.recall(BANK, PARAPHRASE, limit=1))[0].text == PARAPHRASED
+            assert second._vectors() is hybrid._vectors()
+        finally:
+            await second.aclose()
+
+    @pytest.mark.parametrize(("old_fillers", "new_fillers"), [(20, 0), (0, 40)])
+    async def test_a_store_replaced_at_the_same_path_is_never_searched_stale(
+        self, tmp_path: Path, minilm: LocalEmbedder, old_fillers: int, new_fillers: int
+    ) -> None:
+        """A new file at the same path is read afresh even through the old file's cache (a reused inode)."""
+        path = tmp_path / "memory.sqlite3"
+        first = await _open(path, minilm)
+        try:
+            await first.retain(BANK, [RetainItem(text) for text in DOCS])
+            await first.retain(BANK, [RetainItem(f"filler note number {i}") for i in range(old_fillers)])
+            assert (await first.recall(BANK, PARAPHRASE, limit=1))[0].text == PARAPHRASED
+            old_cache = first._vectors()
+        finally:
+            await first.aclose()
+        for leftover in tmp_path.iterdir():
+            leftover.unlink()
+        second = await _open(path, minilm)
+        second._cache = old_cache  # as if the new file had been given the old one's inode
+        try:
+            await second.retain(
+                BANK, [RetainItem("Evan bought a new red bicycle"), RetainItem("Sam adopted a kitten")]
+            )
+            await second.retain(
+                BANK, [RetainItem(f"quarterly invoice {i} was paid") for i in range(new_fillers)]
+            )
+            hits = await second.recall(BANK, PARAPHRASE, limit=2)
+            assert [hit.text for hit in hits][:1] == ["Sam adopted a kitten"]
+            assert all(hit.text not in DOCS[2:] for hit in hits)  # nothing of the old file's
+        finally:
+            await second.aclose()
 
     async def test_a_replaced_document_takes_its_vector_with_it(self, hybrid: EmbeddedBackend) -> None:
         """Re-retaining a document with new content drops the old unit's vector: no stale semantic hit."""

@@ -57,7 +57,13 @@ from dreamer.backends.embedded.search import (
     search_bank,
     tags_filter,
 )
-from dreamer.backends.embedded.vector_store import VectorCache, backlog, drop_vectors, store_vectors
+from dreamer.backends.embedded.vector_store import (
+    VectorCache,
+    backlog,
+    drop_vectors,
+    shared_cache,
+    store_vectors,
+)
 from dreamer.embeddings import Embedder
 from dreamer.errors import BackendError, PermanentBackendError
 
@@ -98,7 +104,7 @@ class EmbeddedBackend:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
-        self._vectors = VectorCache()
+        self._cache: VectorCache | None = None
 
     @classmethod
     async def open(cls, path: Path, *, embedder: Embedder | None = None) -> EmbeddedBackend:
@@ -373,7 +379,7 @@ class EmbeddedBackend:
         def look(conn: sqlite3.Connection) -> tuple[list[tuple[int, str]], tuple[int, ...]]:
             damaged: tuple[int, ...] = ()
             if dimension is not None:
-                refreshed = self._vectors.refresh(conn, bank_id, model_id, dimension)
+                refreshed = self._vectors().refresh(conn, bank_id, model_id, dimension)
                 bank, damaged = refreshed.bank, refreshed.damaged
                 if bank is None or (bank.size >= bank.unit_count and not damaged):
                     return [], damaged
@@ -394,7 +400,7 @@ class EmbeddedBackend:
                 "drop damaged vectors", lambda conn: drop_vectors(conn, model_id, damaged)
             )
             if not dropped:  # reload the bank next time, so the damaged rows are seen (and dropped) again
-                await self._call("recall", lambda _conn: self._vectors.forget(bank_id))
+                await self._call("recall", lambda _conn: self._vectors().forget(bank_id, model_id))
         if not pending:
             return 0
         vectors = await self._embed([text for _, text in pending], "backlog")
@@ -405,6 +411,12 @@ class EmbeddedBackend:
             "embed backlog", lambda conn: store_vectors(conn, model_id, _blobs(keys, vectors))
         )
         return len(pending) if stored else 0
+
+    def _vectors(self) -> VectorCache:
+        """The process's vector cache of this store file (called with the connection open)."""
+        if self._cache is None:
+            self._cache = shared_cache(self.path)
+        return self._cache
 
     async def _write_vectors(self, operation: str, write: Callable[[sqlite3.Connection], None]) -> bool:
         """Run a vector write in its own transaction; a failure is logged, never raised (recall goes on)."""
@@ -439,7 +451,7 @@ class EmbeddedBackend:
         await self._embed_pending(bank_id, self._backlog_batch)
 
         def run(conn: sqlite3.Connection) -> list[RecallItem]:
-            bank = self._vectors.refresh(conn, bank_id, model_id, int(query_vector.shape[0])).bank
+            bank = self._vectors().refresh(conn, bank_id, model_id, int(query_vector.shape[0])).bank
             hits = hybrid_search(
                 conn,
                 bank_id,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, cast
 from dreamer.backends.base import TagsMatch
 from dreamer.backends.embedded.schema import UNIT_COLUMNS
 from dreamer.backends.embedded.search import search_bank, tags_filter
-from dreamer.backends.embedded.vector_store import BankMatrix
+from dreamer.backends.embedded.vector_store import MatrixView
 
 if TYPE_CHECKING:
     import numpy as np
@@ -69,7 +69,7 @@ def hybrid_search(
     bank_id: str,
     match: str,
     query_vector: NDArray[np.float32],
-    bank: BankMatrix | None,
+    bank: MatrixView | None,
     *,
     types: Sequence[str] | None,
     tags: Sequence[str] | None,
@@ -97,7 +97,7 @@ def hybrid_search(
     if bank is not None:
         query = np.asarray(query_vector, dtype=np.float32)
         for row in lexical:
-            position = bank.row_of_key.get(int(row["seq"]))
+            position = bank.row(int(row["seq"]))
             if row["id"] not in cosines and position is not None:
                 cosines[row["id"]] = float(np.asarray(bank.matrix[position], dtype=np.float32) @ query)
     scores = fuse([[row["id"] for row in lexical], [row["id"] for row, _ in semantic]])
@@ -112,7 +112,7 @@ def _nearest(
     conn: sqlite3.Connection,
     bank_id: str,
     query_vector: NDArray[np.float32],
-    bank: BankMatrix | None,
+    bank: MatrixView | None,
     types: Sequence[str] | None,
     tags: Sequence[str] | None,
     tags_match: TagsMatch,
@@ -139,7 +139,7 @@ def _nearest(
         f" WHERE {' AND '.join(where)} {tag_sql}"
     )
     # top_k is typed for the stored float16; a float32 matrix skips its widening step.
-    matrix = cast("NDArray[np.float16]", bank.view())
+    matrix = cast("NDArray[np.float16]", bank.matrix)
     k = depth
     while True:
         k = min(k, bank.size)

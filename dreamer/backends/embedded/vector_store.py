@@ -1,7 +1,9 @@
 """Units' vectors in the embedded store: stored rows, the per-bank matrix cache and the backlog.
 
 Each vector is a ``unit_vectors`` row (unit key, model id, float16 blob). :class:`VectorCache` keeps
-one bank's vectors of one model as a float32 matrix in the process (numpy has no fast float16
+each bank's vectors of one model as a float32 matrix, one cache per store file and process
+(:func:`shared_cache`, so the daemon's runs share it), each recall searching a
+:class:`MatrixView` of it (numpy has no fast float16
 product, so widening on every query would cost more than the search) and refreshes it from the rows
 added since it last looked (``vec_no`` only grows); a dropped row bumps the bank's
 ``vector_drops`` counter, which makes the next refresh reload the bank. A blob that cannot be a
@@ -14,9 +16,12 @@ Why: ``docs/design/embedded-store.md`` (Hybrid recall).
 
 from __future__ import annotations
 
+import os
+import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dreamer.backends.embedded.schema import bank_key_range
@@ -27,7 +32,16 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["BankMatrix", "VectorCache", "backlog", "drop_vectors", "store_vectors"]
+__all__ = [
+    "BankMatrix",
+    "MatrixView",
+    "Refreshed",
+    "VectorCache",
+    "backlog",
+    "drop_vectors",
+    "shared_cache",
+    "store_vectors",
+]
 
 #: Rows read from the file at a time when a bank's matrix is loaded.
 _LOAD_CHUNK = 8192
@@ -50,6 +64,7 @@ class BankMatrix:
     #: Every row up to this ``vec_no`` has been seen (0: the bank is not loaded yet).
     last_vec_no: int = 0
     drops: int = 0
+    created_at: str = ""
     unit_count: int = 0
 
     @property
@@ -96,47 +111,75 @@ class BankMatrix:
 
 
 @dataclass(frozen=True)
+class MatrixView:
+    """What one recall searches: the bank's rows as of its refresh, unchanged by later appends."""
+
+    matrix: NDArray[np.float32]
+    keys: NDArray[np.int64]
+    unit_count: int
+    _row_of_key: Mapping[int, int]
+
+    @property
+    def size(self) -> int:
+        return int(self.keys.shape[0])
+
+    def row(self, key: int) -> int | None:
+        """The row of a unit's vector in this view, or None."""
+        row = self._row_of_key.get(key)
+        if row is None or row >= self.size or int(self.keys[row]) != key:
+            return None  # added (or moved by a reallocation) after this view was taken
+        return row
+
+
+@dataclass(frozen=True)
 class Refreshed:
     """A bank's matrix after a refresh, and the keys whose stored blob was not a valid vector."""
 
-    bank: BankMatrix | None
+    bank: MatrixView | None
     damaged: tuple[int, ...]
 
 
 class VectorCache:
-    """Per-bank float32 matrices of one process, refreshed incrementally; not thread-safe by itself
-    (the backend calls it under its connection lock)."""
+    """Per-bank float32 matrices of one store file in one process, refreshed incrementally and
+    safe to share between the backends of that file (a lock around each refresh)."""
 
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._banks: OrderedDict[str, BankMatrix] = OrderedDict()
+        self._banks: OrderedDict[tuple[str, str], BankMatrix] = OrderedDict()
+        self._lock = threading.Lock()
 
     def refresh(self, conn: sqlite3.Connection, bank_id: str, model_id: str, dimension: int) -> Refreshed:
         """The bank's vectors of ``model_id`` as stored now (None for an unknown bank)."""
-        conn.execute("BEGIN")  # one read snapshot for the counters and the rows
-        try:
-            return self._refresh(conn, bank_id, model_id, dimension)
-        finally:
-            conn.execute("COMMIT")
+        with self._lock:
+            conn.execute("BEGIN")  # one read snapshot for the counters and the rows
+            try:
+                return self._refresh(conn, bank_id, model_id, dimension)
+            finally:
+                conn.execute("COMMIT")
 
-    def forget(self, bank_id: str) -> None:
-        self._banks.pop(bank_id, None)
+    def forget(self, bank_id: str, model_id: str) -> None:
+        """Drop the bank's matrix, so the next refresh loads it again from the file."""
+        with self._lock:
+            self._banks.pop((bank_id, model_id), None)
 
     def _refresh(self, conn: sqlite3.Connection, bank_id: str, model_id: str, dimension: int) -> Refreshed:
         import numpy as np
 
         row = conn.execute(
-            "SELECT bank_no, unit_count, vector_drops FROM banks WHERE bank_id = ?", (bank_id,)
+            "SELECT bank_no, created_at, unit_count, vector_drops,"
+            " (SELECT MAX(vec_no) FROM unit_vectors) AS highest FROM banks WHERE bank_id = ?",
+            (bank_id,),
         ).fetchone()
+        entry = (bank_id, model_id)
         if row is None or row["bank_no"] is None:
-            self._banks.pop(bank_id, None)
+            self._banks.pop(entry, None)
             return Refreshed(None, ())
         bank_no, drops = int(row["bank_no"]), int(row["vector_drops"])
-        cached = self._banks.get(bank_id)
+        cached = self._banks.get(entry)
         if (
             cached is None
-            or cached.bank_no != bank_no
-            or cached.model_id != model_id
+            or (cached.bank_no, cached.created_at) != (bank_no, row["created_at"])  # another file's bank
+            or int(row["highest"] or 0) < cached.last_vec_no  # an older copy of the file
             or cached.dimension != dimension
             or cached.drops != drops
         ):
@@ -148,8 +191,9 @@ class VectorCache:
                 matrix=np.empty((0, dimension), dtype=np.float32),
                 keys=np.empty(0, dtype=np.int64),
                 drops=drops,
+                created_at=row["created_at"],
             )
-            self._banks[bank_id] = cached
+            self._banks[entry] = cached
         cached.unit_count = int(row["unit_count"])
         first_key, last_key = bank_key_range(bank_no)
         fresh = cached.last_vec_no == 0
@@ -172,11 +216,13 @@ class VectorCache:
         finally:
             cursor.close()
         if fresh:  # later refreshes read only what comes after this snapshot, even if it held none
-            highest = conn.execute("SELECT MAX(vec_no) FROM unit_vectors").fetchone()[0]
-            cached.last_vec_no = max(cached.last_vec_no, int(highest or 0))
-        self._banks.move_to_end(bank_id)
-        self._evict(keep=bank_id)
-        return Refreshed(cached, tuple(damaged))
+            cached.last_vec_no = max(cached.last_vec_no, int(row["highest"] or 0))
+        self._banks.move_to_end(entry)
+        self._evict(keep=entry)
+        view = MatrixView(
+            cached.matrix[: cached.size], cached.keys[: cached.size], cached.unit_count, cached.row_of_key
+        )
+        return Refreshed(view, tuple(damaged))
 
     @staticmethod
     def _load(cached: BankMatrix, rows: Sequence[tuple[int, int, bytes]]) -> list[int]:
@@ -204,13 +250,29 @@ class VectorCache:
             cached.append(keys, block.astype(np.float32))
         return damaged
 
-    def _evict(self, keep: str) -> None:
+    def _evict(self, keep: tuple[str, str]) -> None:
         total = sum(bank.nbytes for bank in self._banks.values())
-        for bank_id in list(self._banks):
+        for entry in list(self._banks):
             if total <= self.max_bytes:
                 return
-            if bank_id != keep:
-                total -= self._banks.pop(bank_id).nbytes
+            if entry != keep:
+                total -= self._banks.pop(entry).nbytes
+
+
+_SHARED: dict[tuple[str, int, int], VectorCache] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_cache(path: Path) -> VectorCache:
+    """The process's cache for the store file at ``path`` (which must exist).
+
+    Keyed by the file's identity as well as its path: a file replaced at the same path (a restored
+    copy, a new store) gets a new cache instead of one that already saw later ``vec_no`` values.
+    """
+    found = os.stat(path)
+    key = (str(Path(path).resolve()), found.st_dev, found.st_ino)
+    with _SHARED_LOCK:
+        return _SHARED.setdefault(key, VectorCache())
 
 
 def store_vectors(conn: sqlite3.Connection, model_id: str, vectors: Sequence[tuple[int, bytes]]) -> None:
