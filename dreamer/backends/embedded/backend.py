@@ -354,12 +354,15 @@ class EmbeddedBackend:
         assert self.embedder is not None
         import numpy as np
 
+        from dreamer.embeddings.vectors import normalise
+
         try:
             vectors = np.asarray(await self.embedder.embed(texts), dtype=np.float32)
             if vectors.ndim != 2 or vectors.shape[0] != len(texts) or vectors.shape[1] == 0:
                 raise ValueError(f"expected {len(texts)} vectors, got an array of shape {vectors.shape}")
             if not np.isfinite(vectors).all():
                 raise ValueError("the vectors hold NaN or infinite values")
+            vectors = normalise(vectors)  # the protocol promises unit rows; a cosine must not depend on it
         except Exception as exc:  # any embedder fault: recall falls back to full text, retain to the backlog
             log.warning(
                 "embedding failed; full-text only until it works again",
