@@ -1,7 +1,8 @@
 """Duplicate, conflict or new: the verdict on each card before it is promoted.
 
-Checks run cheapest first (exact text, then lexical overlap, then the backend's semantic score on
-the upstream candidates) and a duplicate found by any of them wins. Two texts that differ in a
+Checks run cheapest first (exact text, then lexical overlap, then a semantic score: the cosine of
+Dreamer's own embedder when the caller supplies one, else the backend's recall score on the upstream
+candidates) and a duplicate found by any of them wins. Two texts that differ in a
 protected detail (`dreamer.rollup.details`) are never duplicates; when such a pair is otherwise the
 same statement about the same subject, the new card is a `conflict` and supersedes the old one.
 Ledger cards are met by their stored `Sketch` (`dreamer.rollup.similarity`) first and analysed in
@@ -12,7 +13,7 @@ Why the rules and thresholds are what they are: docs/design/dedup.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -31,6 +32,7 @@ __all__ = [
     "CardText",
     "DedupThresholds",
     "InvalidThresholdsError",
+    "SemanticSimilarity",
     "UpstreamCandidate",
     "Verdict",
     "VerdictKind",
@@ -68,6 +70,11 @@ class DedupThresholds:
     semantic: float = 0.90
     #: ... when the texts also share at least this content-word Jaccard (the lexical evidence).
     semantic_lexical_floor: float = 0.3
+    #: Cosine of Dreamer's own embedder (`SemanticSimilarity`) at or above which two texts may be
+    #: duplicates; it replaces the backend's score when the caller supplies one ...
+    embedding: float = 0.80
+    #: ... when the texts also share at least this content-word Jaccard (the lexical evidence).
+    embedding_lexical_floor: float = 0.2
     #: Jaccard of the words outside protected details above which a changed detail is a conflict.
     conflict: float = 0.75
     #: How many upstream candidates the caller should recall per card (the top k, never just one).
@@ -82,6 +89,8 @@ class DedupThresholds:
             "shingle_jaccard",
             "semantic",
             "semantic_lexical_floor",
+            "embedding",
+            "embedding_lexical_floor",
             "conflict",
         ):
             value = getattr(self, name)
@@ -94,6 +103,13 @@ class DedupThresholds:
                 f"upstream_top_k={self.upstream_top_k} is too small: recall at least 5 candidates, "
                 "the nearest one is often a changed-detail variant rather than the duplicate"
             )
+
+
+#: The cosine similarity of two texts by the embedder Dreamer decides with: `(new card's text,
+#: existing card's text) -> cosine`, or None when one of the texts has no vector (that pair is
+#: then judged as without an embedder). Called for each card and each card it is compared with, so
+#: a caller that embeds keeps the vectors (one per text) rather than embedding in the call.
+SemanticSimilarity = Callable[[str, str], float | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,10 +254,10 @@ def _format_scores(scores: Mapping[str, float]) -> str:
     return ", ".join(f"{name} {value:.2f}" for name, value in scores.items())
 
 
-def _scores(existing: _Existing, comparison: Comparison) -> dict[str, float]:
+def _scores(comparison: Comparison, semantic: float | None, name: str) -> dict[str, float]:
     scores = comparison.scores()
-    if existing.semantic_score is not None:
-        scores["semantic"] = round(existing.semantic_score, 3)
+    if semantic is not None:
+        scores[name] = round(semantic, 3)
     return scores
 
 
@@ -253,10 +269,42 @@ class _Best:
     existing: _Existing | None = None
     comparison: Comparison | None = None
     how: str = ""
+    semantic: float | None = None
 
-    def offer(self, similarity: float, existing: _Existing, comparison: Comparison, how: str = "") -> None:
+    def offer(
+        self,
+        similarity: float,
+        existing: _Existing,
+        comparison: Comparison,
+        how: str = "",
+        semantic: float | None = None,
+    ) -> None:
         if similarity > self.similarity:
-            self.similarity, self.existing, self.comparison, self.how = similarity, existing, comparison, how
+            self.similarity, self.existing, self.comparison = similarity, existing, comparison
+            self.how, self.semantic = how, semantic
+
+
+@dataclass(frozen=True, slots=True)
+class _SemanticRule:
+    """Where the semantic signal comes from for one batch, and the thresholds that apply to it."""
+
+    similarity: SemanticSimilarity | None
+    threshold: float
+    lexical_floor: float
+    #: The name of the score in a verdict's scores and reason.
+    name: str
+
+    @classmethod
+    def of(cls, similarity: SemanticSimilarity | None, thresholds: DedupThresholds) -> _SemanticRule:
+        if similarity is None:
+            return cls(None, thresholds.semantic, thresholds.semantic_lexical_floor, "semantic")
+        return cls(similarity, thresholds.embedding, thresholds.embedding_lexical_floor, "cosine")
+
+    def score(self, card: TextProfile, existing: _Existing) -> float | None:
+        """The embedder's cosine when there is an embedder, else the backend's score (if any)."""
+        if self.similarity is None:
+            return existing.semantic_score
+        return self.similarity(card.text, existing.text)
 
 
 def _judge_one(
@@ -264,6 +312,7 @@ def _judge_one(
     exact_index: Mapping[str, _Existing],
     pool: Sequence[_Existing],
     thresholds: DedupThresholds,
+    rule: _SemanticRule,
 ) -> Verdict:
     exact = exact_index.get(card.normalized)
     if exact is not None and not compare(card, exact.profile).changed:
@@ -275,8 +324,11 @@ def _judge_one(
     residual = frozenset(card.details.residual_tokens)
     nearest_unscored: tuple[float, _Existing] | None = None
     for existing in pool:
-        semantic = existing.semantic_score
-        if semantic is None:
+        semantic = rule.score(card, existing)
+        near = semantic is not None and semantic >= rule.threshold
+        # A backend score is only given to the few upstream candidates: they are always compared.
+        # An embedder scores every card, so a pair far apart in meaning faces the lexical gate.
+        if semantic is None or (rule.similarity is not None and not near):
             jaccard = jaccard_index(card.content_set, existing.sketch.content)
             if (
                 jaccard < lexical_gate
@@ -287,35 +339,37 @@ def _judge_one(
                 continue
         comparison = compare(card, existing.profile)
         similarity = max(comparison.jaccard, semantic or 0.0)
-        nearest.offer(similarity, existing, comparison)
+        nearest.offer(similarity, existing, comparison, semantic=semantic)
         lexical = lexical_duplicate(comparison, thresholds)
-        semantic_match = (
-            semantic is not None
-            and semantic >= thresholds.semantic
-            and comparison.jaccard >= thresholds.semantic_lexical_floor
-        )
+        semantic_match = near and comparison.jaccard >= rule.lexical_floor
         if comparison.changed:
             # A protected detail differs: never a duplicate, whatever the scores say.
             if _is_conflict(comparison, thresholds):
-                conflict.offer(similarity, existing, comparison)
+                conflict.offer(similarity, existing, comparison, semantic=semantic)
             if lexical or semantic_match:
-                blocked.offer(similarity, existing, comparison)
+                blocked.offer(similarity, existing, comparison, semantic=semantic)
         elif lexical and semantic_match:
-            duplicate.offer(similarity, existing, comparison, "rewords|the semantic score agrees")
+            duplicate.offer(
+                similarity, existing, comparison, f"rewords|the {rule.name} agrees", semantic=semantic
+            )
         elif lexical:
-            duplicate.offer(similarity, existing, comparison, "rewords|")
+            duplicate.offer(similarity, existing, comparison, "rewords|", semantic=semantic)
         elif semantic_match:
             duplicate.offer(
-                similarity, existing, comparison, "means the same as|by semantic score, with shared words"
+                similarity,
+                existing,
+                comparison,
+                f"means the same as|by {rule.name}, with shared words",
+                semantic=semantic,
             )
 
     if duplicate.existing is not None and duplicate.comparison is not None:
-        scores = _scores(duplicate.existing, duplicate.comparison)
+        scores = _scores(duplicate.comparison, duplicate.semantic, rule.name)
         verb, _, how = duplicate.how.partition("|")
         detail = f"{how}: {_format_scores(scores)}" if how else _format_scores(scores)
         return _duplicate(duplicate.existing, verb, scores, detail)
     if conflict.existing is not None and conflict.comparison is not None:
-        scores = _scores(conflict.existing, conflict.comparison)
+        scores = _scores(conflict.comparison, conflict.semantic, rule.name)
         changed = tuple(str(kind) for kind in conflict.comparison.changed)
         return Verdict(
             kind=VerdictKind.CONFLICT,
@@ -328,7 +382,7 @@ def _judge_one(
             changed=changed,
         )
     if blocked.existing is not None and blocked.comparison is not None:
-        scores = _scores(blocked.existing, blocked.comparison)
+        scores = _scores(blocked.comparison, blocked.semantic, rule.name)
         changed = tuple(str(kind) for kind in blocked.comparison.changed)
         return Verdict(
             kind=VerdictKind.NEW,
@@ -340,9 +394,15 @@ def _judge_one(
             changed=changed,
         )
     if nearest_unscored is not None and nearest_unscored[0] > nearest.similarity:
-        nearest.offer(nearest_unscored[0], nearest_unscored[1], compare(card, nearest_unscored[1].profile))
+        unscored = nearest_unscored[1]
+        nearest.offer(
+            nearest_unscored[0],
+            unscored,
+            compare(card, unscored.profile),
+            semantic=rule.score(card, unscored),
+        )
     if nearest.existing is not None and nearest.comparison is not None:
-        scores = _scores(nearest.existing, nearest.comparison)
+        scores = _scores(nearest.comparison, nearest.semantic, rule.name)
         return Verdict(
             kind=VerdictKind.NEW,
             reason=f"nearest is {_describe(nearest.existing)} ({_format_scores(scores)}), not a duplicate",
@@ -368,14 +428,23 @@ def judge_batch(
     upstream_candidates_by_card: Mapping[str, Sequence[UpstreamCandidate]]
     | Sequence[Sequence[UpstreamCandidate]],
     thresholds: DedupThresholds | None = None,
+    *,
+    semantic: SemanticSimilarity | None = None,
 ) -> list[Verdict]:
     """Judge each card in order against the ledger, the batch's earlier cards and its upstream candidates.
 
     `upstream_candidates_by_card` maps a card id to its recalled candidates, or is a sequence
     parallel to `cards`. The earlier card of the batch wins: a later repeat is a duplicate of it
     (or of whatever it repeats). Returns one verdict per card, in the order of `cards`.
+
+    `semantic`, when given, is the embedder's cosine of two texts (`SemanticSimilarity`): it is
+    the semantic signal against ledger cards, earlier cards and upstream candidates alike, and the
+    backend's `semantic_score` is ignored; a duplicate by it needs `thresholds.embedding` and
+    `thresholds.embedding_lexical_floor`. Without it, only upstream candidates with a backend score
+    have a semantic route (`thresholds.semantic`).
     """
     limits = thresholds if thresholds is not None else DedupThresholds()
+    rule = _SemanticRule.of(semantic, limits)
     ledger = [_Existing(card.card_id, "promoted", card.text, sketch=card.sketch) for card in ledger_cards]
     exact_index: dict[str, _Existing] = {}
     by_text: dict[str, _Existing] = {}
@@ -394,7 +463,7 @@ def judge_batch(
             )
         upstream = [_upstream(candidate, by_text.get(candidate.text)) for candidate in candidates]
         profile = profile_text(card.text)
-        verdict = _judge_one(profile, exact_index, [*ledger, *earlier, *upstream], limits)
+        verdict = _judge_one(profile, exact_index, [*ledger, *earlier, *upstream], limits, rule)
         verdicts.append(verdict)
         repeats = verdict.matched_id if verdict.kind is VerdictKind.DUPLICATE else None
         mine = _Existing(card.card_id, "earlier batch", card.text, profile=profile, repeats=repeats)

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dreamer.rollup.details import VALUE_DETAILS, Detail, ProtectedDetails, protected_details
+from dreamer.rollup.details import VALUE_DETAILS, Detail, NameRole, ProtectedDetails, protected_details
 from dreamer.text import content_tokens, normalize_text
 
 __all__ = ["Comparison", "Sketch", "TextProfile", "compare", "jaccard_index", "profile_text", "sketch_of"]
@@ -143,13 +143,83 @@ def jaccard_index(a: frozenset[str], b: frozenset[str]) -> float:
     return common / union if union else 1.0
 
 
+#: Words of a stance (a feeling or a judgement): "X values her friendship with Y" is X's stance,
+#: not an event X and Y share, so "with" does not make it a joint telling.
+_STANCE_WORDS = frozenset(
+    {
+        "grateful", "thankful", "appreciate", "appreciates", "appreciated", "appreciative", "values",
+        "value", "valued", "loves", "love", "loved", "admires", "admire", "admired", "proud", "trusts",
+        "trust", "trusted", "misses", "miss", "missed", "cares", "care", "believes", "believe",
+        "believed", "respects", "respect", "respected", "enjoys", "enjoyed", "likes", "liked",
+        "feels", "felt", "happy", "glad", "thanks", "thanked", "inspired", "inspires", "impressed",
+    }
+)  # fmt: skip
+
+
+def _acting(profile: TextProfile, common: set[str]) -> frozenset[str]:
+    """Who acts in the event, among the names both texts share.
+
+    A name after "by" or "from" ("helped by Maria", "advice from James"), else a possessor outside
+    the subject ("grateful for Evan's support"), else the subject.
+    """
+    roles = {name: played for name, played in profile.details.name_roles if name in common}
+    agents = frozenset(name for name, played in roles.items() if NameRole.AGENT in played)
+    if agents:
+        return agents
+    subject = profile.details.subject_names & common
+    possessors = frozenset(
+        name for name, played in roles.items() if NameRole.POSSESSOR in played and name not in subject
+    )
+    return possessors or subject
+
+
+#: Words of a directed act: "Caroline shared with Melanie that ..." goes from one to the other.
+_DIRECTED_WORDS = frozenset(
+    {
+        "share", "shares", "shared", "sharing", "offer", "offers", "offered", "give", "gives", "gave",
+        "sent", "send", "sends", "show", "shows", "showed", "told", "tells", "tell", "asked", "asks",
+        "ask", "help", "helps", "helped", "helping", "thanked", "recommended", "introduced",
+    }
+)  # fmt: skip
+
+
+def _joint_party(profile: TextProfile, common: set[str]) -> frozenset[str] | None:
+    """Everyone in a joint event, or None if it is not one.
+
+    "Sam plans a painting session with Evan", "Sam and Evan discussed ...": the subject and the
+    names after "with", or two names joined by "and" as the subject. A stance or a directed act
+    ("values her friendship with", "shared with") is no joint event.
+    """
+    if profile.words & (_STANCE_WORDS | _DIRECTED_WORDS):
+        return None
+    subject = profile.details.subject_names & common
+    partners = frozenset(
+        name for name, played in profile.details.name_roles if name in common and NameRole.PARTNER in played
+    )
+    if partners:
+        return partners | subject
+    return subject if len(subject) >= 2 else None
+
+
 def _role_swapped(new: TextProfile, old: TextProfile) -> bool:
+    """Whether the two texts tell of different people acting on each other (who did what to whom).
+
+    One event told from two sides is no swap: a joint event ("Sam plans a painting session with
+    Evan" / "Evan plans a painting session with Sam"), or the same person acting in another voice
+    ("Maria offered to help John" / "John appreciated Maria's offer"). Why: docs/design/dedup.md.
+    """
     new_names, old_names = new.details.names, old.details.names
     common = set(new_names) & set(old_names)
     if len(common) >= 2:
-        new_subject = new.details.subject_names & common
-        old_subject = old.details.subject_names & common
-        if new_subject and old_subject and new_subject != old_subject:
+        new_subject, old_subject = new.details.subject_names & common, old.details.subject_names & common
+        if new.words & _STANCE_WORDS and old.words & _STANCE_WORDS and new_subject != old_subject:
+            # Each holds a stance: "Sam is grateful for Evan's support" / "Evan appreciates Sam's ...".
+            return bool(new_subject and old_subject)
+        new_party, old_party = _joint_party(new, common), _joint_party(old, common)
+        if new_party is not None and old_party is not None:
+            return new_party != old_party
+        new_acting, old_acting = _acting(new, common), _acting(old, common)
+        if new_acting and old_acting and new_acting != old_acting:
             return True
     same_words = Counter(new.content) == Counter(old.content)
     if not same_words or new.content == old.content:
