@@ -152,25 +152,36 @@ _STANCE_WORDS = frozenset(
         "trust", "trusted", "misses", "miss", "missed", "cares", "care", "believes", "believe",
         "believed", "respects", "respect", "respected", "enjoys", "enjoyed", "likes", "liked",
         "feels", "felt", "happy", "glad", "thanks", "thanked", "inspired", "inspires", "impressed",
+        "excited", "excitement", "eager", "interested", "wants", "wanted", "hopes", "hoped",
     }
 )  # fmt: skip
 
 
-def _acting(profile: TextProfile, common: set[str]) -> frozenset[str]:
+def _agents(profile: TextProfile, common: set[str]) -> frozenset[str]:
+    """Names after "by" or "from" ("helped by Maria", "advice from James"), among `common`."""
+    return frozenset(
+        name for name, played in profile.details.name_roles if name in common and NameRole.AGENT in played
+    )
+
+
+def _acting(profile: TextProfile, common: set[str], *, stance: bool) -> frozenset[str]:
     """Who acts in the event, among the names both texts share.
 
-    A name after "by" or "from" ("helped by Maria", "advice from James"), else a possessor outside
-    the subject ("grateful for Evan's support"), else the subject.
+    A name after "by" or "from", else, when the pair speaks of a stance ("grateful for Evan's
+    support"), a possessor outside the subject, else the subject.
     """
-    roles = {name: played for name, played in profile.details.name_roles if name in common}
-    agents = frozenset(name for name, played in roles.items() if NameRole.AGENT in played)
+    agents = _agents(profile, common)
     if agents:
         return agents
     subject = profile.details.subject_names & common
-    possessors = frozenset(
-        name for name, played in roles.items() if NameRole.POSSESSOR in played and name not in subject
-    )
-    return possessors or subject
+    if stance:
+        possessors = frozenset(
+            name
+            for name, played in profile.details.name_roles
+            if name in common and NameRole.POSSESSOR in played and name not in subject
+        )
+        return possessors or subject
+    return subject
 
 
 #: Words of a directed act: "Caroline shared with Melanie that ..." goes from one to the other.
@@ -212,15 +223,21 @@ def _role_swapped(new: TextProfile, old: TextProfile) -> bool:
     common = set(new_names) & set(old_names)
     if len(common) >= 2:
         new_subject, old_subject = new.details.subject_names & common, old.details.subject_names & common
-        if new.words & _STANCE_WORDS and old.words & _STANCE_WORDS and new_subject != old_subject:
-            # Each holds a stance: "Sam is grateful for Evan's support" / "Evan appreciates Sam's ...".
-            return bool(new_subject and old_subject)
+        new_stance, old_stance = bool(new.words & _STANCE_WORDS), bool(old.words & _STANCE_WORDS)
+        if new_stance and old_stance and new_subject and old_subject and new_subject != old_subject:
+            # Each holds a stance of their own: "Sam is grateful for Evan's support" / "Evan
+            # appreciates Sam's support", "Caroline values her friendship with Melanie" / the reverse.
+            return True
         new_party, old_party = _joint_party(new, common), _joint_party(old, common)
         if new_party is not None and old_party is not None:
             return new_party != old_party
-        new_acting, old_acting = _acting(new, common), _acting(old, common)
+        stance = new_stance or old_stance
+        new_acting, old_acting = _acting(new, common, stance=stance), _acting(old, common, stance=stance)
         if new_acting and old_acting and new_acting != old_acting:
             return True
+        if _agents(new, common) or _agents(old, common):
+            # The voice changed ("Jon was encouraged by Gina"): word order no longer tells who acts.
+            return False
     same_words = Counter(new.content) == Counter(old.content)
     if not same_words or new.content == old.content:
         return False
