@@ -24,6 +24,7 @@ import numpy as np
 from bench._common import BenchError, Vectors, machine_line, make_embedder, progress, render_table, report
 from dreamer.rollup import dedup
 from dreamer.rollup.dedup import CardText, DedupThresholds, SemanticSimilarity, judge_batch
+from dreamer.rollup.similarity import profile_text
 
 #: The curve: embedder thresholds and lexical floors swept.
 THRESHOLDS = (0.70, 0.75, 0.80, 0.85, 0.86, 0.87, 0.88, 0.89, 0.90, 0.92, 0.95)
@@ -104,7 +105,7 @@ def by_subtype(directions: Sequence[Direction], said: Sequence[str]) -> dict[str
 def run(args: argparse.Namespace) -> dict[str, Any]:
     directions = load_directions(Path(args.data))
     # Each text is analysed once, not once per threshold: the verdicts are the same.
-    dedup.profile_text = functools.lru_cache(maxsize=None)(dedup.profile_text)  # type: ignore[misc]
+    dedup.profile_text = functools.lru_cache(maxsize=None)(profile_text)  # type: ignore[attr-defined]
     texts = sorted({t for d in directions for t in (d[0], d[1])})
     defaults = DedupThresholds()
     routes: list[dict[str, Any]] = []
