@@ -191,12 +191,26 @@ def render(result: Mapping[str, Any]) -> str:
             key=lambda c: (c["recall"] or 0.0, c["threshold"]),
             default=None,
         )
+        limits = result["thresholds"]
+        chosen = next(
+            (
+                c
+                for c in r["curve"]
+                if c["threshold"] == limits["embedding"] and c["floor"] == limits["embedding_lexical_floor"]
+            ),
+            None,
+        )
         choice = (
-            f"best recall at precision >= {PRECISION_TARGET}: cosine {best['threshold']:.2f}, floor "
+            f"highest recall at precision >= {PRECISION_TARGET}: cosine {best['threshold']:.2f}, floor "
             f"{best['floor']:.1f}: {_pr(best)}"
             if best
             else f"no point reaches precision {PRECISION_TARGET}"
         )
+        if chosen is not None:
+            choice += (
+                f"; the defaults (cosine {limits['embedding']:.2f}, floor "
+                f"{limits['embedding_lexical_floor']:.1f}): {_pr(chosen)}"
+            )
         out.append(
             render_table(
                 f"{r['route']}: precision / recall of duplicate by cosine threshold (rows) and Jaccard floor",

@@ -73,7 +73,7 @@ class DedupThresholds:
     semantic_lexical_floor: float = 0.3
     #: Cosine of Dreamer's own embedder (`SemanticSimilarity`) at or above which two texts may be
     #: duplicates; it replaces the backend's score when the caller supplies one ...
-    embedding: float = 0.88
+    embedding: float = 0.90
     #: ... when the texts also share at least this content-word Jaccard (the lexical evidence).
     embedding_lexical_floor: float = 0.2
     #: Jaccard of the words outside protected details above which a changed detail is a conflict ...
