@@ -163,7 +163,7 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         )
     embedder = CachedEmbedder(make_embedder(args.judge))
     decider = None if args.decider == "none" else CachedEmbedder(make_embedder(args.decider))
-    duplicate_precision = decider_precision(Path(args.data), args.decider, decider)
+    duplicate_precision = decider_precision(Path(args.data), decider)
     options = ReplayOptions(
         top_n=args.top_n,
         embedder=embedder,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from bench._common import Embedder, Vectors
+from bench._common import BenchError, Embedder, Vectors
 from dreamer.rollup import dedup
 
 
@@ -55,19 +55,18 @@ def deciding(decider: CachedEmbedder | None) -> Iterator[None]:
         dedup.judge_batch = original
 
 
-def decider_precision(data: Path, route: str, decider: CachedEmbedder | None) -> float | None:
+def decider_precision(data: Path, decider: CachedEmbedder | None) -> float | None:
     """Precision of `duplicate` on the labelled pairs with the decider (bench.pairs), None without pairs."""
     from bench.pairs.__main__ import cosine_lookup, load_directions, scores, verdicts
 
     try:
         directions = load_directions(data)
-    except Exception:  # the labelled pairs ship with the tests; a bare install has none
+    except (BenchError, ImportError):  # other data, or an install without the tests
         return None
     semantic = None
     if decider is not None:
         texts = sorted({t for d in directions for t in (d[0], d[1])})
         semantic = cosine_lookup(dict(zip(texts, decider.embed(texts), strict=True)))
-    del route
     found = scores(directions, verdicts(directions, dedup.DedupThresholds(), semantic), "duplicate")
     precision: float | None = found["precision"]
     return precision

@@ -39,12 +39,22 @@ def load_directions(data: Path) -> list[Direction]:
     """Every labelled pair in both directions, read from the LoCoMo files in ``data``."""
     if not data.is_dir():
         raise BenchError(f"no LoCoMo directory at {data}; pass --data DIR (the folder holding <id>.json)")
-    os.environ["DREAMER_LOCOMO_DIR"] = str(data)
     from tests.labelled_pairs import LABELLED  # the set lives with the tests that pin it
+    from tests.locomo import DATA_DIR_ENV, LocomoRefError
 
-    directions: list[Direction] = []
-    for pair in LABELLED:
-        directions += [(new, old, truth, pair.subtype) for new, old, truth in pair.directions()]
+    before = os.environ.get(DATA_DIR_ENV)
+    os.environ[DATA_DIR_ENV] = str(data)
+    try:
+        directions: list[Direction] = []
+        for pair in LABELLED:
+            directions += [(new, old, truth, pair.subtype) for new, old, truth in pair.directions()]
+    except LocomoRefError as exc:
+        raise BenchError(f"{data}: the labelled pairs name sentences it does not hold ({exc})") from None
+    finally:
+        if before is None:
+            del os.environ[DATA_DIR_ENV]
+        else:
+            os.environ[DATA_DIR_ENV] = before
     return directions
 
 
