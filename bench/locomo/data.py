@@ -107,11 +107,17 @@ class Session:
     units: tuple[SessionUnit, ...]
 
 
+#: Categories whose answer is a short span of the conversation (1: multi-hop, 4: single-hop), the
+#: questions answer-bearing hit@5 is measured on.
+ANSWER_BEARING = (1, 4)
+
+
 @dataclass(frozen=True, slots=True)
 class Question:
     question: str
     evidence: tuple[str, ...]
     category: int
+    answer: str = ""
 
     @property
     def adversarial(self) -> bool:
@@ -175,7 +181,12 @@ def parse_conversation(conversation_id: str, data: Mapping[str, Any]) -> Convers
             ) from None
         sessions.append(Session(number, when, session_units(data, number)))
     questions = tuple(
-        Question(str(q.get("question", "")), dia_ids(q.get("evidence", [])), int(q.get("category", 0)))
+        Question(
+            str(q.get("question", "")),
+            dia_ids(q.get("evidence", [])),
+            int(q.get("category", 0)),
+            str(q.get("answer", "")),
+        )
         for q in data.get("qa", [])
         if isinstance(q, Mapping)
     )

@@ -5,12 +5,14 @@ A card's provenance is the dialogue ids of its source units (see ``docs/benchmar
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from bench._common import Embedder, similar_pair_indices
-from bench.locomo.data import Question
+from bench.locomo.data import ANSWER_BEARING, Question
 from dreamer.rollup import similarity
+from dreamer.text import STOPWORDS
 
 #: A dialogue id within its conversation: (conversation id, "D3:12").
 Evidence = tuple[str, str]
@@ -87,3 +89,29 @@ def per_100(count: int, cards: int) -> float:
 def is_hit(ranked: Sequence[frozenset[Evidence]], evidence: frozenset[Evidence], k: int = 5) -> bool:
     """Whether any of the top ``k`` results holds any of the evidence."""
     return any(found & evidence for found in ranked[:k])
+
+
+_ANSWER_WORD = re.compile(r"[^\W_]+")
+
+
+def answer_words(text: str) -> frozenset[str]:
+    """The content words of an answer or a card: lowercased words, stopwords left out.
+
+    Plain words, not Dreamer's normalisation (no stemming, no protected details), so the measure
+    does not share Dreamer's blind spots.
+    """
+    return frozenset(w for w in _ANSWER_WORD.findall(text.casefold()) if w not in STOPWORDS)
+
+
+def answer_bearing(question: Question) -> bool:
+    """Whether a question counts for answer-bearing hit@5: category 1 or 4, with answer words."""
+    return question.category in ANSWER_BEARING and bool(answer_words(question.answer))
+
+
+def bears_answer(texts: Sequence[str], answer: str, share: float = 0.5) -> bool:
+    """Whether the texts together hold at least ``share`` of the answer's content words."""
+    wanted = answer_words(answer)
+    if not wanted:
+        return False
+    held = set().union(*(answer_words(t) for t in texts)) if texts else set()
+    return len(wanted & held) >= share * len(wanted)

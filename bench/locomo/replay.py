@@ -26,6 +26,8 @@ from bench.locomo.data import (
 from bench.locomo.metrics import (
     Card,
     Evidence,
+    answer_bearing,
+    bears_answer,
     coverage,
     differs_in_detail,
     evidence_of,
@@ -58,11 +60,14 @@ class PolicyResult:
     summarise_calls: int = 0
     slot_held_s: float | None = 0.0
     wall_s: float = 0.0
+    #: The cards' source ids are document ids of profile units (keep-all), not unit ids.
+    sources_are_documents: bool = False
 
 
 @dataclass
 class ReplayOptions:
     top_n: int
+    #: The judge: near-duplicates and Honcho's rule (never the model Dreamer decides with).
     embedder: Embedder
     threshold: float = 0.90
     k: int = 5
@@ -161,6 +166,12 @@ class Replay:
         self.baselines = {
             p.name: PolicyResult(p.name, p.description, f"{prefix}global_{p.name}") for p in self.policies
         }
+        self.keep_all = PolicyResult(
+            "keep-all",
+            "every unit of the stream (observations, summary sentences, events): no salience, no dedup",
+            f"{prefix}global_keep_all",
+            sources_are_documents=True,
+        )
         self.units_in = 0
         self.units_selected = 0
         self.cycles = 0
@@ -193,6 +204,7 @@ class Replay:
         await self.backend.retain(bank_id, items)
         self.units_in += len(items)
         self.cycles += 1
+        await self._keep_all(conv, session, items)
 
         new_units: list[MemoryUnit] | None = None
         if not self.backend.reflect_uses_llm:
@@ -227,6 +239,28 @@ class Replay:
         shared_s = steps.get("summarised", started) - started
         for policy in self.policies:
             await self._apply_policy(policy, conv, session, drafts, shared_s, report)
+
+    async def _keep_all(self, conv: Conversation, session: Session, items: Sequence[RetainItem]) -> None:
+        """Every unit of the session straight into the keep-all bank."""
+        started = time.monotonic()
+        kept: list[RetainItem] = []
+        for index, item in enumerate(items):
+            source = unit_document_id(conv.id, session.number, index)
+            document_id = f"keep-all-{source}"
+            self.keep_all.cards.append(Card(document_id, item.content, conv.profile, (source,)))
+            kept.append(
+                RetainItem(
+                    content=item.content,
+                    context=f"keep-all baseline of profile {conv.profile}",
+                    timestamp=session.time,
+                    metadata={"source_ids": json.dumps([source]), "source_profile": conv.profile},
+                    tags=(ROLLUP_TAG, f"src:{conv.profile}"),
+                    document_id=document_id,
+                )
+            )
+        await self.backend.retain(self.keep_all.bank_id, kept)
+        self.keep_all.promoted += len(kept)
+        self.keep_all.wall_s += time.monotonic() - started
 
     def _record_dreamer(self, report: RollupReport) -> None:
         result = self.dreamer
@@ -321,18 +355,25 @@ class Replay:
     async def ranked_provenance(
         self, bank_id: str, query: str, by_document: Mapping[str, frozenset[Evidence]]
     ) -> list[frozenset[Evidence]]:
+        hits = await self.ranked(bank_id, query)
+        return [by_document.get(h.document_id or h.id, frozenset()) for h in hits]
+
+    async def ranked(self, bank_id: str, query: str) -> list[RecallItem]:
+        """The top ``k`` cards a recall returns for ``query``."""
         hits: list[RecallItem] = await self.backend.recall(bank_id, query, limit=self.options.k)
-        return [by_document.get(h.document_id or h.id, frozenset()) for h in hits[: self.options.k]]
+        return hits[: self.options.k]
 
     async def evaluate(self) -> dict[str, Any]:
         by_unit, by_unit_document = await self.unit_evidence()
         self.dreamer.cards = self.dreamer_cards()
         questions = self.questions()
-        results = [self.dreamer, *self.baselines.values()]
+        results = [self.dreamer, self.keep_all, *self.baselines.values()]
+        answerable = [(c, q) for c, q in questions if answer_bearing(q)]
         rows: list[dict[str, Any]] = []
         for index, result in enumerate(results):
             progress(f"locomo: evaluating {result.name} ({len(questions)} questions)")
-            card_provenance = {c.document_id: provenance(c.source_ids, by_unit) for c in result.cards}
+            sources = by_unit_document if result.sources_are_documents else by_unit
+            card_provenance = {c.document_id: provenance(c.source_ids, sources) for c in result.cards}
             covered: set[Evidence] = set()
             for found in card_provenance.values():
                 covered |= found
@@ -341,6 +382,10 @@ class Replay:
             for conv_id, question in questions:
                 ranked = await self.ranked_provenance(result.bank_id, question.question, card_provenance)
                 hits += is_hit(ranked, evidence_of(conv_id, question), self.options.k)
+            bearing = 0
+            for _, question in answerable:
+                top = await self.ranked(result.bank_id, question.question)
+                bearing += bears_answer([h.text for h in top], question.answer)
             pair_texts = near_duplicate_texts(result.cards, self.options.embedder, self.options.threshold)
             pairs = len(pair_texts)
             detailed = [(older, newer, differs_in_detail(older, newer)) for older, newer in pair_texts]
@@ -360,6 +405,7 @@ class Replay:
                     "coverage_any": any_cov,
                     "coverage_all": all_cov,
                     "hit_at_k": hits / len(questions) if questions else 0.0,
+                    "answer_hit_at_k": bearing / len(answerable) if answerable else 0.0,
                     "reinforced": result.reinforced,
                     "dropped": result.dropped,
                     "reflect_calls": result.reflect_calls,
@@ -380,6 +426,7 @@ class Replay:
             "policies": rows,
             "raw_hit_at_k": raw_hits / len(questions) if questions else 0.0,
             "questions": len(questions),
+            "answer_questions": len(answerable),
             "cycles": self.cycles,
             "units_in": self.units_in,
             "units_selected": self.units_selected,

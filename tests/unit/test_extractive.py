@@ -60,11 +60,19 @@ class TestExtractCards:
         assert cards[0].text == sentence(MENTORING[2])
         assert cards[1].text == sentence(TURTLE_WALK[0])
 
-    def test_protected_detail_keeps_units_apart(self) -> None:
-        """Units differing in a number or in who did what stay separate cards."""
+    def test_a_joint_event_told_from_each_side_is_one_card(self) -> None:
+        """Two tellings of one joint plan, each from one side, merge into one card."""
         units = [
             SourceUnit("a", "Evan plans a painting session with Sam"),
             SourceUnit("b", "Sam plans a painting session with Evan"),
+        ]
+        assert [card.source_ids for card in extract_cards(units, max_cards=10)] == [("a", "b")]
+
+    def test_protected_detail_keeps_units_apart(self) -> None:
+        """Units differing in a number or in who did what stay separate cards."""
+        units = [
+            SourceUnit("a", "Evan invited Sam to a painting session"),
+            SourceUnit("b", "Sam invited Evan to a painting session"),
             SourceUnit("c", "Nate has two turtles."),
             SourceUnit("d", "Nate has three turtles."),
         ]

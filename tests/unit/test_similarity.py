@@ -14,14 +14,40 @@ class TestCompare:
     @pytest.mark.parametrize(
         ("first", "second"),
         [
-            ("Evan plans a painting session with Sam", "Sam plans a painting session with Evan"),
+            ("Sam is grateful for Evan's support", "Evan appreciates Sam's support"),
             ("Evan invited Sam", "Sam invited Evan"),
+            (
+                "Caroline shared with Melanie that she applied",
+                "Melanie shared with Caroline that she applied",
+            ),
             ("The dog bit the man", "The man bit the dog"),
         ],
     )
     def test_role_swaps_are_detected(self, first: str, second: str) -> None:
         """Same words, other roles (who did what to whom) is a changed detail."""
         assert Detail.ROLE in compare(profile_text(first), profile_text(second)).changed
+
+    @pytest.mark.parametrize(
+        ("first", "second"),
+        [
+            ("Sam plans a painting session with Evan", "Evan plans a painting session with Sam"),
+            ("John and Maria discussed the schools", "Maria discussed the schools with John"),
+            (
+                "Maria offered to help John with his food drive",
+                "John appreciated Maria's offer to help with his food drive",
+            ),
+            ("John received advice from James about chess", "James shared advice with John about chess"),
+            ("Gina encouraged Jon to stay positive", "Jon was encouraged by Gina to stay positive"),
+            (
+                "Joanna watched the film on Nate's advice and enjoyed it",
+                "Joanna watched the film on Nate's advice",
+            ),
+        ],
+    )
+    def test_one_event_told_from_two_sides_is_no_role_swap(self, first: str, second: str) -> None:
+        """A joint event, the other voice, or the other side of one act keeps who acted: no role swap."""
+        assert Detail.ROLE not in compare(profile_text(first), profile_text(second)).changed
+        assert Detail.ROLE not in compare(profile_text(second), profile_text(first)).changed
 
     def test_role_swap_between_dataset_facts_is_detected(self) -> None:
         """Two people valuing their friendship, each the subject in turn (dataset facts), is a role swap."""
