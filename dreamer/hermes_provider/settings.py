@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -337,7 +338,13 @@ def _env_number(value: str | None) -> float | None:
 def _read_json(path: Path) -> Mapping[str, Any]:
     source = str(path)
     try:
-        raw = path.read_bytes()[: _MAX_JSON_BYTES + 1]
+        # Opened without blocking and checked to be a regular file before reading: a FIFO would
+        # hang the agent's start, and /dev/zero (through a link) would be read for ever.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ConfigError(f"{source}: not a regular file; point it at a JSON file or remove it")
+            raw = handle.read(_MAX_JSON_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
     if len(raw) > _MAX_JSON_BYTES:
@@ -351,6 +358,8 @@ def _read_json(path: Path) -> Mapping[str, Any]:
             f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; "
             "fix it or remove the file to use the environment"
         ) from None
+    except (ValueError, RecursionError) as exc:  # a number of thousands of digits, nesting too deep
+        raise ConfigError(f"{source}: not a Hindsight config ({type(exc).__name__}: {exc})"[:300]) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: must hold a JSON object, not {type(data).__name__}")
     return data

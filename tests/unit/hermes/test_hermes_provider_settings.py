@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,8 @@ class TestGarbage:
             ('{"bank_id_template": "hermes-{profile}"}', "bank_id_template: is not supported"),
             ('{"banks": {"code": {"bankId": "a b"}}}', "banks.code.bank_id"),
             ('{"timeout": 1e308}', "timeout: must be a number of seconds"),
+            ('{"retain_every_n_turns": ' + "9" * 5000 + "}", "not a Hindsight config (ValueError"),
+            ("[" * 100_000 + "]" * 100_000, "not a Hindsight config (RecursionError"),
         ],
     )
     def test_a_broken_config_json_names_the_file_and_key(
@@ -123,6 +126,20 @@ class TestGarbage:
             load_settings(hermes_home=home, environ={"HOME": str(tmp_path)})
         path.write_bytes(b" " * 1_000_001)
         with pytest.raises(ConfigError, match="larger than"):
+            load_settings(hermes_home=home, environ={"HOME": str(tmp_path)})
+
+    def test_a_fifo_or_device_in_place_of_the_file_is_refused_without_reading(self, tmp_path: Path) -> None:
+        """A FIFO (which would block the agent's start for ever) or a link to /dev/zero (which would
+        be read without end) is a ConfigError saying it is not a regular file."""
+        home = tmp_path / "home"
+        (home / "hindsight").mkdir(parents=True)
+        path = home / "hindsight" / "config.json"
+        os.mkfifo(path)
+        with pytest.raises(ConfigError, match="not a regular file"):
+            load_settings(hermes_home=home, environ={"HOME": str(tmp_path)})
+        path.unlink()
+        path.symlink_to("/dev/zero")
+        with pytest.raises(ConfigError, match="not a regular file"):
             load_settings(hermes_home=home, environ={"HOME": str(tmp_path)})
 
 
