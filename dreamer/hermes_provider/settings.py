@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from dreamer.config import Config, load_config, parse_config
+from dreamer.config.files import read_config_bytes
 from dreamer.errors import ConfigError
 
 __all__ = [
@@ -338,17 +338,9 @@ def _env_number(value: str | None) -> float | None:
 def _read_json(path: Path) -> Mapping[str, Any]:
     source = str(path)
     try:
-        # Opened without blocking and checked to be a regular file before reading: a FIFO would
-        # hang the agent's start, and /dev/zero (through a link) would be read for ever.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with os.fdopen(fd, "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise ConfigError(f"{source}: not a regular file; point it at a JSON file or remove it")
-            raw = handle.read(_MAX_JSON_BYTES + 1)
+        raw = read_config_bytes(path, source, _MAX_JSON_BYTES)
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > _MAX_JSON_BYTES:
-        raise ConfigError(f"{source}: larger than {_MAX_JSON_BYTES} bytes; this is not a Hindsight config")
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:

@@ -8,10 +8,10 @@ real socket (stdlib ``http.server``), with the real all-MiniLM-L6-v2 model run b
 
 Switches for fault tests (:meth:`EmbeddingsServer.fail`): ``unavailable`` answers 503 with a
 ``Retry-After``, ``garbage`` answers 200 with a body that is not an embeddings list, ``short``
-answers one vector too few, ``hang`` holds the request without answering, ``refuse`` answers 401, ``wide`` answers a vector of
-a million numbers. :attr:`EmbeddingsServer.scale` multiplies every number it answers (a server
-that does not normalise), :attr:`EmbeddingsServer.dimensions` keeps only the first N of each vector
-(a server whose model was swapped for one of another length).
+answers one vector too few, ``hang`` holds the request without answering, ``refuse`` answers
+401, ``wide`` answers a vector of a million numbers. :attr:`EmbeddingsServer.scale` multiplies
+every number it answers (a server that does not normalise), :attr:`EmbeddingsServer.dimensions`
+keeps only the first N of each vector (a server whose model was swapped for one of another length).
 A switch may apply to the next ``times`` requests only. Every request's headers and body are kept
 in :attr:`EmbeddingsServer.requests`.
 

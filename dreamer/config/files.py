@@ -1,0 +1,31 @@
+"""Reading a configuration file safely: a regular file only, never more than a bound."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from dreamer.errors import ConfigError
+
+__all__ = ["MAX_CONFIG_BYTES", "read_config_bytes"]
+
+#: No configuration file is this large; a bigger one is refused without being parsed.
+MAX_CONFIG_BYTES = 1_000_000
+
+
+def read_config_bytes(path: Path, source: str, limit: int = MAX_CONFIG_BYTES) -> bytes:
+    """The bytes of the regular file at ``path`` (links followed), at most ``limit``.
+
+    Opened without blocking and checked before reading: a FIFO would hang the caller, and a link
+    to ``/dev/zero`` would be read without end. ``OSError`` (``FileNotFoundError`` included) is
+    left to the caller, which knows what a missing file means; the rest is a ConfigError.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            raise ConfigError(f"{source}: not a regular file; point it at the file itself")
+        raw = handle.read(limit + 1)
+    if len(raw) > limit:
+        raise ConfigError(f"{source}: larger than {limit} bytes; this is not a configuration file")
+    return raw
