@@ -76,6 +76,24 @@ class TestEmbeddingsConfig:
         assert "http:// or https://" in problems({**OPENAI, "url": "file:///etc/passwd"})[0]
         assert "control character" in problems({**OPENAI, "model": "m\nX-Injected: 1"})[0]
 
+    @pytest.mark.parametrize("key", ["embeddings", "backend"])
+    def test_a_password_in_a_url_is_refused_without_being_shown(self, key: str) -> None:
+        """A URL with user:password@ (embeddings.url or the Hindsight backend's url) is refused,
+        pointing at api_key_env; the message never holds the password, since check-config,
+        status, every error and every report would print the URL."""
+        url = f"http://user:{KEY}@127.0.0.1:8080"
+
+        def change(data: dict[str, Any]) -> None:
+            if key == "embeddings":
+                data["embeddings"] = {**OPENAI, "url": url}
+            else:
+                data["backend"] = {"kind": "hindsight", "hindsight": {"url": url}}
+
+        with pytest.raises(ConfigError) as caught:
+            parsed(BASE, change, source=SOURCE, base_dir=Path("/etc/dreamer"), environ={})
+        (line,) = caught.value.problems
+        assert "api_key_env" in line and KEY not in line
+
     def test_url_with_or_without_v1(self) -> None:
         """The endpoint is {url}/v1/embeddings, and a URL that already ends in /v1 is not doubled."""
         assert config_with(OPENAI).embeddings.endpoint == "http://127.0.0.1:8080/v1/embeddings"
