@@ -93,7 +93,7 @@ def load_settings(
             raise ConfigError(f"{config_path}: profile {chosen!r} is not under [profiles] (known: {known})")
         return ProviderSettings(config, chosen, str(config_path))
     for path in hermes_json_paths(hermes_home, env):
-        if path.exists() or path.is_symlink():
+        if os.path.lexists(path):  # never raises: a name too long is read below, as a ConfigError
             data = _read_json(path)
             return settings_from_hermes_json(data, source=str(path), identity=identity, environ=env)
     return settings_from_hermes_json(
