@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
 
 from dreamer.errors import ConfigError
 
-__all__ = ["MAX_CONFIG_BYTES", "read_config_bytes"]
+__all__ = ["MAX_CONFIG_BYTES", "read_config_bytes", "read_text_file"]
 
 #: No configuration file is this large; a bigger one is refused without being parsed.
 MAX_CONFIG_BYTES = 1_000_000
@@ -29,3 +30,14 @@ def read_config_bytes(path: Path, source: str, limit: int = MAX_CONFIG_BYTES) ->
     if len(raw) > limit:
         raise ConfigError(f"{source}: larger than {limit} bytes; this is not a configuration file")
     return raw
+
+
+def read_text_file(path: Path, limit: int = MAX_CONFIG_BYTES) -> str:
+    """The UTF-8 text of the regular file at ``path``, as :func:`read_config_bytes` reads it, for
+    callers that report ``OSError`` / ``UnicodeDecodeError`` themselves: a FIFO, a device or a file
+    over ``limit`` is an ``OSError`` (EINVAL) saying so."""
+    try:
+        raw = read_config_bytes(path, str(path), limit)
+    except ConfigError as exc:
+        raise OSError(errno.EINVAL, str(exc)) from None
+    return raw.decode("utf-8")

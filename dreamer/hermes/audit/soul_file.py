@@ -9,14 +9,12 @@ block that is no longer there is reported, never forced.
 
 from __future__ import annotations
 
-import errno
 import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dreamer.config.files import read_config_bytes
-from dreamer.errors import ConfigError
+from dreamer.config.files import read_text_file
 from dreamer.hermes.memory.locking import atomic_write_text, exclusive_lock, refuse_symlink
 
 __all__ = ["SoulRead", "SoulWriteError", "append_to_soul", "modified_at", "read_soul", "remove_from_soul"]
@@ -63,11 +61,7 @@ MAX_SOUL_BYTES = 10_000_000
 def _read_text(path: Path) -> str:
     """SOUL.md's text: a regular file only (a FIFO would hang the audit, a link to /dev/zero would
     be read without end), at most MAX_SOUL_BYTES; OSError or UnicodeDecodeError otherwise."""
-    try:
-        raw = read_config_bytes(path, str(path), MAX_SOUL_BYTES)
-    except ConfigError as exc:
-        raise OSError(errno.EINVAL, str(exc)) from None
-    return raw.decode("utf-8")
+    return read_text_file(path, MAX_SOUL_BYTES)
 
 
 def read_soul(path: Path) -> SoulRead:
