@@ -154,3 +154,30 @@ class TestScopeTag:
         """Whitespace, control characters, empty and overlong scopes are refused with what to give."""
         with pytest.raises(PolicyError, match="printable characters without spaces"):
             scope_tag(value)
+
+
+class TestPeerCardFile:
+    def test_a_fifo_at_the_peer_card_path_is_skipped_not_waited_on(self, tmp_path: Path) -> None:
+        """The system-prompt block reads the peer card file without blocking: a FIFO there (which
+        would hang the agent's start) gives the block without a card; a regular file is shown."""
+        from dreamer.hermes_provider.memory import DreamerMemory
+        from dreamer.hermes_provider.settings import ProviderSettings
+        from tests.support.configs import config_data, loaded
+
+        writable = {"access": "read_write"}
+        data = config_data(
+            {"global": {}, "shared": {}, "homelab": writable},
+            {"homelab": {"peer_card_path": "cards/homelab.md"}},
+            topology={"global": "global", "shared": "shared"},
+        )
+        config = loaded(tmp_path, data)
+        card = config.profiles["homelab"].peer_card_path
+        assert card is not None
+        card.parent.mkdir(parents=True)
+        os.mkfifo(card)
+        memory = DreamerMemory(ProviderSettings(config, "homelab", "config.toml", auto_retain=False))
+        block = memory.system_prompt_block()
+        assert block.startswith("# Dreamer memory") and "PEER CARD" not in block
+        card.unlink()
+        card.write_text("PEER CARD (homelab)\n- runs restic at 02:30\n", encoding="utf-8")
+        assert "PEER CARD (homelab)" in memory.system_prompt_block()
