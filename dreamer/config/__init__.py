@@ -42,7 +42,7 @@ from dreamer.config.fields import (
     StrictModel,
     http_url,
 )
-from dreamer.config.files import read_config_bytes
+from dreamer.config.files import read_config_bytes, read_key_file
 from dreamer.errors import ConfigError
 
 DEFAULT_CONFIG_PATHS = (Path("/etc/dreamer/config.toml"),)
@@ -482,7 +482,7 @@ def _read_key(
     if key_file is not None:
         path = _expand(key_file, f"{prefix}.api_key_file", source, environ)
         try:
-            key = path.read_text(encoding="utf-8").strip()
+            key = read_key_file(path).strip()
         except OSError as exc:
             raise ConfigError(
                 f"{source}: {prefix}.api_key_file: cannot read {str(path)!r}: "

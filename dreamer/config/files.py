@@ -9,10 +9,12 @@ from pathlib import Path
 
 from dreamer.errors import ConfigError
 
-__all__ = ["MAX_CONFIG_BYTES", "read_config_bytes", "read_text_file"]
+__all__ = ["MAX_CONFIG_BYTES", "MAX_KEY_FILE_BYTES", "read_config_bytes", "read_key_file", "read_text_file"]
 
 #: No configuration file is this large; a bigger one is refused without being parsed.
 MAX_CONFIG_BYTES = 1_000_000
+#: An API key file holds one key: no more than this is read from it.
+MAX_KEY_FILE_BYTES = 65_536
 
 
 def read_config_bytes(path: Path, source: str, limit: int = MAX_CONFIG_BYTES) -> bytes:
@@ -41,3 +43,11 @@ def read_text_file(path: Path, limit: int = MAX_CONFIG_BYTES) -> str:
     except ConfigError as exc:
         raise OSError(errno.EINVAL, str(exc)) from None
     return raw.decode("utf-8")
+
+
+def read_key_file(path: Path) -> str:
+    """The text at the start of an API key file, at most MAX_KEY_FILE_BYTES: a link to /dev/zero
+    or /dev/urandom would otherwise be read without end. A FIFO is read (a credential can be handed
+    over through one); ``OSError`` / ``UnicodeDecodeError`` are the caller's."""
+    with path.open("rb") as handle:
+        return handle.read(MAX_KEY_FILE_BYTES).decode("utf-8")

@@ -127,6 +127,14 @@ class TestEmbeddingsKey:
         (line,) = problems({**OPENAI, "api_key_file": str(path)})
         assert "embeddings.api_key_file" in line and "is empty" in line
 
+    def test_a_key_file_linked_to_an_endless_device_is_read_bounded(self, tmp_path: Path) -> None:
+        """An api_key_file that is a link to /dev/zero is read only up to its bound, then refused as
+        a key an HTTP header cannot carry, instead of being read until memory runs out."""
+        path = tmp_path / "emb.key"
+        path.symlink_to("/dev/zero")
+        (line,) = problems({**OPENAI, "api_key_file": str(path)})
+        assert "embeddings.api_key_file" in line and "HTTP header cannot carry" in line
+
     def test_key_an_http_header_cannot_carry(self) -> None:
         """A key with a newline is refused without being shown, when it would be sent."""
         (line,) = problems({**OPENAI, "api_key_env": "EMB_KEY"}, {"EMB_KEY": "abc\ndef-secret"})
