@@ -158,15 +158,18 @@ class RollupJob:
                 if run_lock is not None:
                     run_lock.release()
                 raise
-        backend = self.backend or open_backend(config)
+        backend = self.backend
         try:
+            semantic = await self._semantic_judge(config)
+            if backend is None:
+                # The judge's embedder also makes the embedded store's recall hybrid (Hindsight ignores it).
+                backend = open_backend(config, embedder=semantic.embedder if semantic is not None else None)
             with StateStore.open(config.state_path) as state:
                 banks = [config.bank_id(p.bank) for p in config.enabled_profiles().values()]
                 bank_id = config.bank_id(config.profiles[profile].bank)
                 if bank_id not in banks:
                     banks.append(bank_id)
                 activity = await self._cache(config).get(backend, banks, bank_id)
-                semantic = await self._semantic_judge(config)
                 rollup = Rollup(config, backend, state, on_step=self.on_step, semantic=semantic)
                 report = await rollup.run(
                     profile, activity=activity, run_id=run_id, dry_run=self.dry_run, since=self.since
@@ -187,7 +190,7 @@ class RollupJob:
                     counts["backlog"] = max(0, activity.unit_count - state.watermark(profile).unit_count)
                 return JobOutcome(report.outcome, report.reason, counts, fields)
         finally:
-            if self.backend is None:
+            if self.backend is None and backend is not None:
                 await backend.aclose()
             if upstream_lock is not None:
                 upstream_lock.release()

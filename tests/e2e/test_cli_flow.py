@@ -296,3 +296,37 @@ class TestBackendDown:
         proc = dreamer(down, "retain", "a fact", "--bank", "research", check=False)
         assert proc.returncode == 75, (proc.stdout, proc.stderr)
         assert "Traceback" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.slow
+class TestSemanticRecall:
+    @pytest.mark.parametrize("provider", ["local", "none"])
+    def test_recall_on_the_embedded_store_finds_a_paraphrase_with_an_embedder(
+        self, tmp_path: Path, provider: str
+    ) -> None:
+        """With [embeddings] provider "local", `dreamer retain` stores the vector and `dreamer recall`
+        finds a paraphrase sharing no content word with it, labelled; with "none" it does not."""
+        from tests.support.embedding_model import local_embedder
+
+        local_embedder()  # skips (or fails under DREAMER_REQUIRE_EMBED=1) without the model
+        write_toml(tmp_path / "config.toml", {**CONFIG, "embeddings": {"provider": provider}})
+        dreamer(tmp_path, "retain", "Caroline adopted a puppy from the shelter.", "--bank", "homelab")
+        dreamer(
+            tmp_path, "retain", "Host atlas runs its nightly restic backup at 02:30.", "--bank", "homelab"
+        )
+        found = json.loads(
+            dreamer(
+                tmp_path,
+                "recall",
+                "a dog was taken home from the animal rescue",
+                "--bank",
+                "homelab",
+                "--json",
+            ).stdout
+        )
+        texts = [item["text"] for item in found["items"]]
+        if provider == "local":
+            assert texts[0] == "Caroline adopted a puppy from the shelter."
+            assert found["items"][0]["labels"] == ["homelab"]
+        else:
+            assert texts == []
