@@ -286,3 +286,14 @@ def printable(text: str, *, keep_newlines: bool = True) -> str:
         for ch in text
     )
 
+
+
+def well_formed(text: str) -> str:
+    """``text`` with each lone surrogate (from a JSON ``\\ud800`` escape, or a command-line
+    argument that was not UTF-8) replaced by U+FFFD: such a string cannot be encoded for a server
+    or a database, so the whole memory would be lost for one character."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text

@@ -19,6 +19,7 @@ from dreamer import __version__
 from dreamer.cli import agents, banks, hermes, rollup, service
 from dreamer.cli.base import add_global_options, log_format, log_level
 from dreamer.cli.registry import Handler, in_order
+from dreamer.errors import ExitCode
 from dreamer.log import configure_logging
 
 __all__ = ["build_parser", "main"]
@@ -109,3 +110,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as exc:
+        # The last resort for a path no command checked (a name too long, a loop of links, a
+        # vanished disk): one line naming the path and the reason, not a traceback.
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(
+            f"dreamer {args.command}: {where}{exc.strerror or exc}; check the path and run again",
+            file=sys.stderr,
+        )
+        return ExitCode.FAILED

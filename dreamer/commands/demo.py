@@ -7,6 +7,7 @@ every profile, and prints what was promoted, reinforced, skipped and why.
 
 from __future__ import annotations
 
+import os
 import shlex
 import tempfile
 import tomllib
@@ -147,7 +148,11 @@ def write_demo_config(root: Path) -> Path:
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        reason = "it exists and is not a directory" if root.exists() else (exc.strerror or type(exc).__name__)
+        # os.path, not Path.exists: that raises again for a name too long or a loop of links.
+        exists_as_other = os.path.lexists(root) and not os.path.isdir(root)
+        reason = (
+            "it exists and is not a directory" if exists_as_other else (exc.strerror or type(exc).__name__)
+        )
         raise DemoDirectoryError(
             f"cannot create the demo directory {root}: {reason}; give a directory you can write "
             "(dreamer demo --dir DIR)"

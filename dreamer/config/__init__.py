@@ -42,6 +42,7 @@ from dreamer.config.fields import (
     StrictModel,
     http_url,
 )
+from dreamer.config.files import read_config_bytes, read_key_file
 from dreamer.errors import ConfigError
 
 DEFAULT_CONFIG_PATHS = (Path("/etc/dreamer/config.toml"),)
@@ -481,7 +482,7 @@ def _read_key(
     if key_file is not None:
         path = _expand(key_file, f"{prefix}.api_key_file", source, environ)
         try:
-            key = path.read_text(encoding="utf-8").strip()
+            key = read_key_file(path).strip()
         except OSError as exc:
             raise ConfigError(
                 f"{source}: {prefix}.api_key_file: cannot read {str(path)!r}: "
@@ -561,7 +562,7 @@ def load_config(path: Path, *, environ: Mapping[str, str] | None = None) -> Conf
     """Read, parse and validate a TOML config file."""
     source = str(path)
     try:
-        raw = path.read_bytes()
+        raw = read_config_bytes(path, source)
     except FileNotFoundError:
         raise ConfigError(
             f"{source}: file not found; pass --config PATH or copy config.example.toml there"
@@ -574,6 +575,8 @@ def load_config(path: Path, *, environ: Mapping[str, str] | None = None) -> Conf
         raise ConfigError(f"{source}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML: {exc}") from None
+    except (ValueError, RecursionError) as exc:  # a number of thousands of digits, nesting too deep
+        raise ConfigError(f"{source}: invalid TOML ({type(exc).__name__}: {exc})"[:300]) from None
     return parse_config(data, source=source, base_dir=path.resolve().parent, environ=environ)
 
 

@@ -33,4 +33,10 @@ def http_url(value: str) -> str:
 
     if not re.match(r"^https?://[^\s/]+", value):
         raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
+    if "@" in value.split("://", 1)[1].split("/", 1)[0]:
+        # Not echoed: the part before '@' is a password, and this message is printed and logged.
+        raise ValueError(
+            "holds a user name or password (user:password@host); put the key in api_key_env or "
+            "api_key_file instead, so it is never printed or logged with the URL"
+        )
     return value.rstrip("/")

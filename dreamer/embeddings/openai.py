@@ -11,7 +11,6 @@ that does not parse a :class:`~dreamer.errors.ProtocolError`. Retrying is the ca
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -195,9 +194,14 @@ class OpenAIEmbedder:
             matrix[row.index] = row.embedding
         if not np.isfinite(matrix).all():
             raise garbage("a vector with a value that is not a finite number")
-        norms = np.linalg.norm(matrix, axis=1)
-        if not (norms > 0).all() or not all(math.isfinite(n) for n in norms):
+        # Scaled to unit length here, in float64: a value beyond float32's range (1e39) or below
+        # it (1e-46) is a valid JSON number, and cast first it would become inf or 0, then NaN or a
+        # zero vector after normalising, and be stored and compared as such.
+        peaks = np.abs(matrix).max(axis=1, keepdims=True)
+        if not (peaks > 0).all():
             raise garbage("a vector of length zero")
+        matrix = matrix / peaks
+        matrix = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
         self._dimension = dimension
         out: NDArray[np.float32] = matrix.astype(np.float32)
         return out

@@ -30,6 +30,20 @@ def to_blob(vector: NDArray[np.float32]) -> bytes:
     return np.asarray(vector, dtype=STORED_DTYPE).tobytes()
 
 
+def from_blob(blob: bytes, dimension: int) -> NDArray[np.float16] | None:
+    """One stored vector, or None when the blob is damaged: another length, a value that is not a
+    finite number, or not of unit length (every stored vector is; float16 keeps it within 1e-3)."""
+    import numpy as np
+
+    if len(blob) != 2 * dimension:
+        return None
+    vector = np.frombuffer(blob, dtype=STORED_DTYPE)
+    wide = vector.astype(np.float64)
+    if not np.isfinite(wide).all() or abs(float(np.linalg.norm(wide)) - 1.0) > 0.01:
+        return None
+    return vector
+
+
 def from_blobs(blobs: Sequence[bytes], dimension: int) -> NDArray[np.float16]:
     """Stacked float16 rows; a blob of the wrong length raises ``ValueError`` naming its position."""
     import numpy as np

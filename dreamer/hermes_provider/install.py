@@ -163,7 +163,7 @@ def _target(home: Path, name: str) -> Path:
         raise UsageError(
             f"--name {name!r} is a memory provider bundled with Hermes, which would win; pick another"
         )
-    if not home.is_dir():
+    if not os.path.isdir(home):  # never raises (Path.is_dir does, for a name too long)
         raise UsageError(
             f"{home} is not a directory; pass the Hermes home with --home (default: $HERMES_HOME)"
         )

@@ -10,10 +10,11 @@ it, so no loop or connection is shared between Hermes' threads. Why, and what th
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from pathlib import Path
 from typing import Any, TypeVar
 
 import anyio
@@ -105,7 +106,11 @@ class DreamerMemory:
             return ""
         limit = self.config.peer_card.budget_chars + _CARD_FRAME_CHARS
         try:
-            with Path(path).open("rb") as handle:
+            # Without blocking, a regular file only: a FIFO there would hang the agent's start.
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(fd, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    return ""
                 raw = handle.read(limit * 4)
         except OSError:
             return ""

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamer.config import Config, load_config, parse_config
+from dreamer.config.files import read_config_bytes
 from dreamer.errors import ConfigError
 
 __all__ = [
@@ -92,7 +93,7 @@ def load_settings(
             raise ConfigError(f"{config_path}: profile {chosen!r} is not under [profiles] (known: {known})")
         return ProviderSettings(config, chosen, str(config_path))
     for path in hermes_json_paths(hermes_home, env):
-        if path.exists() or path.is_symlink():
+        if os.path.lexists(path):  # never raises: a name too long is read below, as a ConfigError
             data = _read_json(path)
             return settings_from_hermes_json(data, source=str(path), identity=identity, environ=env)
     return settings_from_hermes_json(
@@ -337,11 +338,9 @@ def _env_number(value: str | None) -> float | None:
 def _read_json(path: Path) -> Mapping[str, Any]:
     source = str(path)
     try:
-        raw = path.read_bytes()[: _MAX_JSON_BYTES + 1]
+        raw = read_config_bytes(path, source, _MAX_JSON_BYTES)
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > _MAX_JSON_BYTES:
-        raise ConfigError(f"{source}: larger than {_MAX_JSON_BYTES} bytes; this is not a Hindsight config")
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
@@ -351,6 +350,8 @@ def _read_json(path: Path) -> Mapping[str, Any]:
             f"{source}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; "
             "fix it or remove the file to use the environment"
         ) from None
+    except (ValueError, RecursionError) as exc:  # a number of thousands of digits, nesting too deep
+        raise ConfigError(f"{source}: not a Hindsight config ({type(exc).__name__}: {exc})"[:300]) from None
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: must hold a JSON object, not {type(data).__name__}")
     return data

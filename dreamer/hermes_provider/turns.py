@@ -8,9 +8,11 @@ consolidates. A failed store is logged and counted, never raised into the agent'
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -34,7 +36,14 @@ class TurnStats:
     stored: int = 0
     failed: int = 0
     dropped: int = 0
+    #: Turns still queued or being stored when shutdown stopped waiting for them.
+    unsaved_at_close: int = 0
+    #: The last few failures' messages (a server down for weeks must not grow this without end).
     errors: list[str] = field(default_factory=list)
+
+
+#: How many failure messages :class:`TurnStats` keeps.
+ERRORS_KEPT = 20
 
 
 def turn_text(user: str, assistant: str) -> str:
@@ -57,6 +66,8 @@ class TurnWriter:
         self._thread: threading.Thread | None = None
         self._closed = threading.Event()
         self._lock = threading.Lock()
+        #: Turns accepted and neither stored, failed nor dropped yet.
+        self._pending = 0
         self.stats = TurnStats()
 
     def add(self, text: str, session_id: str) -> None:
@@ -71,29 +82,42 @@ class TurnWriter:
         while True:
             try:
                 self._queue.put_nowait(item)
+                with self._lock:
+                    self._pending += 1
                 return
             except queue.Full:
                 try:
                     self._queue.get_nowait()
+                    with self._lock:
+                        self._pending -= 1
                     self.stats.dropped += 1
                 except queue.Empty:
                     pass
 
     def close(self, timeout_s: float = 5.0) -> None:
-        """Store what is buffered and stop the writer, waiting at most ``timeout_s``."""
+        """Store what is buffered and stop the writer, waiting at most ``timeout_s`` in all. Turns
+        the writer has not stored by then are counted (``unsaved_at_close``) and logged."""
         if self._closed.is_set():
             return
         self._closed.set()
+        deadline = time.monotonic() + timeout_s
         with self._lock:
             thread = self._thread
         if thread is None:
             return
-        try:
+        with contextlib.suppress(queue.Full):  # the writer is stuck: what is queued is counted below
             self._queue.put(None, timeout=timeout_s)
-        except queue.Full:
-            log.warning("Dreamer memory: turns still queued at shutdown were not stored")
-            return
-        thread.join(timeout_s)
+        thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            unsaved = self._pending if thread.is_alive() else 0
+        if unsaved:
+            self.stats.unsaved_at_close = unsaved
+            log.warning(
+                "Dreamer memory: %d conversation turn(s) were not stored: the memory server did not "
+                "answer within %g s of shutdown",
+                unsaved,
+                timeout_s,
+            )
 
     def _run(self) -> None:
         buffered: list[str] = []
@@ -122,5 +146,8 @@ class TurnWriter:
             self.stats.stored += 1
         except Exception as exc:  # the agent's turn must never see a memory failure
             self.stats.failed += 1
-            self.stats.errors.append(str(exc))
+            self.stats.errors = [*self.stats.errors[-(ERRORS_KEPT - 1) :], str(exc)]
             log.warning("Dreamer memory: a conversation turn was not stored: %s", exc)
+        finally:
+            with self._lock:
+                self._pending -= len(turns)

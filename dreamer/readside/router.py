@@ -36,6 +36,7 @@ from dreamer.readside.current import mark_superseded, successors_from_ledger
 from dreamer.readside.policy import BankPolicy, BankTarget
 from dreamer.readside.scope import scope_tag
 from dreamer.state import LedgerCard, StateStore
+from dreamer.text import well_formed
 
 __all__ = ["BankRouter"]
 
@@ -47,6 +48,9 @@ _T = TypeVar("_T")
 DEFAULT_REFLECT_BUDGET: Budget = "low"
 #: How much of a failed bank's error message a missing bank keeps.
 _DETAIL_CHARS = 300
+#: The longest text stored as one memory; a longer one is refused before anything is sent (a
+#: server would spend minutes on it and the caller could not tell whether it was stored).
+MAX_RETAIN_CHARS = 1_000_000
 #: How many links of a supersession chain (A by B, B by C, ...) the ledger is asked to follow.
 _CHAIN_STEPS = 8
 
@@ -88,6 +92,7 @@ class BankRouter:
         max_tokens: int = 4096,
     ) -> RecallAnswer:
         """Recall from the named banks (the default bank when None), merged and labelled."""
+        query = well_formed(query)
         targets = self.policy.resolve_many([None] if banks is None else banks, "recall")
         return await self._recall_targets(query, targets, limit=limit, budget=budget, max_tokens=max_tokens)
 
@@ -100,6 +105,7 @@ class BankRouter:
         max_tokens: int = 4096,
     ) -> RecallAnswer:
         """Recall from the profile's read-union (own bank, upstream, shared), merged and labelled."""
+        query = well_formed(query)
         aliases = self.policy.union_aliases()
         if not aliases:
             raise PolicyError(
@@ -113,6 +119,7 @@ class BankRouter:
         self, query: str, banks: Sequence[str] | None = None, *, budget: Budget | None = None
     ) -> ReflectAnswer:
         """One reflect per named bank (the default bank when None), labelled, failures isolated."""
+        query = well_formed(query)
         targets = self.policy.resolve_many([None] if banks is None else banks, "reflect")
         reflect_budget = budget or DEFAULT_REFLECT_BUDGET
 
@@ -144,12 +151,17 @@ class BankRouter:
         Refusals come before any request; backend errors propagate."""
         extra = (scope_tag(scope),) if scope is not None else ()
         target = self.policy.resolve(bank, "retain")
+        if len(content) > MAX_RETAIN_CHARS:
+            raise PolicyError(
+                f"the memory is {len(content):,} characters; at most {MAX_RETAIN_CHARS:,} are stored "
+                "as one: store a summary, or split it"
+            )
         item = RetainItem(
-            content=content,
-            context=context,
+            content=well_formed(content),
+            context=None if context is None else well_formed(context),
             timestamp=timestamp,
-            metadata=dict(metadata or {}),
-            tags=tuple(dict.fromkeys((*tags, *extra))),
+            metadata={well_formed(k): well_formed(v) for k, v in (metadata or {}).items()},
+            tags=tuple(dict.fromkeys(well_formed(t) for t in (*tags, *extra))),
             document_id=document_id,
         )
         result = await self.backend.retain(target.bank_id, [item])

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from dreamer.embeddings import Embedder
 from dreamer.embeddings.local import ModelFilesError
-from dreamer.embeddings.vectors import from_blobs, to_blob, top_k
+from dreamer.embeddings.vectors import from_blob, to_blob, top_k
 from dreamer.errors import ConfigError
 from dreamer.retry import RetryHook, RetryPolicy, RetryStats, call_holding_slot, call_with_retry
 from dreamer.slot import SlotLock
@@ -50,6 +50,9 @@ class LedgerVectors:
         self._row_of: dict[str, int] = {}
         self._row_of_text: dict[str, int] = {}
         self.last_seq = 0
+        #: Cards whose stored vector is damaged (document id -> text): left out of the matrix
+        #: and embedded again by the next run that writes.
+        self.damaged: dict[str, str] = {}
 
     def __len__(self) -> int:
         return self._size
@@ -66,8 +69,13 @@ class LedgerVectors:
         rows = state.vectors_since(self.upstream_bank, self.model_id, self.dimension, self.last_seq)
         if not rows:
             return 0
-        block = from_blobs([r.blob for r in rows], self.dimension)
-        for row, vector in zip(rows, block, strict=True):
+        for row in rows:
+            vector = from_blob(row.blob, self.dimension)
+            if vector is None:
+                self.damaged[row.document_id] = row.text
+                self._forget(row.document_id)
+                continue
+            self.damaged.pop(row.document_id, None)
             index = self._row_of.get(row.document_id)
             if index is None:
                 index = self._append()
@@ -79,6 +87,13 @@ class LedgerVectors:
         self.last_seq = rows[-1].seq
         self.rows_read += len(rows)
         return len(rows)
+
+    def _forget(self, document_id: str) -> None:
+        """A card whose newer vector is damaged: its older one is zeroed, never compared again."""
+        index = self._row_of.get(document_id)
+        if index is not None:
+            self._matrix[index] = 0
+            self._row_of_text = {t: i for t, i in self._row_of_text.items() if i != index}
 
     def _append(self) -> int:
         import numpy as np
@@ -220,12 +235,21 @@ class SemanticJudge:
         text is not a ledger card's; then find each new card's nearest ledger cards. State reads
         and writes run through ``in_thread`` (off the event loop)."""
         texts = list(dict.fromkeys([*cards, *candidates]))
+        known_dimension = self.embedder.dimension
         stale, wanted = await in_thread(lambda: self._to_embed(state, upstream_bank, texts, write))
         matrix = await embed(wanted) if wanted else None
         dimension = self.embedder.dimension if matrix is None else int(matrix.shape[1])
         if dimension is None:  # nothing embedded and no length known: nothing to compare with
             return BatchVectors(self.model_id, 0, nearest=[[] for _ in cards])
         fresh = dict(zip(wanted, matrix, strict=True)) if matrix is not None else {}
+        if write:
+            late = await in_thread(
+                lambda: self._late_stale(state, upstream_bank, stale, dimension, known_dimension is None)
+            )
+            if late:
+                extra = await embed([c.text for c in late])
+                fresh.update(zip([c.text for c in late], extra, strict=True))
+                stale = [*stale, *late]
         batch: BatchVectors = await in_thread(
             lambda: self._after(state, upstream_bank, cards, stale, fresh, dimension)
         )
@@ -242,6 +266,33 @@ class SemanticJudge:
         wanted = [c.text for c in stale]
         wanted += [t for t in texts if known is None or known.vector_of_text(t) is None]
         return stale, list(dict.fromkeys(wanted))
+
+    def _late_stale(
+        self,
+        state: StateStore,
+        upstream_bank: str,
+        stale: Sequence[CandidateCard],
+        dimension: int,
+        length_was_unknown: bool,
+    ) -> list[CandidateCard]:
+        """Ledger cards to embed that only the batch's answer revealed: those whose vector has
+        another length (the server's model changed between two processes; the first call of a
+        process learns the length) and those whose stored vector is damaged."""
+        room = self.reembed_batch - len(stale)
+        if room <= 0:
+            return []
+        taken = {c.document_id for c in stale}
+        late: list[CandidateCard] = []
+        if length_was_unknown:
+            late = state.stale_vectors(upstream_bank, self.model_id, dimension, self.reembed_batch)
+        damaged = self.ledger_vectors(state, upstream_bank, dimension).damaged
+        late += [CandidateCard(doc, text, None) for doc, text in damaged.items()]
+        chosen: list[CandidateCard] = []
+        for card in late:
+            if card.document_id not in taken and len(chosen) < room:
+                taken.add(card.document_id)
+                chosen.append(card)
+        return chosen
 
     def _after(
         self,

@@ -148,8 +148,16 @@ class RollupJob:
 
         profile = job.key
         run_lock = None if self.dry_run else profile_run_lock(config, profile)
+        upstream_lock = None if self.dry_run else upstream_run_lock(config, profile)
         if run_lock is not None:
             await run_lock.acquire()
+        if upstream_lock is not None:
+            try:
+                await upstream_lock.acquire()
+            except BaseException:
+                if run_lock is not None:
+                    run_lock.release()
+                raise
         backend = self.backend
         try:
             semantic = await self._semantic_judge(config)
@@ -184,6 +192,8 @@ class RollupJob:
         finally:
             if self.backend is None and backend is not None:
                 await backend.aclose()
+            if upstream_lock is not None:
+                upstream_lock.release()
             if run_lock is not None:
                 run_lock.release()
 
@@ -203,6 +213,24 @@ def profile_run_lock(config: Config, profile: str) -> SlotLock:
         busy=lambda path, waited: RunBusyError(
             f"another roll-up of profile {profile!r} is running (its run lock {path} stayed taken "
             f"for {waited:g}s); this one is skipped and the next cycle runs it"
+        ),
+        follow_symlinks=False,
+    )
+
+
+def upstream_run_lock(config: Config, profile: str) -> SlotLock:
+    """The lock that makes runs into one upstream bank one at a time, across processes: two
+    profiles judged at once would each miss the other's new cards and promote the same fact twice
+    into an append-only bank. A flock on ``<state_dir>/locks/upstream-<bank id>.lock``."""
+    bank_id = config.bank_id(config.upstream_alias(profile))
+    name = "upstream-" + urllib.parse.quote(bank_id, safe="") + ".lock"
+    return SlotLock(
+        config.state_dir / "locks" / name,
+        acquire_timeout_s=RUN_LOCK_WAIT_S,
+        poll_interval_s=0.1,
+        busy=lambda path, waited: RunBusyError(
+            f"another roll-up into the upstream bank {bank_id!r} is running (its lock {path} stayed "
+            f"taken for {waited:g}s); this one is skipped and the next cycle runs it"
         ),
         follow_symlinks=False,
     )

@@ -226,10 +226,11 @@ class TestQuickStart:
         assert (tmp_path / "file" / "config.toml").read_text() == "# mine\n"
 
     def test_demo_into_a_place_it_cannot_write(self, tmp_path: Path) -> None:
-        """D is a file, or under one: exit 2, one line saying why and what to do, no traceback."""
+        """D is a file, under one, or a name too long for the file system: exit 2, one line saying
+        why and what to do, no traceback."""
         blocker = tmp_path / "a-file"
         blocker.write_text("x")
-        for target in (blocker, blocker / "demo"):
+        for target in (blocker, blocker / "demo", tmp_path / ("d" * 300)):
             proc = run_demo(tmp_path, target)
             assert proc.returncode == 2
             (line,) = proc.stderr.strip().splitlines()

@@ -22,7 +22,7 @@ from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config
 from dreamer.errors import RunBusyError, StateFileError
 from dreamer.rollup.pipeline import Rollup
-from dreamer.service.runner import profile_run_lock, run_rollups_now
+from dreamer.service.runner import profile_run_lock, run_rollups_now, upstream_run_lock
 from dreamer.state import SCHEMA_VERSION, LedgerCard, Reinforcement, StateStore, Watermark
 from tests.support.configs import config_data, loaded
 
@@ -203,6 +203,50 @@ class TestOneRunPerProfile:
         assert outcomes.count("promoted") == 1, outcomes
         with StateStore.open(cfg.state_path) as state:
             assert sum(c.reinforcements for c in state.ledger()) == 0
+
+    async def test_two_profiles_rolling_into_one_upstream_at_once_promote_each_fact_once(
+        self, tmp_path: Path
+    ) -> None:
+        """Two profiles with the same new facts, rolled up at once (the daemon and a `dreamer
+        rollup --profile`, or two cron jobs): the upstream bank gets each fact once. Without the
+        upstream lock each run judged against a ledger without the other's cards and both promoted
+        every fact into the append-only bank."""
+        writable = {"access": "read_write"}
+        cfg = loaded(
+            tmp_path,
+            config_data(
+                {"global": {}, "shared": {}, "alpha": writable, "beta": writable},
+                ("alpha", "beta"),
+                state_dir="state",
+            ),
+        )
+        backend = EmbeddedBackend(cfg.embedded_path)
+        try:
+            for alias in ("alpha", "beta"):
+                await backend.retain(cfg.bank_id(alias), [RetainItem(content=t) for t in MEMORIES])
+        finally:
+            await backend.aclose()
+        results = await asyncio.gather(run_rollups_now(cfg, ["alpha"]), run_rollups_now(cfg, ["beta"]))
+        outcomes = sorted(str(r.outcome) for (r,) in results)
+        assert "promoted" in outcomes and set(outcomes) <= {"promoted", "reinforced", "busy"}, outcomes
+        with StateStore.open(cfg.state_path) as state:
+            texts = [card.text for card in state.ledger()]
+        assert len(texts) == len(set(texts)) == len(MEMORIES), texts
+
+    async def test_a_held_upstream_lock_makes_another_profiles_run_busy(self, tmp_path: Path) -> None:
+        """While a run into the upstream bank holds its lock, another profile's run into the same
+        bank is `busy` (75), names the bank, and reads nothing; it promotes once the lock is free."""
+        cfg = loaded(tmp_path, CONFIG)
+        await seed(cfg, MEMORIES)
+        lock = upstream_run_lock(cfg, "research")
+        await lock.acquire()
+        try:
+            (busy,) = await run_rollups_now(cfg, ["research"])
+        finally:
+            lock.release()
+        assert busy.outcome == "busy" and "upstream bank" in busy.reason
+        (after,) = await run_rollups_now(cfg, ["research"])
+        assert after.outcome == "promoted"
 
     def test_a_symlinked_run_lock_is_not_followed(self, tmp_path: Path) -> None:
         cfg = loaded(tmp_path, CONFIG)

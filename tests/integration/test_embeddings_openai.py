@@ -197,3 +197,45 @@ class TestFaults:
         assert caught.value.status == 401 and "invalid api key" in message and "api_key_env" in message
         for text in (message, caplog.text, repr(embedder)):
             assert KEY not in text and KEY[:12] not in text
+
+
+class TestHostileAnswers:
+    @pytest.mark.parametrize("scale", [1e39, 1e-46])
+    async def test_numbers_beyond_float32_become_the_same_unit_vectors(
+        self, server: EmbeddingsServer, model: LocalEmbedder, scale: float
+    ) -> None:
+        """A server that answers unnormalised vectors whose numbers lie beyond float32's range
+        (1e39 overflows, 1e-46 underflows) still gives finite unit vectors equal to the model's,
+        never a NaN or zero vector that would be stored and compared."""
+        server.scale = scale
+        embedder = embedder_for(server.url)
+        try:
+            got = await embedder.embed(TEXTS[:3])
+        finally:
+            await embedder.aclose()
+        assert np.isfinite(got).all()
+        assert np.allclose(got, model.embed_sync(TEXTS[:3]), atol=1e-5)
+
+    async def test_a_million_number_vector_is_a_protocol_error(self, server: EmbeddingsServer) -> None:
+        """A vector of 10^6 numbers is refused as garbage, not stored or compared."""
+        server.fail("wide")
+        embedder = embedder_for(server.url)
+        try:
+            with pytest.raises(ProtocolError, match="not an embeddings list"):
+                await embedder.embed(["a", "b"])
+        finally:
+            await embedder.aclose()
+
+    async def test_another_dimension_within_one_process_is_a_protocol_error(
+        self, server: EmbeddingsServer
+    ) -> None:
+        """A server whose model changes length between two calls of one process is refused,
+        saying to restart, rather than mixing lengths."""
+        embedder = embedder_for(server.url)
+        try:
+            await embedder.embed(["a"])
+            server.dimensions = 128
+            with pytest.raises(ProtocolError, match="restart Dreamer"):
+                await embedder.embed(["b"])
+        finally:
+            await embedder.aclose()

@@ -9,15 +9,18 @@ local provider in-process.
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from dreamer.backends import open_backend
 from dreamer.backends.base import MemoryBackend, RetainItem
 from dreamer.config import Config
+from dreamer.embeddings.vectors import from_blob
 from dreamer.rollup.report import RollupReport
 from dreamer.service.runner import run_rollups_now
 from dreamer.state import StateStore
@@ -242,3 +245,56 @@ class TestLexicalWithoutEmbedder:
         assert report.outcome == "reinforced", [p.to_json() for p in report.plan]
         ((model, dimension, count),) = vector_models(cfg)
         assert model.startswith("local:all-MiniLM-L6-v2:") and (dimension, count) == (384, 1)
+
+
+def stored_vectors(cfg: Config) -> dict[str, tuple[int, bytes]]:
+    with sqlite3.connect(cfg.state_path) as conn:
+        rows = conn.execute("SELECT document_id, dimension, vector FROM ledger_vectors").fetchall()
+    return {doc: (dimension, blob) for doc, dimension, blob in rows}
+
+
+class TestDamagedAndChangedVectors:
+    @pytest.mark.parametrize("damage", ["truncated", "scaled", "not-a-number"])
+    async def test_a_damaged_stored_vector_is_left_out_and_embedded_again(
+        self, tmp_path: Path, embeddings_server: EmbeddingsServer, damage: str
+    ) -> None:
+        """A stored vector of the wrong length, not of unit length (which would give cosines far
+        above 1) or holding NaN is never compared: the run does not fail, and the card gets a
+        sound vector again."""
+        cfg = make_config(tmp_path, "embedded", "t", openai(embeddings_server), None)  # type: ignore[arg-type]
+        await seed(cfg, [GRANDMA, *OTHERS])
+        assert (await roll(cfg)).promoted == 3
+        doc, (dimension, blob) = sorted(stored_vectors(cfg).items())[0]
+        good = np.frombuffer(blob, dtype="<f2")
+        bad = {
+            "truncated": blob[:10],
+            "scaled": (good * 100).astype("<f2").tobytes(),
+            "not-a-number": np.full(dimension, np.nan, dtype="<f2").tobytes(),
+        }[damage]
+        with sqlite3.connect(cfg.state_path) as conn:
+            conn.execute("UPDATE ledger_vectors SET vector = ? WHERE document_id = ?", (bad, doc))
+        await seed(cfg, ["The user's favourite editor is Helix."])
+        report = await roll(cfg)
+        assert report.outcome == "promoted", report.reason
+        assert report.reembedded == 1
+        for dimension, blob in stored_vectors(cfg).values():
+            assert from_blob(blob, dimension) is not None
+
+    async def test_a_server_whose_model_changed_length_between_runs_re_embeds_the_ledger(
+        self, tmp_path: Path, embeddings_server: EmbeddingsServer
+    ) -> None:
+        """When the server answers another length than the stored vectors' (same model name, a new
+        process, as with `dreamer rollup` from cron), the first run re-embeds the ledger cards
+        (up to reembed_batch) instead of leaving them without a comparable vector for ever."""
+        cfg = make_config(tmp_path, "embedded", "t", openai(embeddings_server), None)  # type: ignore[arg-type]
+        await seed(cfg, [GRANDMA, *OTHERS])
+        assert (await roll(cfg)).promoted == 3
+        embeddings_server.dimensions = 128
+        try:
+            await seed(cfg, ["The user's favourite editor is Helix."])
+            report = await roll(cfg)
+        finally:
+            embeddings_server.dimensions = None
+        assert report.outcome == "promoted", report.reason
+        assert report.reembedded == 3
+        assert vector_models(cfg) == [("openai:all-minilm-l6-v2", 128, 4)]

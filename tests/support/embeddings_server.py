@@ -8,7 +8,10 @@ real socket (stdlib ``http.server``), with the real all-MiniLM-L6-v2 model run b
 
 Switches for fault tests (:meth:`EmbeddingsServer.fail`): ``unavailable`` answers 503 with a
 ``Retry-After``, ``garbage`` answers 200 with a body that is not an embeddings list, ``short``
-answers one vector too few, ``hang`` holds the request without answering, ``refuse`` answers 401.
+answers one vector too few, ``hang`` holds the request without answering, ``refuse`` answers
+401, ``wide`` answers a vector of a million numbers. :attr:`EmbeddingsServer.scale` multiplies
+every number it answers (a server that does not normalise), :attr:`EmbeddingsServer.dimensions`
+keeps only the first N of each vector (a server whose model was swapped for one of another length).
 A switch may apply to the next ``times`` requests only. Every request's headers and body are kept
 in :attr:`EmbeddingsServer.requests`.
 
@@ -66,6 +69,8 @@ class EmbeddingsServer:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _stop: threading.Event = field(default_factory=threading.Event)
     url: str = ""
+    scale: float = 1.0
+    dimensions: int | None = None
 
     def fail(self, mode: str, *, times: int | None = None, retry_after: str = "0") -> None:
         """Answer the next ``times`` requests (all, if None) with the fault ``mode``."""
@@ -140,9 +145,15 @@ def _handler(server: EmbeddingsServer) -> type[BaseHTTPRequestHandler]:
                 return
             vectors = server.embedder.embed_sync(texts)
             rows = [
-                {"object": "embedding", "index": i, "embedding": [float(x) for x in vector]}
+                {
+                    "object": "embedding",
+                    "index": i,
+                    "embedding": [float(x) * server.scale for x in vector[: server.dimensions]],
+                }
                 for i, vector in enumerate(vectors)
             ]
+            if mode == "wide":
+                rows[0]["embedding"] = [0.5] * 1_000_000
             if mode == "short":
                 rows = rows[:-1]
             # Answer in reverse order: a client must place rows by their index, not by position.

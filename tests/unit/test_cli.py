@@ -59,3 +59,32 @@ class TestImports:
         )
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
         assert done.stdout.strip() == ""
+
+
+class TestLastResort:
+    def test_an_os_error_no_command_checked_is_one_line_not_a_traceback(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """A file-system error no command turned into its own message (here a name too long,
+        injected into the `status` handler because every known path now has its own check) is
+        one line naming the path, exit 1."""
+        import errno
+
+        import dreamer.cli as cli
+
+        def failing(args: argparse.Namespace) -> int:
+            raise OSError(errno.ENAMETOOLONG, "File name too long", "/tmp/" + "x" * 300)
+
+        parser = build_parser()
+        original = parser.parse_known_args
+
+        def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+            args, extras = original(argv)
+            args.handler = failing
+            return args, extras
+
+        monkeypatch.setattr(parser, "parse_known_args", parse)
+        monkeypatch.setattr(cli, "build_parser", lambda: parser)
+        assert cli.main(["status"]) == 1
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith("dreamer status: /tmp/xxx") and "File name too long" in line

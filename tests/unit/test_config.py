@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -238,6 +239,35 @@ class TestFiles:
         with pytest.raises(ConfigError) as caught:
             load_config(path)
         assert caught.value.problems[0].startswith(f"{path}: not UTF-8")
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("x = " + "9" * 5000 + "\n", "invalid TOML (ValueError"),
+            ("x = " + "[" * 50_000 + "]" * 50_000 + "\n", "invalid TOML (RecursionError"),
+            ("x = '" + "a" * 1_000_001 + "'\n", "larger than 1000000 bytes"),
+        ],
+    )
+    def test_a_hostile_file_is_a_config_error(self, tmp_path: Path, text: str, expected: str) -> None:
+        """An integer of thousands of digits, nesting too deep for the parser or a huge file is a
+        ConfigError naming the file, not a traceback."""
+        path = tmp_path / "config.toml"
+        path.write_text(text)
+        with pytest.raises(ConfigError) as caught:
+            load_config(path)
+        assert caught.value.problems[0].startswith(f"{path}: {expected}")
+
+    def test_a_fifo_or_device_is_refused_without_reading(self, tmp_path: Path) -> None:
+        """A FIFO at the path (which would block the daemon's start) or a link to /dev/zero (read
+        without end) is refused as not a regular file."""
+        path = tmp_path / "config.toml"
+        os.mkfifo(path)
+        with pytest.raises(ConfigError, match="not a regular file"):
+            load_config(path)
+        path.unlink()
+        path.symlink_to("/dev/zero")
+        with pytest.raises(ConfigError, match="not a regular file"):
+            load_config(path)
 
     def test_errors_carry_the_file_name(self, tmp_path: Path) -> None:
         """Messages from a loaded file start with that file's path."""

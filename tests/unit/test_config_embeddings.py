@@ -76,6 +76,24 @@ class TestEmbeddingsConfig:
         assert "http:// or https://" in problems({**OPENAI, "url": "file:///etc/passwd"})[0]
         assert "control character" in problems({**OPENAI, "model": "m\nX-Injected: 1"})[0]
 
+    @pytest.mark.parametrize("key", ["embeddings", "backend"])
+    def test_a_password_in_a_url_is_refused_without_being_shown(self, key: str) -> None:
+        """A URL with user:password@ (embeddings.url or the Hindsight backend's url) is refused,
+        pointing at api_key_env; the message never holds the password, since check-config,
+        status, every error and every report would print the URL."""
+        url = f"http://user:{KEY}@127.0.0.1:8080"
+
+        def change(data: dict[str, Any]) -> None:
+            if key == "embeddings":
+                data["embeddings"] = {**OPENAI, "url": url}
+            else:
+                data["backend"] = {"kind": "hindsight", "hindsight": {"url": url}}
+
+        with pytest.raises(ConfigError) as caught:
+            parsed(BASE, change, source=SOURCE, base_dir=Path("/etc/dreamer"), environ={})
+        (line,) = caught.value.problems
+        assert "api_key_env" in line and KEY not in line
+
     def test_url_with_or_without_v1(self) -> None:
         """The endpoint is {url}/v1/embeddings, and a URL that already ends in /v1 is not doubled."""
         assert config_with(OPENAI).embeddings.endpoint == "http://127.0.0.1:8080/v1/embeddings"
@@ -108,6 +126,14 @@ class TestEmbeddingsKey:
         path.write_text("  \n")
         (line,) = problems({**OPENAI, "api_key_file": str(path)})
         assert "embeddings.api_key_file" in line and "is empty" in line
+
+    def test_a_key_file_linked_to_an_endless_device_is_read_bounded(self, tmp_path: Path) -> None:
+        """An api_key_file that is a link to /dev/zero is read only up to its bound, then refused as
+        a key an HTTP header cannot carry, instead of being read until memory runs out."""
+        path = tmp_path / "emb.key"
+        path.symlink_to("/dev/zero")
+        (line,) = problems({**OPENAI, "api_key_file": str(path)})
+        assert "embeddings.api_key_file" in line and "HTTP header cannot carry" in line
 
     def test_key_an_http_header_cannot_carry(self) -> None:
         """A key with a newline is refused without being shown, when it would be sent."""

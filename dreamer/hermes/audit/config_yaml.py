@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from dreamer.config.files import read_text_file
+
 __all__ = ["ConfigYamlError", "parse_model_name", "read_model_name"]
 
 _TOP_MODEL = re.compile(r"^model\s*:(.*)$")
@@ -74,7 +76,7 @@ def parse_model_name(text: str) -> str | None:
 def read_model_name(path: Path) -> str:
     """The model configured in the config.yaml at `path`."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_file(path)  # a regular file only: a FIFO would hang the audit
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigYamlError(f"cannot read {path}: {exc}") from exc
     name = parse_model_name(text)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dreamer.config.files import read_text_file
 from dreamer.hermes.memory.locking import atomic_write_text, exclusive_lock, refuse_symlink
 
 __all__ = ["SoulRead", "SoulWriteError", "append_to_soul", "modified_at", "read_soul", "remove_from_soul"]
@@ -53,11 +54,21 @@ def modified_at(path: Path | None) -> datetime | None:
         return None
 
 
+#: A SOUL.md larger than this is reported unreadable, not read (Hermes' own are a few kilobytes).
+MAX_SOUL_BYTES = 10_000_000
+
+
+def _read_text(path: Path) -> str:
+    """SOUL.md's text: a regular file only (a FIFO would hang the audit, a link to /dev/zero would
+    be read without end), at most MAX_SOUL_BYTES; OSError or UnicodeDecodeError otherwise."""
+    return read_text_file(path, MAX_SOUL_BYTES)
+
+
 def read_soul(path: Path) -> SoulRead:
     """SOUL.md at `path`, whatever state it is in."""
-    link = Path(os.readlink(path)) if path.is_symlink() else None
+    link = Path(os.readlink(path)) if os.path.islink(path) else None
     try:
-        text = path.read_text(encoding="utf-8")
+        text = _read_text(path)
     except FileNotFoundError:
         where = f" (a link to {link}, which does not exist)" if link is not None else ""
         problem = f"{path} does not exist{where}; Hermes uses its built-in persona"
@@ -70,7 +81,7 @@ def read_soul(path: Path) -> SoulRead:
 def _locked_text(path: Path) -> str:
     refuse_symlink(path)
     try:
-        return path.read_text(encoding="utf-8")
+        return _read_text(path)
     except FileNotFoundError as exc:
         raise SoulWriteError(f"{path} disappeared since the audit read it") from exc
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from dreamer.config.files import read_text_file
+
 __all__ = ["WriterRegistryError", "is_registered_writer", "registered_writers"]
 
 _LEAD = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+|#{1,6}\s+|\|\s*|>\s*)*")
@@ -35,7 +37,7 @@ def registered_writers(text: str) -> frozenset[str]:
 def is_registered_writer(path: Path, writer_name: str) -> tuple[bool, str]:
     """Whether `writer_name` is registered in the registry at `path`, and why (for the report)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text_file(path)  # a regular file only: a FIFO would hang the audit
     except FileNotFoundError:
         return False, f"{path.name} does not exist, so no writer is registered; add a line '- {writer_name}'"
     except (OSError, UnicodeDecodeError) as exc:

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from dreamer.config.files import read_config_bytes
+from dreamer.errors import ConfigError
 from dreamer.hermes.memory.entries import DEFAULT_MEMORY_CHAR_LIMIT, DEFAULT_USER_CHAR_LIMIT, Target
 
 __all__ = [
@@ -34,6 +36,9 @@ _KEYS = {"memory_char_limit": Target.MEMORY, "user_char_limit": Target.USER}
 _TOP_MEMORY = re.compile(r"^memory\s*:(.*)$")
 _CHILD = re.compile(r"^(\s+)([A-Za-z_][A-Za-z0-9_-]*)\s*:(.*)$")
 _WHOLE = re.compile(r"[0-9]+")
+_MAX_DIGITS = 4000
+#: A config.yaml larger than this is refused unread (Hermes' own is a few kilobytes).
+_MAX_CONFIG_BYTES = 10_000_000
 
 
 class MemoryLimitsError(ValueError):
@@ -90,7 +95,8 @@ def parse_memory_limits(
             if indent != child_indent or key not in _KEYS:
                 continue
             number = _scalar(value)
-            if not _WHOLE.fullmatch(number) or int(number) <= 0:
+            # Past 4300 digits int() itself refuses (a ValueError that is not ours); Hermes would too.
+            if not _WHOLE.fullmatch(number) or len(number) > _MAX_DIGITS or int(number) <= 0:
                 raise MemoryLimitsError(
                     f"{source}: memory.{key}: expected a positive whole number of characters, got "
                     f"{number!r}; fix the value (Hermes' default is "
@@ -114,10 +120,10 @@ def read_memory_limits(path: Path | None, defaults: MemoryLimits = MemoryLimits(
     if path is None:
         return defaults
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_config_bytes(path, str(path), _MAX_CONFIG_BYTES).decode("utf-8")
     except FileNotFoundError:
         return defaults
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ConfigError) as exc:
         raise MemoryLimitsError(
             f"cannot read the memory limits in {path}: {exc}; make the file readable (UTF-8 text)"
         ) from exc

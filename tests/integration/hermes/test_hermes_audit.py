@@ -317,6 +317,19 @@ class TestWriterRegistry:
         assert entry.status == "DRY_RUN" and entry.fields["writer_registered"] == "false"
         assert not needs_audit(agent, FAST, NOW + timedelta(days=1))[0]
 
+    def test_a_fifo_registry_is_an_error_not_a_hang(self, tmp_path: Path) -> None:
+        """A FIFO at MEMORY_WRITERS.md (which would block the audit job for ever) ends the audit
+        in error naming the file; the memory files stay as they are."""
+        agent = make_agent(
+            tmp_path, "tanko", [CANARY, "Session note: this session."], [CANARY], registered=False
+        )
+        os.mkfifo(agent.writers_path)
+        memory_before = agent.memory_path.read_bytes()
+        report = audit_agent(agent, FAST, NOW)
+        assert report.status is AuditStatus.ERROR
+        assert "MEMORY_WRITERS.md" in report.reason and "not a regular file" in report.reason
+        assert agent.memory_path.read_bytes() == memory_before
+
     def test_registry_without_dreamer(self, tmp_path: Path) -> None:
         """A registry that lists other writers only also forces a dry run."""
         agent = make_agent(

@@ -445,6 +445,30 @@ class TestBadInput:
         assert all(line.startswith("[code] ") or line.startswith("(") for line in lines)
         assert "\x1b" not in answer["result"]
 
+    def test_a_lone_surrogate_in_any_text_is_stored_not_lost(self, hermes: Hermes) -> None:
+        """A model's JSON may carry a lone surrogate (``\\ud800``), which no server can be sent: in a
+        retain's content, context or tags and in a synced turn it is stored as U+FFFD, and a
+        recall or reflect with one answers, instead of the memory or the turn being lost."""
+        word = "zs" + uuid.uuid4().hex[:8]
+        args = {"content": f"Host {word} \ud800 runs restic.", "context": "\udfff", "tags": ["t\ud800"]}
+        assert "error" not in hermes.call("hindsight_retain", {**args, "bank": "code"})
+        assert "error" not in hermes.call("hindsight_recall", {"query": f"{word} \ud800", "bank": "code"})
+        hermes.manager.sync_all(f"Where is {word}\ud800?", "On atlas.", session_id="s-3")
+        assert hermes.manager.flush_pending(timeout=60)
+        hermes.manager.shutdown_all()
+        stats = hermes.provider.memory.turns.stats
+        assert (stats.stored, stats.failed) == (1, 0), stats
+        assert f"Host {word} \ufffd runs restic." in hermes.recall_direct("code", f"{word} restic")
+
+    def test_a_ten_megabyte_memory_is_refused_at_once_sending_nothing(self, hermes: Hermes) -> None:
+        """A 10 MB retain is refused before any request, saying what to do, instead of holding the
+        agent's turn for the server's whole timeout and ending in "may have been stored"."""
+        calls: list[tuple[str, str]] = []
+        hermes.use(lambda backend: Recording(backend, calls))
+        answer = hermes.call("hindsight_retain", {"content": "x" * 10_000_000, "bank": "code"})
+        assert "at most 1,000,000 are stored" in answer["error"]
+        assert calls == []
+
     def test_garbage_config_json_disables_the_provider_and_says_why(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:

@@ -172,6 +172,21 @@ class TestBrokenSoul:
         assert agent.soul_path.read_bytes() == b"You are \xff\xfe Koby"
         assert PERSONA in agent.memory_path.read_text(encoding="utf-8")
 
+    def test_a_fifo_or_device_soul_is_unreadable_not_a_hang(self, tmp_path: Path) -> None:
+        """A FIFO at SOUL.md (which would block the audit job for ever) or a link to /dev/zero
+        (read without end) is reported unreadable; the persona entry stays in MEMORY.md."""
+        for kind in ("fifo", "device"):
+            agent = hermes_home(tmp_path / kind, memory=[CANARY, FACT, PERSONA], soul=None)
+            assert agent.soul_path is not None
+            if kind == "fifo":
+                os.mkfifo(agent.soul_path)
+            else:
+                agent.soul_path.symlink_to("/dev/zero")
+            report = audit_agent(agent, FORCED, NOW)
+            assert report.soul is not None and report.soul["state"] == "unreadable", report.soul
+            assert any("not a regular file" in n for n in report.notes), report.notes
+            assert PERSONA in agent.memory_path.read_text(encoding="utf-8")
+
     def test_a_symlinked_soul_is_read_but_never_written(self, tmp_path: Path) -> None:
         """A SOUL.md linking outside the profile is judged, but neither moves into nor out of it are
         made; the link and its target stay byte for byte, the reason is reported."""

@@ -92,6 +92,13 @@ class TestInstall:
         finally:
             home.chmod(0o755)
 
+    def test_a_home_whose_name_is_too_long_is_a_usage_error(self, tmp_path: Path) -> None:
+        """A --home the file system cannot name is refused like any other non-directory."""
+        with pytest.raises(UsageError, match="is not a directory"):
+            install_plugin(tmp_path / ("h" * 300))
+        with pytest.raises(UsageError, match="is not a directory"):
+            uninstall_plugin(tmp_path / ("h" * 300))
+
     def test_plugins_being_a_file_is_reported(self, home: Path) -> None:
         """``plugins`` that is a file, not a directory, gives a clear error, no traceback."""
         (home / "plugins").write_text("not a directory\n", encoding="utf-8")

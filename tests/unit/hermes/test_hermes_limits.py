@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,9 @@ class TestParseMemoryLimits:
         assert parse_memory_limits(text) == expected
 
     @pytest.mark.parametrize(
-        "value", ["0", "-5", "lots", "12.5", "''", "1e3", "[1]"], ids=lambda v: f"value={v}"
+        "value",
+        ["0", "-5", "lots", "12.5", "''", "1e3", "[1]", "9" * 5000],
+        ids=lambda v: f"value={v[:20]}",
     )
     def test_a_bad_value_names_the_key(self, value: str) -> None:
         """Anything but a positive whole number is an error naming file and key, never a default."""
@@ -61,6 +64,18 @@ class TestParseMemoryLimits:
         with pytest.raises(MemoryLimitsError, match=r"config\.yaml"):
             read_memory_limits(bad)
         assert hermes_config_path(tmp_path / "memories", None) == tmp_path / "config.yaml"
+
+    def test_a_fifo_or_device_is_an_error_not_a_hang(self, tmp_path: Path) -> None:
+        """A FIFO at config.yaml (which would block the audit for ever) or a link to /dev/zero
+        (read without end) is a MemoryLimitsError naming the file."""
+        path = tmp_path / "config.yaml"
+        os.mkfifo(path)
+        with pytest.raises(MemoryLimitsError, match="not a regular file"):
+            read_memory_limits(path)
+        path.unlink()
+        path.symlink_to("/dev/zero")
+        with pytest.raises(MemoryLimitsError, match="not a regular file"):
+            read_memory_limits(path)
 
 
 class TestThreatScan:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,8 @@ class TestGarbage:
             ('{"bank_id_template": "hermes-{profile}"}', "bank_id_template: is not supported"),
             ('{"banks": {"code": {"bankId": "a b"}}}', "banks.code.bank_id"),
             ('{"timeout": 1e308}', "timeout: must be a number of seconds"),
+            ('{"retain_every_n_turns": ' + "9" * 5000 + "}", "not a Hindsight config (ValueError"),
+            ("[" * 100_000 + "]" * 100_000, "not a Hindsight config (RecursionError"),
         ],
     )
     def test_a_broken_config_json_names_the_file_and_key(
@@ -125,6 +128,20 @@ class TestGarbage:
         with pytest.raises(ConfigError, match="larger than"):
             load_settings(hermes_home=home, environ={"HOME": str(tmp_path)})
 
+    def test_a_fifo_or_device_in_place_of_the_file_is_refused_without_reading(self, tmp_path: Path) -> None:
+        """A FIFO (which would block the agent's start for ever) or a link to /dev/zero (which would
+        be read without end) is a ConfigError saying it is not a regular file."""
+        home = tmp_path / "home"
+        (home / "hindsight").mkdir(parents=True)
+        path = home / "hindsight" / "config.json"
+        os.mkfifo(path)
+        with pytest.raises(ConfigError, match="not a regular file"):
+            load_settings(hermes_home=home, environ={"HOME": str(tmp_path)})
+        path.unlink()
+        path.symlink_to("/dev/zero")
+        with pytest.raises(ConfigError, match="not a regular file"):
+            load_settings(hermes_home=home, environ={"HOME": str(tmp_path)})
+
 
 class TestScopeTag:
     def test_a_scope_becomes_one_tag(self) -> None:
@@ -137,3 +154,30 @@ class TestScopeTag:
         """Whitespace, control characters, empty and overlong scopes are refused with what to give."""
         with pytest.raises(PolicyError, match="printable characters without spaces"):
             scope_tag(value)
+
+
+class TestPeerCardFile:
+    def test_a_fifo_at_the_peer_card_path_is_skipped_not_waited_on(self, tmp_path: Path) -> None:
+        """The system-prompt block reads the peer card file without blocking: a FIFO there (which
+        would hang the agent's start) gives the block without a card; a regular file is shown."""
+        from dreamer.hermes_provider.memory import DreamerMemory
+        from dreamer.hermes_provider.settings import ProviderSettings
+        from tests.support.configs import config_data, loaded
+
+        writable = {"access": "read_write"}
+        data = config_data(
+            {"global": {}, "shared": {}, "homelab": writable},
+            {"homelab": {"peer_card_path": "cards/homelab.md"}},
+            topology={"global": "global", "shared": "shared"},
+        )
+        config = loaded(tmp_path, data)
+        card = config.profiles["homelab"].peer_card_path
+        assert card is not None
+        card.parent.mkdir(parents=True)
+        os.mkfifo(card)
+        memory = DreamerMemory(ProviderSettings(config, "homelab", "config.toml", auto_retain=False))
+        block = memory.system_prompt_block()
+        assert block.startswith("# Dreamer memory") and "PEER CARD" not in block
+        card.unlink()
+        card.write_text("PEER CARD (homelab)\n- runs restic at 02:30\n", encoding="utf-8")
+        assert "PEER CARD (homelab)" in memory.system_prompt_block()

@@ -69,6 +69,40 @@ class TestTurnWriter:
         writer.add("late", "s")
         assert stored == [] and writer.stats.stored == 0
 
+    def test_a_hung_server_at_shutdown_costs_at_most_the_timeout_and_says_what_was_lost(
+        self, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        """With the store stuck (a server that never answers), close returns while the store is
+        still blocked, and the turns not stored are counted and logged, not lost in silence."""
+        gate = threading.Event()
+
+        def store(content: str, tags: list[str]) -> None:
+            gate.wait(30)
+
+        writer = TurnWriter(store)
+        for i in range(3):
+            writer.add(f"t{i}", "s")
+        writer.close(timeout_s=0.2)
+        try:
+            assert not gate.is_set() and writer.stats.stored == 0
+            assert writer.stats.unsaved_at_close == 3
+            assert "3 conversation turn(s) were not stored" in caplog.text
+        finally:
+            gate.set()
+
+    def test_failure_messages_are_bounded(self) -> None:
+        """A server down for a long session keeps only the last failures' messages, all counted."""
+
+        def store(content: str, tags: list[str]) -> None:
+            raise RuntimeError(f"down: {content}")
+
+        writer = TurnWriter(store)
+        for i in range(100):
+            writer.add(f"t{i}", "s")
+        writer.close()
+        assert writer.stats.failed == 100
+        assert writer.stats.errors == [f"down: t{i}" for i in range(80, 100)]
+
 
 class TestTurnText:
     def test_control_characters_and_huge_sides_are_tamed(self) -> None:
