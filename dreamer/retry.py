@@ -6,9 +6,13 @@ call holds it) is released so graph extraction can use the accelerator meanwhile
 
 from __future__ import annotations
 
+import math
 import random
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
 
 import anyio
@@ -37,6 +41,27 @@ class RetryPolicy:
             max_delay_s=cfg.max_delay_s,
             retry_after_cap_s=cfg.retry_after_cap_s,
         )
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header (delay-seconds or an HTTP-date), else None.
+
+    A date in the past gives 0. Anything unparseable gives None (no advice), never an error.
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?", text):
+        seconds = float(text)
+        return seconds if math.isfinite(seconds) else None
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    reference = now if now is not None else datetime.now(UTC)
+    return max(0.0, (when - reference).total_seconds())
 
 
 def backoff_delay(

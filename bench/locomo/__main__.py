@@ -141,7 +141,7 @@ def render(result: Mapping[str, Any]) -> str:
         "of which detail: those pairs whose texts differ in a protected detail by Dreamer's dedup rule",
         f"ans@{k}: questions of categories 1 and 4 whose top {k} cards hold half their answer's words",
         f"hit@{k} on the raw profile banks (reference): {result['raw_hit_at_k']:.3f}",
-        f"units kept by salience (top_n per cycle, the same for every policy): "
+        f"units summarised (all but chatter, in batches of top_n; the same for every policy): "
         f"{result.get('units_selected', '?')} of {result['units_in']}",
         f"baselines promote the very cards the dreamer run drafted (checked on "
         f"{result['drafts_checked']} cycles, {result['drafts_differ']} differ);",

@@ -38,7 +38,7 @@ from bench.locomo.metrics import (
 )
 from dreamer.backends.base import MemoryBackend, MemoryUnit, RecallItem, RetainItem
 from dreamer.config import Config, parse_config
-from dreamer.rollup import extractive, salience
+from dreamer.rollup import batches, extractive, salience
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.promote import ROLLUP_TAG
 from dreamer.rollup.report import RollupReport
@@ -123,18 +123,22 @@ def unit_document_id(conversation: str, session: int, index: int) -> str:
 
 
 def independent_drafts(
-    units: Sequence[MemoryUnit], top_n: int, directive: str
-) -> list[tuple[str, tuple[str, ...]]]:
-    """The cards the extractive path drafts from ``units``, computed here from the pipeline's parts."""
-    substantive = [u for u in units if u.text.strip() and not salience.is_chatter(u.text)]
-    ranked = salience.top_n(
-        [salience.SalienceInput(u.id, u.text, u.created_at, u.proof_count) for u in substantive],
+    units: Sequence[MemoryUnit], top_n: int, directive: str, max_batches: int
+) -> tuple[list[tuple[str, tuple[str, ...]]], set[str]]:
+    """The cards the extractive path drafts from ``units``, computed here from the pipeline's parts
+    (the stream cut into batches of ``top_n`` units, each batch's cards in turn), and the ids of the
+    units the run leaves pending."""
+    cut = batches.cut_stream(
+        [salience.SalienceInput(u.id, u.text, u.created_at, u.proof_count) for u in units if u.text.strip()],
         top_n,
-        directive,
+        limit=max_batches,
+        directive=directive,
     )
-    by_id = {u.id: u for u in units}
-    selected = [by_id[r.id] for r in ranked]
-    return [(d.text, tuple(d.source_ids)) for d in extractive.extract_cards(selected, top_n)]
+    drafts: list[tuple[str, tuple[str, ...]]] = []
+    for batch in cut.batches:
+        cards = extractive.extract_cards(batch.substantive, top_n) if batch.substantive else []
+        drafts += [(d.text, tuple(d.source_ids)) for d in cards]
+    return drafts, {u.id for u in cut.pending}
 
 
 class Replay:
@@ -227,7 +231,10 @@ class Replay:
         if new_units is not None:
             directive = self.config.profiles[conv.profile].directive
             self.drafts_checked += 1
-            if independent_drafts(new_units, self.config.profiles[conv.profile].top_n, directive) != drafts:
+            top_n, limit = self.config.profiles[conv.profile].top_n, self.config.rollup.max_batches_per_run
+            expected, pending = independent_drafts(new_units, top_n, directive, limit)
+            self._seen[bank_id] -= pending
+            if expected != drafts:
                 self.drafts_differ += 1
         shared_s = steps.get("summarised", started) - started
         for policy in self.policies:

@@ -13,6 +13,7 @@ from dreamer.backends.base import (
     RetainResult,
 )
 from dreamer.config import Config
+from dreamer.embeddings import Embedder
 
 __all__ = [
     "BankActivity",
@@ -27,12 +28,16 @@ __all__ = [
 ]
 
 
-def open_backend(config: Config) -> MemoryBackend:
-    """The backend the configuration asks for (``backend.kind``)."""
+def open_backend(config: Config, *, embedder: Embedder | None = None) -> MemoryBackend:
+    """The backend the configuration asks for (``backend.kind``).
+
+    ``embedder`` makes the embedded store's recall hybrid (full text and vectors); Hindsight embeds
+    on its own server and ignores it.
+    """
     if config.backend.kind == "hindsight":
         from dreamer.backends.hindsight.backend import HindsightBackend
 
         return HindsightBackend(config.backend.hindsight)
     from dreamer.backends.embedded.backend import EmbeddedBackend
 
-    return EmbeddedBackend(config.embedded_path)
+    return EmbeddedBackend(config.embedded_path, embedder=embedder)

@@ -22,25 +22,48 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="change nothing; print the planned actions")
     parser.add_argument("--force", action="store_true", help="audit now even if no audit is due")
     parser.add_argument("--json", action="store_true", help="print the reports as JSON")
+    parser.add_argument(
+        "--rotate-canary",
+        action="store_true",
+        help=(
+            "instead of auditing, give both canary lines a new token now, in one locked step recorded "
+            "in the ledger (a stale copy of a file put back then fails the next audit); refused when a "
+            "canary already disagrees with the ledger. audit.canary_rotation_days rotates on a schedule"
+        ),
+    )
 
 
 @COMMANDS.subcommand(
     "audit",
-    help="audit agents' MEMORY.md / USER.md (canaries, stale entries, moves, duplicates)",
+    help="audit agents' MEMORY.md / USER.md / SOUL.md (canaries, stale entries, moves, duplicates)",
     description=(
         "Run the memory audit of each configured agent when it is due (every audit.interval_days, "
         "or at once above audit.threshold_pct of a file's limit), or now with --force. Each agent "
         "is audited in isolation; changes are patch-level edits through the store and only when "
         "Dreamer is a registered writer in the agent's MEMORY_WRITERS.md; every audit appends to "
-        "the agent's MEMORY_AUDIT_LEDGER.md. Exit 1 when an agent is CRITICAL (missing canary) or "
-        "its files cannot be read."
+        "the agent's MEMORY_AUDIT_LEDGER.md. Long entries are reworded shorter, keeping every number, "
+        "name, path and URL (audit.compress_entries). SOUL.md is reported when stale (a copy of the "
+        "default profile's, or older than config.yaml and the memory files); persona entries move into "
+        "it. Exit 1 when an agent is CRITICAL (a canary missing, or changed outside a rotation) or its "
+        "files cannot be read."
     ),
     arguments=_audit_arguments,
-    examples=["dreamer audit --agent mumuni --dry-run --force", "dreamer audit --json | jq '.agents'"],
+    examples=[
+        "dreamer audit --agent mumuni --dry-run --force",
+        "dreamer audit --json | jq '.agents'",
+        "dreamer audit --rotate-canary --agent mumuni",
+    ],
 )
 def _audit(args: argparse.Namespace) -> int:
-    from dreamer.commands.audit import audit_command
+    from dreamer.commands.audit import audit_command, rotate_command
 
+    if args.rotate_canary:
+        return run_async(
+            args,
+            lambda config: rotate_command(
+                config, args.agent, combined_with_dry_run=args.dry_run or args.json
+            ),
+        )
     return run_async(
         args,
         lambda config: audit_command(

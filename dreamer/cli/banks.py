@@ -60,6 +60,9 @@ def _recall_arguments(parser: argparse.ArgumentParser) -> None:
         "Recall QUERY from the named banks (--bank, repeatable), or from a profile's read-union "
         "{own bank, global roll-up, shared}, or from the default bank. Results from several banks "
         "are merged and ranked; the same memory found in two banks is shown once with both labels. "
+        "A card a newer one superseded (a recency_wins conflict) is marked '(superseded) ... — "
+        "superseded by: <newer text>' and ranked below it, from the cards' own metadata and the "
+        "state file's ledger. "
         "A bank that cannot be read is reported as missing and the rest is still shown (exit 75)."
     ),
     arguments=_recall_arguments,
@@ -123,6 +126,12 @@ def _retain_arguments(parser: argparse.ArgumentParser) -> None:
     _profile_option(parser, "write as this profile (its policy applies)")
     parser.add_argument("--context", metavar="C", help="where the memory comes from")
     parser.add_argument("--tag", action="append", default=[], metavar="T", help="a tag (repeatable)")
+    parser.add_argument(
+        "--scope",
+        metavar="S",
+        help="the memory holds only within S (a host, environment or project): tagged scope:S; "
+        "letters, digits, '.', '_', '-', at most 64",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
@@ -132,10 +141,14 @@ def _retain_arguments(parser: argparse.ArgumentParser) -> None:
     description=(
         "Store TEXT in the bank --bank names. Refused, before anything is sent, for read-only "
         "banks, disabled or unknown aliases, and the global roll-up bank (cards arrive there only "
-        "through the roll-up)."
+        "through the roll-up). With --scope S the memory is tagged scope:S; the roll-up carries the "
+        "tag up to its card, and a conflict of a scoped card is kept beside the other, not superseding it."
     ),
     arguments=_retain_arguments,
-    examples=["dreamer retain 'This repository uses pnpm.' --bank coder --context 'repo convention'"],
+    examples=[
+        "dreamer retain 'This repository uses pnpm.' --bank coder --context 'repo convention'",
+        "dreamer retain 'Nextcloud runs version 29.0 on host atlas.' --bank homelab --scope staging",
+    ],
 )
 def _retain(args: argparse.Namespace) -> int:
     from dreamer.commands.banks import retain_command
@@ -150,6 +163,7 @@ def _retain(args: argparse.Namespace) -> int:
             context=args.context,
             tags=args.tag,
             as_json=args.json,
+            scope=args.scope,
         ),
     )
 

@@ -67,11 +67,10 @@ def load_command_config(args: argparse.Namespace) -> Config:
     unless ``--log-level`` asks for more (``log.level`` is the daemon's level).
     """
     config = load_config(config_path(args))
-    key = config.backend.hindsight.api_key
     configure_logging(
         log_format=log_format(args),
         level=log_level(args) or "warning",
-        secrets=[key.get_secret_value()] if key is not None else [],
+        secrets=config.secrets(),
         stream=sys.stderr,
     )
     return config

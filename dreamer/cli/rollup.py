@@ -8,7 +8,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-from dreamer.cli.base import log_format, log_level, run_async
+from dreamer.cli.base import log_format, log_level, report_error, run_async
 from dreamer.cli.registry import CommandGroup
 from dreamer.config import Config
 from dreamer.log import configure_logging
@@ -102,14 +102,19 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
         "Create an embedded store in a fresh directory, fill three profile banks with a small "
         "sample of memories (paraphrases, a changed version number, an idle profile), run two "
         "roll-up cycles for every profile, and print what was promoted, reinforced and skipped, "
-        "and why. Needs no configuration file and no server."
+        "and why. Needs no configuration file and no server; it leaves D/config.toml (never over an "
+        "existing one) and ends with three commands to try on the state it made."
     ),
     arguments=_demo_arguments,
     examples=["dreamer demo", "dreamer demo --dir /tmp/dreamer-demo --log-level info"],
 )
 def _demo(args: argparse.Namespace) -> int:
     from dreamer.commands.demo import run_demo
+    from dreamer.errors import DreamerError
 
     configure_logging(log_format=log_format(args), level=log_level(args) or "warning", stream=sys.stderr)
-    asyncio.run(run_demo(args.dir))
+    try:
+        asyncio.run(run_demo(args.dir))
+    except DreamerError as exc:
+        return report_error(args, exc)
     return 0

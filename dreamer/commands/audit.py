@@ -19,7 +19,8 @@ from dreamer.hermes import (
     Target,
 )
 from dreamer.hermes.audit.canary import CANARY_MARKER
-from dreamer.hermes.configured import ALARMING, agent_files, audit_once
+from dreamer.hermes.audit.rotation import RotationRefusedError
+from dreamer.hermes.configured import ALARMING, agent_files, audit_once, rotate_once
 from dreamer.hermes.memory.limits import MemoryLimitsError
 from dreamer.hermes.memory.store import (
     AmbiguousMatchError,
@@ -66,6 +67,32 @@ async def audit_command(
                 for warning in warnings[name]:
                     out.write(f"{name}: WARNING: {warning}\n")
                 out.write(f"{name}: {json.dumps(doc, indent=2, ensure_ascii=False)}\n")
+    return worst
+
+
+async def rotate_command(
+    config: Config, agents: Sequence[str], *, combined_with_dry_run: bool = False, out: TextIO = sys.stdout
+) -> int:
+    """Give the named agents' canaries (default: every enabled agent's) a new token. Exit 1 when
+    any rotation was refused or failed; the others still run."""
+    if combined_with_dry_run:
+        raise UsageError("--rotate-canary changes the files; it cannot be combined with --dry-run or --json")
+    names = list(agents) or sorted(n for n, a in config.agents.items() if a.enabled)
+    for name in names:
+        agent_files(config, name)  # unknown names fail before anything runs
+    worst = 0
+    for name in names:
+        try:
+            rotation = await rotate_once(config, name)
+        except (RotationRefusedError, OSError) as exc:
+            out.write(f"{name}: canaries NOT rotated: {exc}\n")
+            worst = 1
+            continue
+        finished = " (finished an interrupted rotation)" if rotation.finished_interrupted else ""
+        out.write(
+            f"{name}: canaries rotated{finished}; fingerprints MEMORY.md {rotation.canary_memory}, "
+            f"USER.md {rotation.canary_user}, recorded in the ledger\n"
+        )
     return worst
 
 

@@ -8,11 +8,27 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from dreamer.backends import open_backend
+from dreamer.backends import MemoryBackend, open_backend
 from dreamer.backends.base import BankActivity
 from dreamer.commands.output import emit, iso
 from dreamer.config import Budget, Config
+from dreamer.embeddings import Embedder
 from dreamer.errors import BackendError, ExitCode
+
+
+def _open_searching(config: Config) -> tuple[MemoryBackend, Embedder | None]:
+    """The backend for recall and retain: on the embedded store with ``[embeddings]``, with the
+    embedder, so its recall is hybrid and a retained unit gets its vector."""
+    from dreamer.embeddings.factory import make_embedder
+
+    embedder = make_embedder(config) if config.backend.kind == "embedded" else None
+    return open_backend(config, embedder=embedder), embedder
+
+
+async def _close(backend: MemoryBackend, embedder: Embedder | None) -> None:
+    await backend.aclose()
+    if embedder is not None:
+        await embedder.aclose()
 
 
 async def banks_command(
@@ -73,17 +89,25 @@ async def recall_command(
 ) -> int:
     """Labelled recall: the named banks, else the profile's read-union, else the default bank.
     Exit 75 when a bank could not be read (the others' results are still printed)."""
-    from dreamer.readside.router import BankRouter
+    from dreamer.readside.router import BankRouter, open_ledger
 
-    backend = open_backend(config)
+    ledger = open_ledger(config)
     try:
-        router = BankRouter(config, backend, profile=profile)
+        backend, embedder = _open_searching(config)
+    except BaseException:
+        if ledger is not None:
+            ledger.close()
+        raise
+    try:
+        router = BankRouter(config, backend, profile=profile, ledger=ledger)
         if not banks and profile is not None:
             answer = await router.read_union(query, limit=limit, budget=budget)
         else:
             answer = await router.recall(query, banks=list(banks) or None, limit=limit, budget=budget)
     finally:
-        await backend.aclose()
+        await _close(backend, embedder)
+        if ledger is not None:
+            ledger.close()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
     return ExitCode.OK if answer.complete else ExitCode.TEMPFAIL
 
@@ -120,17 +144,21 @@ async def retain_command(
     context: str | None,
     tags: Sequence[str],
     as_json: bool,
+    scope: str | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
-    """Store one memory in a writable bank (never a roll-up bank)."""
+    """Store one memory in a writable bank (never a roll-up bank); ``scope`` tags it ``scope:<scope>``."""
     from dreamer.readside.router import BankRouter
+    from dreamer.readside.scope import scope_tag
 
-    backend = open_backend(config)
+    if scope is not None:
+        scope_tag(scope)  # a bad value is refused before the backend is opened
+    backend, embedder = _open_searching(config)
     try:
         answer = await BankRouter(config, backend, profile=profile).retain(
-            text, bank=bank, context=context, tags=tuple(tags)
+            text, bank=bank, context=context, tags=tuple(tags), scope=scope
         )
     finally:
-        await backend.aclose()
+        await _close(backend, embedder)
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
     return ExitCode.OK

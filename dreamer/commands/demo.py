@@ -7,7 +7,9 @@ every profile, and prints what was promoted, reinforced, skipped and why.
 
 from __future__ import annotations
 
+import shlex
 import tempfile
+import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,7 @@ from typing import Any
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, parse_config
+from dreamer.errors import UsageError
 from dreamer.rollup.report import RollupReport
 from dreamer.service.runner import run_rollups_now
 
@@ -46,36 +49,72 @@ DAY2: dict[str, list[str]] = {
     "coder": [],
 }
 
-DEMO_CONFIG: dict[str, Any] = {
-    "state_dir": "state",
-    "backend": {"kind": "embedded"},
-    "banks": {
-        "global": {"bank_id": "private__hermes", "description": "Global roll-up bank."},
-        "shared": {"bank_id": "shared", "description": "Cross-agent memory."},
-        "research": {"bank_id": "private__hermes__research", "access": "read_write"},
-        "homelab": {"bank_id": "private__hermes__homelab", "access": "read_write"},
-        "coder": {"bank_id": "private__hermes__coder", "access": "read_write"},
-    },
-    "profiles": {
-        "research": {"bank": "research", "directive": "benchmarks, papers and preferences"},
-        "homelab": {"bank": "homelab", "conflict_policy": "recency_wins"},
-        "coder": {"bank": "coder", "conflict_policy": "keep_both"},
-    },
-    "slot": {"acquire_timeout_s": 5},
-}
+#: The demo's configuration, written to ``D/config.toml`` so every command can be tried on its state
+#: afterwards; paths are relative to that file's directory.
+DEMO_CONFIG_TOML = """\
+# Written by `dreamer demo`: the configuration of the demo's state in this directory.
+state_dir = "state"
+
+[backend]
+kind = "embedded"
+
+[banks.global]
+bank_id = "private__hermes"
+description = "Global roll-up bank."
+
+[banks.shared]
+bank_id = "shared"
+description = "Cross-agent memory."
+
+[banks.research]
+bank_id = "private__hermes__research"
+access = "read_write"
+
+[banks.homelab]
+bank_id = "private__hermes__homelab"
+access = "read_write"
+
+[banks.coder]
+bank_id = "private__hermes__coder"
+access = "read_write"
+
+[profiles.research]
+bank = "research"
+directive = "benchmarks, papers and preferences"
+
+[profiles.homelab]
+bank = "homelab"
+conflict_policy = "recency_wins"
+
+[profiles.coder]
+bank = "coder"
+conflict_policy = "keep_both"
+
+[slot]
+acquire_timeout_s = 5
+"""
+DEMO_CONFIG: dict[str, Any] = tomllib.loads(DEMO_CONFIG_TOML)
+CONFIG_NAME = "config.toml"
+
+
+class DemoDirectoryError(UsageError):
+    """The demo's directory cannot take a new demo: its config.toml exists, or it cannot be written."""
 
 
 @dataclass(frozen=True)
 class DemoResult:
     directory: Path
+    config_path: Path
     days: list[list[RollupReport]]
 
 
 async def run_demo(directory: Path | None = None, *, echo: Callable[[str], None] = print) -> DemoResult:
-    """Run the demo in ``directory`` (a new temporary directory when None)."""
+    """Run the demo in ``directory`` (a new temporary directory when None), leaving its
+    ``config.toml`` there and printing three commands to try on it. :class:`DemoDirectoryError`,
+    before anything is written, when the directory holds a config.toml or cannot be written."""
     root = directory or Path(tempfile.mkdtemp(prefix="dreamer-demo-"))
-    root.mkdir(parents=True, exist_ok=True)
-    config = parse_config(DEMO_CONFIG, source="<demo>", base_dir=root)
+    config_path = write_demo_config(root)
+    config = parse_config(DEMO_CONFIG, source=str(config_path), base_dir=config_path.parent)
     echo(f"Dreamer demo in {root} (embedded store: {config.embedded_path})")
     backend = EmbeddedBackend(config.embedded_path)
     days: list[list[RollupReport]] = []
@@ -98,7 +137,51 @@ async def run_demo(directory: Path | None = None, *, echo: Callable[[str], None]
             echo(f"   [{', '.join(unit.tags)}] {unit.text}")
     finally:
         await backend.aclose()
-    return DemoResult(root, days)
+    echo(try_next(config_path))
+    return DemoResult(root, config_path, days)
+
+
+def write_demo_config(root: Path) -> Path:
+    """Create ``root`` (with parents) and write ``root/config.toml``, never over an existing one."""
+    path = root / CONFIG_NAME
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        reason = "it exists and is not a directory" if root.exists() else (exc.strerror or type(exc).__name__)
+        raise DemoDirectoryError(
+            f"cannot create the demo directory {root}: {reason}; give a directory you can write "
+            "(dreamer demo --dir DIR)"
+        ) from None
+    try:
+        # "x": refused when anything is there, a dangling symbolic link included.
+        with path.open("x", encoding="utf-8") as f:
+            f.write(DEMO_CONFIG_TOML)
+    except FileExistsError:
+        raise DemoDirectoryError(
+            f"{path} already exists; the demo does not overwrite a configuration: give a new "
+            "directory (dreamer demo --dir NEW) or remove that file"
+        ) from None
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise DemoDirectoryError(
+            f"cannot write the demo into {root}: {reason}; give a directory you can write "
+            "(dreamer demo --dir DIR)"
+        ) from None
+    return path.resolve()
+
+
+def try_next(config_path: Path) -> str:
+    """The closing lines: three commands to run on the demo's state (each is tested to work)."""
+    config = shlex.quote(str(config_path))
+    return "\n".join(
+        [
+            "",
+            f"== try next, on this demo's state ({config}):",
+            f"   dreamer status --config {config}",
+            f"   dreamer recall 'Nextcloud version' --profile homelab --config {config}",
+            f"   dreamer card --profile homelab --config {config}",
+        ]
+    )
 
 
 async def _retain(backend: EmbeddedBackend, config: Config, profile: str, texts: Sequence[str]) -> None:

@@ -72,10 +72,17 @@ def format_report(report: RollupReport) -> str:
     if report.units_seen:
         lines.append(
             f"  units {report.units_seen} seen, {report.units_selected} selected; "
-            f"{report.cards} cards ({report.summariser}); {report.promoted} "
+            f"{report.cards} cards ({report.summariser}; embeddings {report.embedder}); {report.promoted} "
             f"{'to promote' if report.dry_run else 'promoted'}, "
             f"{report.reinforced} reinforced, {report.conflicts} conflicts; "
             f"{report.duration_s:.2f}s"
+        )
+        dropped = ", ".join(f"{n} {reason}" for reason, n in sorted(report.dropped.items()))
+        lines.append(
+            f"  units in {report.batches} batch(es): {report.units_promoted} promoted, "
+            f"{report.units_merged} merged, {report.units_chatter} chatter, "
+            f"{report.units_left_out} left out, {report.units_pending} pending"
+            + (f" (dropped: {dropped})" if dropped else "")
         )
     for card in report.plan:
         lines.append(f"  {card.verdict:<9} {printable(card.text, keep_newlines=False)}")

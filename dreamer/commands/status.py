@@ -1,5 +1,5 @@
-"""The body of ``dreamer status``: reads the state file (plus one activity call for pending units),
-so it is safe while the daemon runs."""
+"""The body of ``dreamer status``: reads the state file, plus one activity call for pending units
+and one listing per profile for its backlog, so it is safe while the daemon runs."""
 
 from __future__ import annotations
 
@@ -12,26 +12,33 @@ from dreamer.backends import open_backend
 from dreamer.backends.base import BankActivity
 from dreamer.commands.output import iso
 from dreamer.config import Config
+from dreamer.embeddings.factory import describe_embedder
 from dreamer.errors import BackendError, ExitCode
+from dreamer.rollup.pipeline import Rollup
 from dreamer.service.jobs import rollup_job_id
 from dreamer.state import StateStore
 from dreamer.text import printable
 
 
 async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:
-    """Per profile: watermark, last run and its counts, pending units, deferrals; the ledger size."""
+    """Per profile: watermark, last run and its counts, pending units, backlog, deferrals; the
+    ledger size."""
     profiles = sorted(config.profiles)
     activity: dict[str, BankActivity] = {}
+    backlog: dict[str, int] = {}
     activity_error = None
-    backend = open_backend(config)
-    try:
-        activity = await backend.activity([config.bank_id(config.profiles[p].bank) for p in profiles])
-    except BackendError as exc:
-        activity_error = str(exc)
-    finally:
-        await backend.aclose()
     rows: list[dict[str, Any]] = []
     with StateStore.open(config.state_path) as state:
+        backend = open_backend(config)
+        try:
+            activity = await backend.activity([config.bank_id(config.profiles[p].bank) for p in profiles])
+            rollup = Rollup(config, backend, state)
+            for name in profiles:
+                backlog[name] = len(await rollup.backlog(name))
+        except BackendError as exc:
+            activity_error = str(exc)
+        finally:
+            await backend.aclose()
         for name in profiles:
             profile = config.profiles[name]
             bank = config.bank_id(profile.bank)
@@ -49,6 +56,8 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
                     "last_rollup_at": iso(wm.rolled_at),
                     "units_in_bank": act.unit_count if act else None,
                     "units_pending": max(act.unit_count - wm.unit_count, 0) if act else None,
+                    # Units after the watermark that no run has judged yet (what the next run reads).
+                    "backlog": backlog.get(name),
                     "last_run": None
                     if last is None
                     else {
@@ -67,11 +76,20 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
                 }
             )
         ledger_size = state.ledger_size()
+        vector_models = state.vector_models()
+    embeddings = config.embeddings
     doc = {
         "state": str(config.state_path),
         "backend": config.backend.kind,
         "activity_error": activity_error,
         "ledger_cards": ledger_size,
+        "embeddings": {
+            "provider": embeddings.provider,
+            "model": embeddings.model_name or None,
+            "url": embeddings.url if embeddings.provider == "openai" else None,
+            "dedup": describe_embedder(config),
+            "vectors": [{"model_id": m, "dimension": d, "cards": n} for m, d, n in vector_models],
+        },
         "interval_minutes": config.schedule.interval_minutes,
         "profiles": rows,
     }
@@ -83,9 +101,12 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
         f"state {doc['state']} ({config.backend.kind} backend); ledger: {ledger_size} cards; "
         f"every {config.schedule.interval_minutes:g} min\n"
     )
+    stored = ", ".join(f"{n} by {m}" for m, _d, n in vector_models) or "none"
+    out.write(f"embeddings: {describe_embedder(config)}; vectors stored: {stored}\n")
     if activity_error:
         out.write(
-            f"backend unreachable, pending units unknown: {printable(activity_error, keep_newlines=False)}\n"
+            "backend unreachable, pending units and backlog unknown: "
+            f"{printable(activity_error, keep_newlines=False)}\n"
         )
     for row in rows:
         last = row["last_run"]
@@ -96,10 +117,11 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
             + (f" ({printable(last['detail'], keep_newlines=False)})" if last["detail"] else "")
         )
         pending = "?" if row["units_pending"] is None else row["units_pending"]
+        waiting = "?" if row["backlog"] is None else row["backlog"]
         flag = "" if row["enabled"] else " [disabled]"
         out.write(
             f"{row['profile']}{flag}: {row['bank']} -> {row['upstream']}; watermark "
-            f"{row['watermark'] or 'none'}; pending {pending}; {last_text}"
+            f"{row['watermark'] or 'none'}; pending {pending}; backlog {waiting}; {last_text}"
         )
         if row["next_run_due"]:
             out.write(f"; next due {row['next_run_due']}")

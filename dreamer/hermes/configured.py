@@ -14,11 +14,17 @@ from datetime import UTC, datetime
 import anyio
 import structlog
 
+from dreamer.backends import MemoryBackend, open_backend
 from dreamer.config import Config
 from dreamer.errors import UnknownAgentError
 from dreamer.hermes import AgentFiles, AuditReport, AuditSettings, audit_agent, needs_audit
+from dreamer.hermes.audit.compress import Compressor
+from dreamer.hermes.audit.compress_reflect import ReflectCompressor, reflect_compress
+from dreamer.hermes.audit.rotation import CanaryRotation, rotate_canaries
 from dreamer.hermes.audit.settings import with_hermes_limits
 from dreamer.hermes.memory.limits import MemoryLimitsError
+from dreamer.retry import RetryPolicy
+from dreamer.slot import SlotLock
 
 log = structlog.get_logger("dreamer.audit")
 
@@ -32,10 +38,22 @@ def agent_files(config: Config, name: str) -> AgentFiles:
         known = ", ".join(sorted(config.agents)) or "none; add an [agents.NAME] table"
         raise UnknownAgentError(f"unknown agent {name!r} (known: {known})")
     agent = config.agents[name]
-    return AgentFiles(name, agent.memories_dir, agent.config_yaml, agent.skills_dir)
+    home = agent.memories_dir.parent  # Hermes keeps memories/ and SOUL.md side by side in its home
+    default_soul = agent.default_soul_md
+    if default_soul is None and home.parent.name == "profiles":
+        default_soul = home.parent.parent / "SOUL.md"  # ~/.hermes/profiles/<name>/ → ~/.hermes/SOUL.md
+    return AgentFiles(
+        name,
+        agent.memories_dir,
+        agent.config_yaml,
+        agent.skills_dir,
+        soul_path=agent.soul_md or home / "SOUL.md",
+        default_soul_path=default_soul,
+    )
 
 
 def audit_settings(config: Config, *, dry_run: bool = False, force: bool = False) -> AuditSettings:
+    """The audit's settings from ``[audit]``."""
     a = config.audit
     return AuditSettings(
         interval_days=a.interval_days,
@@ -43,6 +61,9 @@ def audit_settings(config: Config, *, dry_run: bool = False, force: bool = False
         skip_below_pct=a.skip_below_pct,
         stale_days=a.stale_days,
         url_timeout_s=a.url_timeout_s,
+        canary_rotation_days=a.canary_rotation_days or None,
+        compress_entries=a.compress_entries,
+        compress_min_chars=a.compress_min_chars,
         dry_run=dry_run,
         force=force,
     )
@@ -66,8 +87,50 @@ async def audit_once(
         log.info("audit not due", agent=name, reason=why)
         return None
     log.info("audit started", agent=name, reason=why, dry_run=dry_run)
-    report = await anyio.to_thread.run_sync(lambda: audit_agent(files, settings, now))
+    backend = open_backend(config) if settings.compress_entries and config.audit.compress_bank else None
+    try:
+        compressor = _compressor(config, backend, settings)
+        report = await anyio.to_thread.run_sync(
+            lambda: audit_agent(files, settings, now, compressor=compressor)
+        )
+    finally:
+        if backend is not None:
+            await backend.aclose()
     level = "error" if str(report.status) in ALARMING else "warning" if report.warnings else "info"
     fields = {k: v for k, v in report.to_dict().items() if k != "agent"}
     getattr(log, level)("audit finished", agent=name, **fields)
     return report
+
+
+def _compressor(config: Config, backend: MemoryBackend | None, settings: AuditSettings) -> Compressor | None:
+    """The reflect compressor when ``audit.compress_bank`` names a bank of an LLM-backed backend;
+    None (the rules) otherwise."""
+    bank = config.audit.compress_bank
+    if backend is None or bank is None:
+        return None
+    if not backend.reflect_uses_llm:
+        reason = f"the {backend.name} backend's reflect does not use an LLM"
+        log.info("audit compresses by rules", reason=reason)
+        return None
+    slot = SlotLock(
+        config.slot.lock_path,
+        acquire_timeout_s=config.slot.acquire_timeout_s,
+        poll_interval_s=config.slot.poll_interval_s,
+    )
+    policy = RetryPolicy.from_config(config.retry)
+    bank_id, budget = config.bank_id(bank), config.audit.compress_budget
+    return ReflectCompressor(
+        lambda entries: reflect_compress(backend, bank_id, entries, budget=budget, policy=policy, slot=slot),
+        anyio.from_thread.run,
+        settings.compress_min_chars,
+    )
+
+
+async def rotate_once(config: Config, name: str) -> CanaryRotation:
+    """Rotate the canaries of one configured agent now; raises `RotationRefusedError` or `OSError`."""
+    files = agent_files(config, name)
+    settings = audit_settings(config)
+    now = datetime.now(UTC)
+    rotation = await anyio.to_thread.run_sync(lambda: rotate_canaries(files, settings, now))
+    log.info("canaries rotated", agent=name, finished_interrupted=rotation.finished_interrupted)
+    return rotation

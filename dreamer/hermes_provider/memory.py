@@ -10,6 +10,7 @@ it, so no loop or connection is shared between Hermes' threads. Why, and what th
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
@@ -22,16 +23,19 @@ from dreamer.backends.base import MemoryBackend
 from dreamer.config import Config
 from dreamer.errors import BackendError, DreamerError, PolicyError
 from dreamer.hermes_provider.settings import ProviderSettings
+from dreamer.hermes_provider.turns import TurnWriter, turn_text
 from dreamer.readside.answers import RecallAnswer, ReflectAnswer, RetainAnswer, failure_reason
 from dreamer.readside.policy import BankPolicy
 from dreamer.readside.prelude import prelude
-from dreamer.readside.router import BankRouter
+from dreamer.readside.router import BankRouter, open_ledger
 from dreamer.readside.tools import HINDSIGHT_TOOLS, policy_tool_schemas, run_tool_call
 from dreamer.text import printable
 
 __all__ = ["DeadlineExceeded", "DreamerMemory"]
 
 _T = TypeVar("_T")
+#: What a session id may keep in its ``session:<id>`` tag.
+_SESSION_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 #: How long the per-turn recall may take in all: Hermes waits 8 s for a provider, and a turn
 #: should not wait that long for memory.
@@ -66,6 +70,9 @@ class DreamerMemory:
         self.opener = opener
         self.prefetch_timeout_s = prefetch_timeout_s
         self.recall_bank_timeout_s = recall_bank_timeout_s
+        self.turns: TurnWriter | None = None
+        if settings.auto_retain and self.policy.default_for("retain") is not None:
+            self.turns = TurnWriter(self._store_turns, every_n=settings.retain_every_n_turns)
 
     @property
     def config(self) -> Config:
@@ -171,6 +178,22 @@ class DreamerMemory:
             return ""
         return "# Dreamer memory (recalled for this turn; each line names its bank)\n" + answer.render()
 
+    def sync_turn(self, user: str, assistant: str, session_id: str = "") -> None:
+        """Queue a finished turn for the default bank (``auto_retain``); never blocks, never raises."""
+        if self.turns is not None and (user.strip() or assistant.strip()):
+            self.turns.add(turn_text(user, assistant), _SESSION_UNSAFE.sub("-", session_id)[:64])
+
+    def close(self, timeout_s: float = 5.0) -> None:
+        """Store the buffered turns and stop the turn writer (Hermes' ``shutdown``)."""
+        if self.turns is not None:
+            self.turns.close(timeout_s)
+
+    def _store_turns(self, content: str, tags: list[str]) -> None:
+        arguments = {"content": content, "context": "conversation", "tags": tags}
+        self._run(
+            lambda router: run_tool_call(router, HINDSIGHT_TOOLS.retain, arguments, HINDSIGHT_TOOLS), None
+        )
+
     # --- running the router ------------------------------------------------------------------------
 
     def _run(
@@ -185,12 +208,20 @@ class DreamerMemory:
 
         async def main() -> _T:
             backend = self.opener(settings.config)
+            # A Dreamer TOML names a state file: its ledger marks cards superseded by newer ones.
+            ledger = open_ledger(settings.config) if settings.profile is not None else None
             try:
                 router = BankRouter(
-                    settings.config, backend, profile=settings.profile, bank_timeout_s=bank_timeout_s
+                    settings.config,
+                    backend,
+                    profile=settings.profile,
+                    bank_timeout_s=bank_timeout_s,
+                    ledger=ledger,
                 )
                 return await call(router)
             finally:
+                if ledger is not None:
+                    ledger.close()
                 await backend.aclose()
 
         return _in_thread(lambda: anyio.run(main), deadline_s)

@@ -65,6 +65,8 @@ class DreamerMemoryProvider(MemoryProvider):  # type: ignore[misc, unused-ignore
                 profile=self._profile,
                 identity=identity,
             )
+            if self._memory is not None:
+                self._memory.close()
             self._memory, self._problem = DreamerMemory(settings), None
         except ConfigError as exc:
             self._memory, self._problem = None, str(exc)
@@ -104,6 +106,17 @@ class DreamerMemoryProvider(MemoryProvider):  # type: ignore[misc, unused-ignore
     def prefetch(self, query: str, *, session_id: str = "") -> str:
         memory = self._ready()
         return memory.prefetch(query) if memory is not None else ""
+
+    def sync_turn(
+        self, user_content: str, assistant_content: str, *, session_id: str = "", **kwargs: Any
+    ) -> None:
+        memory = self._ready()
+        if memory is not None:
+            memory.sync_turn(str(user_content or ""), str(assistant_content or ""), str(session_id or ""))
+
+    def shutdown(self) -> None:
+        if self._memory is not None:
+            self._memory.close()
 
     def get_tool_schemas(self) -> list[dict[str, Any]]:
         memory = self._ready()

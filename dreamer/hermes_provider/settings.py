@@ -55,6 +55,10 @@ class ProviderSettings:
     config: Config
     profile: str | None
     source: str
+    #: Hermes' ``auto_retain``: store each conversation turn in the default bank.
+    auto_retain: bool = True
+    #: Hermes' ``retain_every_n_turns``: turns are stored together, every N turns (1 to 100).
+    retain_every_n_turns: int = 1
 
 
 def hermes_json_paths(hermes_home: Path, environ: Mapping[str, str]) -> tuple[Path, Path]:
@@ -155,7 +159,13 @@ def settings_from_hermes_json(
         config_env[_KEY_VAR] = key
     base = Path(source).parent if source != "environment" else Path.cwd()
     config = parse_config(toml_like, source=source, base_dir=base, environ=config_env)
-    return ProviderSettings(config, profile_name if profiles else None, source)
+    return ProviderSettings(
+        config,
+        profile_name if profiles else None,
+        source,
+        auto_retain=reader.flag("auto_retain", True),
+        retain_every_n_turns=reader.count("retain_every_n_turns", 1, maximum=100),
+    )
 
 
 # --- the pieces ----------------------------------------------------------------------------------
@@ -187,6 +197,22 @@ class _Reader:
         if isinstance(number, bool) or not isinstance(number, int | float) or not 0 < number <= 86_400:
             self.fail(key, "must be a number of seconds between 0 and 86400")
         return float(number)  # type: ignore[arg-type]
+
+    def flag(self, key: str, default: bool) -> bool:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.fail(key, f"must be true or false, not {value!r}")
+        return bool(value)
+
+    def count(self, key: str, default: int, *, maximum: int) -> int:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= maximum:
+            self.fail(key, f"must be a whole number from 1 to {maximum}, not {value!r}")
+        return int(value)
 
     def budget(self, key: str, data: Mapping[str, Any] | None = None, where: str = "") -> str | None:
         value = (self.data if data is None else data).get(key)

@@ -4,7 +4,8 @@ A recall across banks is one :class:`RecallAnswer`: hits merged by :func:`merge_
 labelled with the aliases of the banks that hold it, plus the banks that could not answer
 (:class:`MissingBank`, with a short reason from :func:`failure_reason`). Reflect gives one
 :class:`LabelledReflection` per bank; retain a :class:`RetainAnswer`. Every answer renders as the
-plain text an agent reads (``[code,ops] text``) and as JSON.
+plain text an agent reads (``[code,ops] text``) and as JSON. A hit a newer card superseded carries
+:class:`Successor` (set by :func:`dreamer.readside.current.mark_superseded`) and renders with its mark.
 
 Pure: plain values in, values out, no backend calls. When hits fold and why:
 ``docs/design/readside.md``.
@@ -18,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from dreamer.backends.base import BasedOn, RecallItem
+from dreamer.cardtags import ROLLUP_TAG, SUPERSEDES
 from dreamer.errors import BackendError, PermanentBackendError, ProtocolError, TransientBackendError
 from dreamer.text import normalize_text, printable
 
@@ -28,6 +30,7 @@ __all__ = [
     "RecallAnswer",
     "ReflectAnswer",
     "RetainAnswer",
+    "Successor",
     "failure_reason",
     "merge_recalls",
 ]
@@ -56,9 +59,36 @@ def _render_missing(missing: Sequence[MissingBank]) -> str:
     return "(missing: " + "; ".join(f"{m.alias} — {m.reason}" for m in missing) + ")"
 
 
+#: How much of a successor's text a superseded hit's line shows.
+SUCCESSOR_CHARS = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Successor:
+    """The card that superseded a hit (a ``recency_wins`` conflict): its document id and, when known,
+    its text."""
+
+    document_id: str
+    text: str | None = None
+
+    def render(self) -> str:
+        if not self.text:
+            return f"card {_one_line(self.document_id)}"
+        text = " ".join(self.text.split())
+        clipped = text if len(text) <= SUCCESSOR_CHARS else text[: SUCCESSOR_CHARS - 1].rstrip() + "…"
+        return _one_line(clipped)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"document_id": self.document_id, "text": self.text}
+
+
 @dataclass(frozen=True, slots=True)
 class LabelledRecall:
-    """A recall hit, possibly folded from several banks; ``labels`` are their aliases, in read order."""
+    """A recall hit, possibly folded from several banks; ``labels`` are their aliases, in read order.
+
+    ``document_ids`` are every member's document ids; ``supersedes`` the cards a member says it
+    supersedes (roll-up cards only); ``superseded_by`` the newer card that replaced this one.
+    """
 
     labels: tuple[str, ...]
     id: str
@@ -70,10 +100,19 @@ class LabelledRecall:
     ids: tuple[str, ...] = ()
     bank_ids: tuple[str, ...] = ()
     mentioned_at: datetime | None = None
+    document_ids: tuple[str, ...] = ()
+    supersedes: tuple[str, ...] = ()
+    superseded_by: Successor | None = None
 
     def render(self) -> str:
-        """``[code,ops] The text on one line``."""
-        return f"[{','.join(self.labels)}] {_one_line(self.text)}"
+        """``[code,ops] The text on one line``; a superseded hit says so before its text and names
+        what replaced it: ``[global] (superseded) Old text — superseded by: New text``."""
+        if self.superseded_by is None:
+            return f"[{','.join(self.labels)}] {_one_line(self.text)}"
+        return (
+            f"[{','.join(self.labels)}] (superseded) {_one_line(self.text)}"
+            f" — superseded by: {self.superseded_by.render()}"
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -87,6 +126,10 @@ class LabelledRecall:
             "ids": list(self.ids),
             "bank_ids": list(self.bank_ids),
             "mentioned_at": self.mentioned_at.isoformat() if self.mentioned_at else None,
+            "document_ids": list(self.document_ids),
+            "supersedes": list(self.supersedes),
+            "superseded": self.superseded_by is not None,
+            "superseded_by": self.superseded_by.to_json() if self.superseded_by else None,
         }
 
 
@@ -256,11 +299,22 @@ def merge_recalls(
             ids=tuple(dict.fromkeys(entries[i][2].id for i in ordered)),
             bank_ids=tuple(dict.fromkeys(entries[i][2].bank_id for i in ordered)),
             mentioned_at=item.mentioned_at,
+            document_ids=tuple(dict.fromkeys(d for i in ordered if (d := entries[i][2].document_id))),
+            supersedes=tuple(dict.fromkeys(s for i in ordered if (s := _supersedes(entries[i][2])))),
         )
         merged.append(((-item.score, first_order, item.id), labelled))
     merged.sort(key=lambda pair: pair[0])
     ranked = tuple(labelled for _, labelled in merged)
     return ranked if limit is None else ranked[: max(limit, 0)]
+
+
+def _supersedes(item: RecallItem) -> str | None:
+    """The card a roll-up card says it supersedes; only a card tagged as the roll-up tags one counts,
+    so a memory someone retained with such metadata cannot retire a card."""
+    if ROLLUP_TAG not in item.tags or SUPERSEDES not in item.tags:
+        return None
+    older = item.metadata.get(SUPERSEDES)
+    return older if isinstance(older, str) and older and older != item.document_id else None
 
 
 # --- why a bank is missing ----------------------------------------------------------------------

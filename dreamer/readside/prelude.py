@@ -59,6 +59,10 @@ def prelude(config: Config, profile: str) -> str:
             f"A search without a bank reads {_and(union)} together; every result starts with its "
             "bank, e.g. [" + union[0] + "] ...: weigh a fact by where it comes from."
         )
+    if readable:
+        lines.append(
+            "A result marked (superseded) was replaced by a newer fact, named after it: trust the newer one."
+        )
     others = [a for a in readable if a not in (own, upstream, shared)]
     if others:
         lines.append("Other banks:")

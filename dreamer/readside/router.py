@@ -17,11 +17,13 @@ from datetime import datetime
 from typing import TypeVar
 
 import anyio
+import structlog
 
 from dreamer.backends.base import Budget, MemoryBackend, RecallItem, ReflectResult, RetainItem
 from dreamer.config import Config
-from dreamer.errors import BackendError, PolicyError
+from dreamer.errors import BackendError, PolicyError, StateFileError
 from dreamer.readside.answers import (
+    LabelledRecall,
     LabelledReflection,
     MissingBank,
     RecallAnswer,
@@ -30,9 +32,14 @@ from dreamer.readside.answers import (
     failure_reason,
     merge_recalls,
 )
+from dreamer.readside.current import mark_superseded, successors_from_ledger
 from dreamer.readside.policy import BankPolicy, BankTarget
+from dreamer.readside.scope import scope_tag
+from dreamer.state import LedgerCard, StateStore
 
 __all__ = ["BankRouter"]
+
+log = structlog.get_logger("dreamer.readside")
 
 _T = TypeVar("_T")
 
@@ -40,13 +47,17 @@ _T = TypeVar("_T")
 DEFAULT_REFLECT_BUDGET: Budget = "low"
 #: How much of a failed bank's error message a missing bank keeps.
 _DETAIL_CHARS = 300
+#: How many links of a supersession chain (A by B, B by C, ...) the ledger is asked to follow.
+_CHAIN_STEPS = 8
 
 
 class BankRouter:
     """Recall, reflect and retain by bank alias, with the policy checked before anything is sent.
 
     ``bank_timeout_s`` bounds each bank's call in a multi-bank read (None: the backend's own
-    timeouts only). The router does not own the backend: close it yourself.
+    timeouts only). ``ledger``, the state file, tells which hits a newer card superseded even when
+    that card is not among them (None: only the hits' own metadata tells). The router owns
+    neither the backend nor the ledger: close them yourself.
     """
 
     def __init__(
@@ -56,10 +67,12 @@ class BankRouter:
         *,
         profile: str | None = None,
         bank_timeout_s: float | None = None,
+        ledger: StateStore | None = None,
     ) -> None:
         self.policy = BankPolicy(config, profile)
         self.backend = backend
         self.bank_timeout_s = bank_timeout_s
+        self.ledger = ledger
 
     @property
     def profile(self) -> str | None:
@@ -121,18 +134,22 @@ class BankRouter:
         bank: str | None = None,
         context: str | None = None,
         tags: Sequence[str] = (),
+        scope: str | None = None,
         metadata: Mapping[str, str] | None = None,
         document_id: str | None = None,
         timestamp: datetime | None = None,
     ) -> RetainAnswer:
-        """Store one item in a writable bank (the default bank when None). Backend errors propagate."""
+        """Store one item in a writable bank (the default bank when None); ``scope`` adds the tag
+        ``scope:<scope>`` (:func:`~dreamer.readside.scope.scope_tag`, ScopeError when invalid).
+        Refusals come before any request; backend errors propagate."""
+        extra = (scope_tag(scope),) if scope is not None else ()
         target = self.policy.resolve(bank, "retain")
         item = RetainItem(
             content=content,
             context=context,
             timestamp=timestamp,
             metadata=dict(metadata or {}),
-            tags=tuple(tags),
+            tags=tuple(dict.fromkeys((*tags, *extra))),
             document_id=document_id,
         )
         result = await self.backend.retain(target.bank_id, [item])
@@ -156,8 +173,32 @@ class BankRouter:
 
         results, missing = await self._gather(targets, call)
         per_bank = [(t.alias, r) for t, r in zip(targets, results, strict=True) if r is not None]
-        items = merge_recalls(per_bank, limit=limit)
+        merged = merge_recalls(per_bank)
+        items = mark_superseded(merged, successors_from_ledger(self._superseding(merged)))
+        if limit is not None:
+            items = items[: max(limit, 0)]
         return RecallAnswer(query, tuple(t.alias for t in targets), items, missing)
+
+    def _superseding(self, items: Sequence[LabelledRecall]) -> list[LedgerCard]:
+        """The ledger cards that supersede a hit's card, and those superseding them, chains followed.
+        A state file that cannot be read costs the ledger's marks, not the answer (logged)."""
+        if self.ledger is None:
+            return []
+        found: list[LedgerCard] = []
+        asked: set[str] = set()
+        frontier = {d for item in items for d in item.document_ids}
+        try:
+            for _ in range(_CHAIN_STEPS):
+                frontier -= asked
+                if not frontier:
+                    break
+                asked |= frontier
+                cards = self.ledger.superseding(frontier)
+                found.extend(cards)
+                frontier = {c.document_id for c in cards}
+        except StateFileError as exc:
+            log.warning("recall without the ledger's supersession marks", reason=str(exc))
+        return found
 
     async def _gather(
         self,
@@ -189,3 +230,16 @@ class BankRouter:
         if unexpected:
             raise unexpected[0]
         return results, tuple(m for m in failures if m is not None)
+
+
+def open_ledger(config: Config) -> StateStore | None:
+    """The state file, for the ledger's supersession marks; None when there is none yet (a recall
+    never creates one) or it cannot be opened (logged: the recall goes on without those marks)."""
+    path = config.state_path
+    if not path.is_file():
+        return None
+    try:
+        return StateStore.open(path)
+    except StateFileError as exc:
+        log.warning("recall without the ledger's supersession marks", reason=str(exc))
+        return None

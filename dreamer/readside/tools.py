@@ -37,7 +37,7 @@ from dreamer.errors import PolicyError
 from dreamer.readside.answers import RecallAnswer, ReflectAnswer, RetainAnswer
 from dreamer.readside.policy import BankPolicy
 from dreamer.readside.router import BankRouter
-from dreamer.readside.scope import scope_tag
+from dreamer.readside.scope import MAX_SCOPE_CHARS, SCOPE_PATTERN
 
 __all__ = ["HINDSIGHT_TOOLS", "MEMORY_TOOLS", "TOOL_NAMES", "ToolSet", "run_tool_call", "tool_schemas"]
 
@@ -100,7 +100,8 @@ def _recall_tool(policy: BankPolicy, strict: bool, tools: ToolSet) -> dict[str, 
     description = (
         "Search long-term memory for facts relevant to a query. Each result line starts with the "
         "bank it came from, e.g. [ops] or [code,research] when several banks hold it; weigh facts by "
-        f"their bank. {default}"
+        "their bank. A result marked (superseded) was replaced by a newer fact, named after it: "
+        f"trust the newer one. {default}"
     )
     properties: dict[str, dict[str, Any]] = {
         "query": {"type": "string", "description": "What to look for, in plain words."},
@@ -144,8 +145,11 @@ def _retain_tool(policy: BankPolicy, strict: bool, tools: ToolSet) -> dict[str, 
         properties["scope"] = {
             "type": "string",
             "description": "Optional scope the fact holds in (e.g. a host, project or repository); "
-            "stored as the tag scope:<value>, so facts of different scopes are kept apart.",
+            "stored as the tag scope:<value>, so facts of different scopes are kept apart. Letters, "
+            f"digits, '.', '_', '-'; at most {MAX_SCOPE_CHARS}.",
         }
+        if not strict:  # keywords strict mode rejects
+            properties["scope"].update(pattern=SCOPE_PATTERN, maxLength=MAX_SCOPE_CHARS)
     required = ["content"] if default is not None else ["content", "bank"]
     return _function(tools.retain, description, properties, required=required, strict=strict)
 
@@ -260,15 +264,12 @@ async def run_tool_call(
             query, banks if banks is not None else (None if bank is None else [bank])
         )
     if name == tools.retain:
-        tags = _strings(args, "tags", name) or []
-        scope = _optional_string(args, "scope", name) if tools.retain_scope else None
-        if scope is not None:
-            tags = [*tags, scope_tag(scope)]
         return await router.retain(
             _string(args, "content", name),
             bank=_optional_string(args, "bank", name),
             context=_optional_string(args, "context", name),
-            tags=tags,
+            tags=_strings(args, "tags", name) or (),
+            scope=_optional_string(args, "scope", name) if tools.retain_scope else None,
         )
     raise PolicyError(f"unknown tool {name!r} (known: {', '.join(tools.names)})")
 

@@ -3,7 +3,7 @@
 Checks run cheapest first (exact text, then lexical overlap, then a semantic score: the cosine of
 Dreamer's own embedder when the caller supplies one, else the backend's recall score on the upstream
 candidates) and a duplicate found by any of them wins. Two texts that differ in a
-protected detail (`dreamer.rollup.details`) are never duplicates; when such a pair is otherwise the
+protected detail (`dreamer.details`) are never duplicates; when such a pair is otherwise the
 same statement about the same subject, the new card is a `conflict` and supersedes the old one.
 Ledger cards are met by their stored `Sketch` (`dreamer.rollup.similarity`) first and analysed in
 full only when it passes a Jaccard gate. Every verdict carries a reason fit for a log line.
@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from dreamer.rollup.details import VALUE_DETAILS, Detail
+from dreamer.details import VALUE_DETAILS, Detail
 from dreamer.rollup.similarity import (
     Comparison,
     Sketch,

@@ -1,12 +1,12 @@
-"""One roll-up run of one profile, step by step: gate, collect, select, summarise, judge, promote,
-commit, consolidate (the README's "How one roll-up works", in the same words).
+"""One roll-up run of one profile, step by step: gate, collect, then per batch select, summarise,
+judge, promote, commit; then consolidate (the README's "How one roll-up works", in the same words).
 
 The only module of the roll-up that does I/O; the steps' rules live in the pure modules beside it
 (:mod:`.gate`, :mod:`.salience`, :mod:`.cards`, :mod:`.extractive`, :mod:`.dedup`, :mod:`.promote`).
 A run's state travels in one :class:`RunContext`; step boundaries are announced through
 ``on_step``. The run's record, log context and summary belong to :mod:`dreamer.service.runner`; the
-pipeline writes only its one atomic commit (watermark, ledger rows, the run's end) after the
-promotion succeeded. Why, and how crashes, retries and the slot lock are handled:
+pipeline writes only its atomic commits (watermark, ledger rows, the run's end), one per batch after
+the batch's promotion succeeded. Why, and how crashes, retries and the slot lock are handled:
 ``docs/design/rollup.md``.
 """
 
@@ -23,12 +23,14 @@ import anyio
 import structlog
 
 from dreamer.backends.base import BankActivity, MemoryBackend, MemoryUnit, RetainItem
+from dreamer.cardtags import scope_tags
 from dreamer.config import Config, ProfileConfig
+from dreamer.embeddings.factory import describe_embedder
 from dreamer.errors import DreamerError
 from dreamer.outcomes import COMMITTED, Outcome, classify, describe
 from dreamer.retry import RetryPolicy, RetryStats, backoff_logger, call_holding_slot, call_with_retry
-from dreamer.rollup import dedup, extractive, salience
-from dreamer.rollup.candidates import index_words, probe, word_sizes
+from dreamer.rollup import dedup, extractive
+from dreamer.rollup.batches import Batch, StreamCut, cut_stream
 from dreamer.rollup.cards import (
     CARDS_SCHEMA,
     CardDraft,
@@ -38,6 +40,7 @@ from dreamer.rollup.cards import (
     reflect_query,
 )
 from dreamer.rollup.gate import GateDecision, gate
+from dreamer.rollup.judging import judge_against_ledger
 from dreamer.rollup.promote import (
     CARD_FACT_TYPES,
     INPUT_FACT_TYPES,
@@ -47,7 +50,8 @@ from dreamer.rollup.promote import (
     retain_item,
 )
 from dreamer.rollup.report import CardPlan, RollupReport
-from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
+from dreamer.rollup.salience import SalienceInput
+from dreamer.rollup.semantic import BatchVectors, SemanticJudge, retrying_embed
 from dreamer.slot import SlotLock
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
 from dreamer.text import card_document_id
@@ -79,16 +83,40 @@ class RunContext:
     watermark: Watermark = field(default_factory=Watermark)
     new_watermark: Watermark = field(default_factory=Watermark)
     units: list[MemoryUnit] = field(default_factory=list)
+    cut: StreamCut = field(default_factory=lambda: StreamCut((), ()))
+    judged: int = 0
+    batch: Batch = field(default_factory=lambda: Batch((), ()))
     selected: list[MemoryUnit] = field(default_factory=list)
     drafts: list[CardDraft] = field(default_factory=list)
     verdicts: list[dedup.Verdict] = field(default_factory=list)
     to_promote: list[tuple[CardPlan, RetainItem]] = field(default_factory=list)
     reinforced: list[Reinforcement] = field(default_factory=list)
     ledger_ids: frozenset[str] = frozenset()
+    vectors: BatchVectors | None = None
 
     @property
     def dry_run(self) -> bool:
         return self.report.dry_run
+
+    def start_batch(self, batch: Batch, overlap: timedelta) -> None:
+        """Forget the previous batch; the watermark this batch's commit writes covers every unit
+        judged so far. Units not judged yet keep counting as new for the gate."""
+        self.batch = batch
+        self.drafts, self.verdicts, self.to_promote, self.reinforced = [], [], [], []
+        self.ledger_ids = frozenset()
+        self.judged += len(batch.units)
+        by_id = {u.id: u for u in self.units}
+        self.selected = [by_id[u.id] for u in batch.substantive]
+        advanced = self.watermark.advanced_to(((u.created_at, u.id) for u in batch.units), overlap)
+        activity, unjudged = self.activity, len(self.units) - self.judged
+        self.new_watermark = Watermark(
+            advanced.created_at,
+            advanced.seen,
+            activity.unit_count - unjudged if activity is not None else self.watermark.unit_count,
+            activity.last_write_at if activity is not None else self.watermark.last_write_at,
+            self.watermark.rolled_at,
+        )
+        self.report.watermark_to = _iso(self.new_watermark.created_at)
 
     def facts(self) -> RunFacts:
         return RunFacts(
@@ -113,10 +141,12 @@ class Rollup:
         *,
         on_step: StepHook | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        semantic: SemanticJudge | None = None,
     ) -> None:
         self.config = config
         self.backend = backend
         self.state = state
+        self.semantic = semantic
         self.on_step = on_step
         self.clock = clock
         self.policy = RetryPolicy.from_config(config.retry)
@@ -138,6 +168,20 @@ class Rollup:
             now=self.clock(),
         )
 
+    async def backlog(self, profile: str) -> list[MemoryUnit]:
+        """The units the next run of ``profile`` would collect: after its watermark, not judged yet
+        (one listing, no retries: for ``dreamer status``)."""
+        p = self.config.profiles[profile]
+        overlap = timedelta(seconds=self.config.rollup.watermark_overlap_s)
+        watermark = self.state.watermark(profile)
+        units = await self.backend.list_units_since(
+            self.config.bank_id(p.bank),
+            watermark.read_from(overlap),
+            exclude_tags=(ROLLUP_TAG,),
+            fact_types=INPUT_FACT_TYPES,
+        )
+        return new_units(units, watermark, overlap)
+
     # --- one run --------------------------------------------------------------------------------
 
     async def run(
@@ -157,6 +201,7 @@ class Rollup:
         then stays where it was."""
         cfg = self.config
         report = RollupReport(profile=profile, run_id=run_id or uuid.uuid4().hex[:12], dry_run=dry_run)
+        report.embedder = describe_embedder(cfg) if self.semantic is not None else describe_embedder(None)
         ctx = RunContext(
             profile=profile,
             settings=cfg.profiles[profile],
@@ -175,9 +220,13 @@ class Rollup:
         )
         started = time.monotonic()
         try:
-            for step in (self.gate, self.collect, self.select, self.summarise, self.judge, self.promote):
-                await step(ctx)
-            await self.commit(ctx)
+            await self.gate(ctx)
+            await self.collect(ctx)
+            for batch in ctx.cut.batches:
+                await self.run_batch(ctx, batch)
+            if ctx.dry_run:
+                report.outcome = Outcome.DRY_RUN
+                report.reason = "dry run: nothing written upstream, watermark unchanged"
             await self.consolidate(ctx)
         except _Done:
             pass
@@ -239,44 +288,46 @@ class Rollup:
             ),
             needs_slot=False,
         )
-        ctx.units = [
-            u
-            for u in units
-            if ROLLUP_TAG not in u.tags and effective.is_new(u.created_at, u.id, overlap) and u.text.strip()
-        ]
+        ctx.units = new_units(units, effective, overlap)
         ctx.report.units_seen = len(ctx.units)
         self._step("collected", ctx.profile)
-        advanced = watermark.advanced_to(((u.created_at, u.id) for u in ctx.units), overlap)
-        activity = ctx.activity
-        ctx.new_watermark = Watermark(
-            advanced.created_at,
-            advanced.seen,
-            activity.unit_count if activity is not None else watermark.unit_count,
-            activity.last_write_at if activity is not None else watermark.last_write_at,
-            watermark.rolled_at,
-        )
-        ctx.report.watermark_to = _iso(ctx.new_watermark.created_at)
         if not ctx.units:
+            ctx.start_batch(Batch((), ()), overlap)
             self._end_with_nothing_new(ctx, "no new units after the watermark")
+        ctx.cut = cut_stream(
+            [SalienceInput(u.id, u.text, u.created_at, u.proof_count) for u in ctx.units],
+            ctx.settings.top_n,
+            limit=self.config.rollup.max_batches_per_run,
+            directive=ctx.settings.directive,
+        )
+        ctx.report.units_pending = len(ctx.cut.pending)
+
+    async def run_batch(self, ctx: RunContext, batch: Batch) -> None:
+        """Steps 3 to 7 for one batch: its cards promoted and the watermark past it, or (in a dry
+        run) only planned."""
+        ctx.start_batch(batch, timedelta(seconds=self.config.rollup.watermark_overlap_s))
+        ctx.report.batches += 1
+        await self.select(ctx)
+        if ctx.selected:
+            await self.summarise(ctx)
+            await self.judge(ctx)
+        self._account(ctx)
+        if ctx.dry_run:
+            ctx.report.promoted += len(ctx.to_promote)
+            return
+        await self.promote(ctx)
+        await self.commit(ctx)
 
     async def select(self, ctx: RunContext) -> None:
-        """3. Select (salience): drop conversational filler and contact records, keep the top-N."""
-        substantive = [u for u in ctx.units if not salience.is_chatter(u.text)]
-        if not substantive:
-            self._end_with_nothing_new(ctx, "only conversational filler since the watermark")
-        ranked = salience.top_n(
-            [salience.SalienceInput(u.id, u.text, u.created_at, u.proof_count) for u in substantive],
-            ctx.settings.top_n,
-            ctx.settings.directive,
-        )
-        by_id = {u.id: u for u in ctx.units}
-        ctx.selected = [by_id[r.id] for r in ranked]
-        ctx.report.units_selected = len(ctx.selected)
+        """3. Select (salience): the batch's filler and contact records are dropped, with their
+        reason; its other units, best first, are the summariser's input."""
+        ctx.report.count_chatter(ctx.batch.chatter.values())
+        ctx.report.units_selected += len(ctx.selected)
 
     async def summarise(self, ctx: RunContext) -> None:
         """4. Summarise into cards: one reflect per run, or extractive without an LLM."""
         ctx.drafts = await self._draft_cards(ctx)
-        ctx.report.cards = len(ctx.drafts)
+        ctx.report.cards += len(ctx.drafts)
         self._step("summarised", ctx.profile)
 
     async def _draft_cards(self, ctx: RunContext) -> list[CardDraft]:
@@ -299,6 +350,15 @@ class Rollup:
             drafts = parse_reflect_cards(result.structured, result.text, sources, pcfg.top_n)
             if not drafts and is_content_free(result.text):
                 log.info("reflect had nothing to summarise", answer=result.text[:200])
+            cited = {i for d in drafts for i in d.source_ids}
+            uncited = [u for u in sources if u.id not in cited]
+            if uncited:
+                # A unit salience kept is a fact: one the answer cites in no card gets an extractive
+                # card, which the judge merges into a reflect card that already says it.
+                extra = await anyio.to_thread.run_sync(extractive.extract_cards, uncited, len(uncited))
+                log.info("reflect cited no card for some units", units=len(uncited), cards=len(extra))
+                ctx.report.cards_uncited += len(extra)
+                drafts += extra
             return drafts
         ctx.report.summariser = "extractive"
         return await anyio.to_thread.run_sync(extractive.extract_cards, sources, pcfg.top_n)
@@ -330,14 +390,19 @@ class Rollup:
                 ]
             )
         cards = [dedup.CardText(card_document_id(ctx.profile, d.text), d.text) for d in ctx.drafts]
+        if self.semantic is not None:
+            ctx.vectors = await self._embed(ctx, self.semantic, cards, candidates)
         ctx.verdicts = await anyio.to_thread.run_sync(self._judge_cards, ctx, cards, candidates)
         self._step("judged", ctx.profile)
         self._plan(ctx)
-        if ctx.dry_run:
-            ctx.report.promoted = len(ctx.to_promote)
-            ctx.report.outcome = Outcome.DRY_RUN
-            ctx.report.reason = "dry run: nothing written upstream, watermark unchanged"
-            raise _Done
+
+    def _account(self, ctx: RunContext) -> None:
+        """What became of each unit the batch summarised (counted, never silent)."""
+        ctx.report.count_fates(
+            {u.id for u in ctx.selected},
+            promoted={i for plan, _ in ctx.to_promote for i in plan.source_ids},
+            merged={i for r in ctx.reinforced for i in r.source_ids},
+        )
 
     def _judge_cards(
         self,
@@ -345,40 +410,48 @@ class Rollup:
         cards: Sequence[dedup.CardText],
         upstream: Sequence[Sequence[dedup.UpstreamCandidate]],
     ) -> list[dedup.Verdict]:
-        """The verdicts, against the ledger cards the word index names as candidates (in a worker
-        thread: analysing texts is the run's CPU work and must not stall the event loop)."""
-        self._index_pending(ctx)
-        thresholds = dedup.DedupThresholds()
-        if self.state.index_version() not in (None, Sketch.VERSION):
-            # Only a dry run gets here (a real run has just rebuilt the index): the index was made
-            # by another analysis and a dry run writes nothing, so compare with every card.
-            ledger = [
-                dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch))
-                for c in self.state.ledger(ctx.upstream_id)
-            ]
-        else:
-            ledger = indexed_candidates(self.state, ctx.upstream_id, cards, thresholds)
+        """The verdicts (in a worker thread: analysing texts must not stall the event loop)."""
+        verdicts = judge_against_ledger(
+            self.state, ctx.upstream_id, cards, upstream, ctx.vectors, dry_run=ctx.dry_run
+        )
         ctx.ledger_ids = frozenset(self.state.existing_documents(card.card_id for card in cards))
-        return dedup.judge_batch(cards, ledger, upstream, thresholds)
+        return verdicts
 
-    def _index_pending(self, ctx: RunContext) -> None:
-        """Index the ledger cards written before the word index (and sketch those from before
-        sketches), once, for every later run. A dry run writes nothing: unindexed cards are then
-        candidates anyway."""
-        if ctx.dry_run:
-            return
-        self.state.use_index_version(Sketch.VERSION)
-        entries: dict[str, tuple[str, frozenset[str], tuple[int, int]]] = {}
-        for card in self.state.unindexed(ctx.upstream_id):
-            sketch = Sketch.loads(card.sketch) or sketch_of(profile_text(card.text))
-            entries[card.document_id] = (sketch.dumps(), index_words(sketch), word_sizes(sketch))
-        self.state.store_index(entries)
+    async def _embed(
+        self,
+        ctx: RunContext,
+        semantic: SemanticJudge,
+        cards: Sequence[dedup.CardText],
+        candidates: Sequence[Sequence[dedup.UpstreamCandidate]],
+    ) -> BatchVectors:
+        """Embed the batch's cards and upstream candidates (and a bounded batch of ledger cards
+        without a vector of this model) with the retry rules, under the slot lock when
+        ``embeddings.use_slot_lock``; a server that stays down defers the run."""
+        embed = retrying_embed(
+            semantic.embedder,
+            self.policy,
+            ctx.slot if self.config.embeddings.use_slot_lock else None,
+            stats=ctx.retry_stats,
+            on_retry=backoff_logger("embed", log),
+        )
+        batch = await semantic.prepare(
+            self.state,
+            ctx.upstream_id,
+            [card.text for card in cards],
+            [c.text for hits in candidates for c in hits],
+            embed,
+            write=not ctx.dry_run,
+            in_thread=anyio.to_thread.run_sync,
+        )
+        ctx.report.reembedded = batch.reembedded
+        return batch
 
     def _plan(self, ctx: RunContext) -> None:
         """Each card's plan: promote (new, conflict, or our own uncommitted card) or reinforce."""
         report = ctx.report
         newest = max(u.created_at for u in ctx.selected)
         facts = ctx.facts()
+        tags_of = {u.id: u.tags for u in ctx.selected}
         for draft, verdict in zip(ctx.drafts, ctx.verdicts, strict=True):
             doc_id = card_document_id(ctx.profile, draft.text)
             plan = CardPlan(
@@ -415,7 +488,8 @@ class Rollup:
             report.plan.append(plan)
             if verdict.kind == "conflict":
                 report.conflicts += 1
-            ctx.to_promote.append((plan, retain_item(plan, verdict, facts, newest)))
+            scopes = scope_tags([t for i in draft.source_ids for t in tags_of.get(i, ())])
+            ctx.to_promote.append((plan, retain_item(plan, verdict, facts, newest, scopes=scopes)))
 
     async def promote(self, ctx: RunContext) -> None:
         """6. Promote the new cards in one synchronous batch (content-derived document ids make a
@@ -425,12 +499,12 @@ class Rollup:
             await self._call(
                 ctx, "retain", lambda: self.backend.retain(ctx.upstream_id, items), needs_slot=True
             )
-            ctx.report.promoted = len(ctx.to_promote)
+            ctx.report.promoted += len(ctx.to_promote)
         self._step("promoted", ctx.profile)
 
     async def commit(self, ctx: RunContext) -> None:
-        """7. Commit the watermark, the ledger rows and the run's end in one transaction, only after
-        the promotion succeeded."""
+        """7. Commit the watermark past the batch, its ledger rows and the run's counts so far in one
+        transaction, only after the batch's promotion succeeded."""
         report = ctx.report
         if report.promoted:
             report.outcome = Outcome.PROMOTED
@@ -439,16 +513,22 @@ class Rollup:
         else:
             report.outcome = Outcome.NOTHING_NEW
         report.reason = (
-            f"{report.promoted} promoted, {report.reinforced} reinforced, {report.conflicts} conflicts"
+            f"{report.promoted} promoted, {report.reinforced} reinforced, {report.conflicts} conflicts; "
+            f"units: {report.units_promoted} promoted, {report.units_merged} merged, "
+            f"{report.units_chatter} chatter, {report.units_left_out} left out, "
+            f"{report.units_pending} pending"
         )
         now = self.clock()
         facts = ctx.facts()
         rows = [ledger_row(plan, item, facts, now) for plan, item in ctx.to_promote]
+        if ctx.vectors is not None:
+            # Each new card's vector is written with its ledger row, in the same transaction.
+            rows = [replace(row, vector=ctx.vectors.stored(row.text)) for row in rows]
         await anyio.to_thread.run_sync(self._commit, ctx, rows)
 
     async def consolidate(self, ctx: RunContext) -> None:
-        """8. Post-consolidate the upstream bank (best effort, under the slot lock)."""
-        if not (ctx.report.promoted and self.config.rollup.post_consolidate):
+        """8. Post-consolidate the upstream bank once per run (best effort, under the slot lock)."""
+        if ctx.dry_run or not (ctx.report.promoted and self.config.rollup.post_consolidate):
             return
         try:
             await self._call(
@@ -468,8 +548,10 @@ class Rollup:
         raise _Done
 
     def _commit(self, ctx: RunContext, ledger_rows: Sequence[LedgerCard]) -> None:
+        """The compare-and-set commit of one batch; the next batch expects what it wrote."""
         report = ctx.report
         assert report.outcome in COMMITTED
+        finished = self.clock()
         self.state.commit_rollup(
             profile=ctx.profile,
             bank_id=ctx.bank_id,
@@ -480,9 +562,10 @@ class Rollup:
             outcome=report.outcome,
             detail=report.reason,
             counts=report.counts(),
-            finished_at=self.clock(),
+            finished_at=finished,
             expected=ctx.watermark,
         )
+        ctx.watermark = replace(ctx.new_watermark, rolled_at=finished)
         self._step("committed", ctx.profile)
 
     def _step(self, step: str, profile: str) -> None:
@@ -490,21 +573,15 @@ class Rollup:
             self.on_step(step, profile)
 
 
-def indexed_candidates(
-    state: StateStore,
-    upstream_id: str,
-    cards: Sequence[dedup.CardText],
-    thresholds: dedup.DedupThresholds,
-) -> list[dedup.CardText]:
-    """The ledger cards of ``upstream_id`` the dedup gate could let through for any of ``cards``,
-    found through the word index (:mod:`.candidates`), in ledger order."""
-    sketches = [sketch_of(profile_text(card.text)) for card in cards]
-    ledger = state.ledger_candidates(
-        upstream_id,
-        probes=[probe(sketch, thresholds) for sketch in sketches],
-        normalized={s.normalized for s in sketches},
-    )
-    return [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
+def new_units(units: Sequence[MemoryUnit], watermark: Watermark, overlap: timedelta) -> list[MemoryUnit]:
+    """The listed units a run judges: after ``watermark`` (or in its overlap, unseen), never
+    Dreamer's own cards, never empty."""
+    return [
+        u
+        for u in units
+        if ROLLUP_TAG not in u.tags and watermark.is_new(u.created_at, u.id, overlap) and u.text.strip()
+    ]
+
 
 def _iso(ts: datetime | None) -> str | None:
     return None if ts is None else ts.astimezone(UTC).isoformat(timespec="microseconds")

@@ -2,18 +2,23 @@
 
 Pure: a card and its verdict in, a :class:`~dreamer.backends.base.RetainItem` and a
 :class:`~dreamer.state.LedgerCard` out. Provenance is the tags ``["rollup", "src:<profile>"]`` plus
-string metadata (source bank and unit ids, run id, watermark range, version). A conflict adds
-``supersedes`` (policy ``recency_wins``) or ``scope:<profile>`` (``keep_both``).
+string metadata (source bank and unit ids, run id, watermark range, version). The ``scope:<value>``
+tags of its source memories (``dreamer retain --scope``) go up with the card. A conflict adds
+``supersedes`` (policy ``recency_wins``) or ``scope:<profile>`` (``keep_both``); a scoped card's
+conflict is always kept both: a fact that holds within one scope does not overturn another.
+What the tags mean: :mod:`dreamer.cardtags`.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from dreamer import __version__
 from dreamer.backends.base import RetainItem
+from dreamer.cardtags import ROLLUP_TAG, SCOPE_TAG_PREFIX, SUPERSEDES, scope_tags, source_tag
 from dreamer.config import ConflictPolicy
 from dreamer.rollup.candidates import index_words, word_sizes
 from dreamer.rollup.dedup import Verdict, VerdictKind
@@ -22,8 +27,8 @@ from dreamer.rollup.similarity import profile_text, sketch_of
 from dreamer.state import LedgerCard
 from dreamer.text import normalize_text
 
-#: The tag every Dreamer card carries upstream; units with it are never rolled up again.
-ROLLUP_TAG = "rollup"
+__all__ = ["CARD_FACT_TYPES", "INPUT_FACT_TYPES", "ROLLUP_TAG", "RunFacts", "ledger_row", "retain_item"]
+
 #: Raw facts are rolled up; Hindsight's own ``observation`` units are derived from them
 #: (``source_memory_ids``), so taking both would count one fact twice.
 INPUT_FACT_TYPES = ("world", "experience")
@@ -46,12 +51,18 @@ class RunFacts:
 
 
 def provenance_tags(profile: str) -> list[str]:
-    return [ROLLUP_TAG, f"src:{profile}"]
+    return [ROLLUP_TAG, source_tag(profile)]
 
 
-def retain_item(plan: CardPlan, verdict: Verdict, facts: RunFacts, timestamp: datetime) -> RetainItem:
-    """The upstream memory for a card to promote (a new card, or a conflict under the policy)."""
+def retain_item(
+    plan: CardPlan, verdict: Verdict, facts: RunFacts, timestamp: datetime, *, scopes: Sequence[str] = ()
+) -> RetainItem:
+    """The upstream memory for a card to promote (a new card, or a conflict under the policy).
+
+    ``scopes`` are the ``scope:<value>`` tags of the card's source memories.
+    """
     tags = provenance_tags(facts.profile)
+    tags.extend(scope_tags(scopes))
     metadata = {
         "source_bank": facts.bank_id,
         "source_profile": facts.profile,
@@ -63,12 +74,12 @@ def retain_item(plan: CardPlan, verdict: Verdict, facts: RunFacts, timestamp: da
         "dreamer_version": __version__,
     }
     if verdict.kind == VerdictKind.CONFLICT:
-        if facts.conflict_policy == "recency_wins":
+        if facts.conflict_policy == "recency_wins" and not scope_tags(tags):
             if verdict.matched_id:
-                metadata["supersedes"] = verdict.matched_id
-                tags.append("supersedes")
-        else:
-            tags.append(f"scope:{facts.profile}")
+                metadata[SUPERSEDES] = verdict.matched_id
+                tags.append(SUPERSEDES)
+        elif not scope_tags(tags):
+            tags.append(SCOPE_TAG_PREFIX + facts.profile)
         metadata["conflict"] = ",".join(verdict.changed)
     return RetainItem(
         content=plan.text,
@@ -95,7 +106,7 @@ def ledger_row(plan: CardPlan, item: RetainItem, facts: RunFacts, now: datetime)
         profiles=(facts.profile,),
         promoted_at=now,
         last_seen_at=now,
-        supersedes=item.metadata.get("supersedes"),
+        supersedes=item.metadata.get(SUPERSEDES),
         run_id=facts.run_id,
         sketch=sketch.dumps(),
         words=tuple(sorted(index_words(sketch))),

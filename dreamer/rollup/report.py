@@ -6,11 +6,14 @@ benchmarks. Plain values only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
 from dreamer.outcomes import Outcome
+
+#: The reason counted for a unit no card cites.
+LEFT_OUT = "not cited by any card"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +55,26 @@ class RollupReport:
     reason: str = ""
     units_seen: int = 0
     units_selected: int = 0
+    #: What became of each unit seen: cited by a promoted card, merged into an existing card,
+    #: dropped as chatter, left out by the summariser, or pending for a later batch or run.
+    units_promoted: int = 0
+    units_merged: int = 0
+    units_chatter: int = 0
+    units_left_out: int = 0
+    units_pending: int = 0
+    batches: int = 0
     cards: int = 0
+    #: Cards drafted extractively for units the reflect answer cited in no card.
+    cards_uncited: int = 0
     promoted: int = 0
     reinforced: int = 0
     conflicts: int = 0
     reflect_attempts: int = 0
     summariser: str = ""
+    #: The embedder the judge decided with: "none (lexical dedup only)", "local all-MiniLM-L6-v2", ...
+    embedder: str = ""
+    #: Ledger cards given a vector of the current model by this run (lazy re-embedding).
+    reembedded: int = 0
     slot_wait_s: float = 0.0
     slot_held_s: float = 0.0
     duration_s: float = 0.0
@@ -65,12 +82,37 @@ class RollupReport:
     watermark_from: str | None = None
     watermark_to: str | None = None
     plan: list[CardPlan] = field(default_factory=list)
+    #: Units dropped, by reason ("filler", "contact record", "not cited by any card").
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def count_chatter(self, reasons: Iterable[str]) -> None:
+        """Count units dropped as chatter, by reason."""
+        for reason in reasons:
+            self.dropped[reason] = self.dropped.get(reason, 0) + 1
+            self.units_chatter += 1
+
+    def count_fates(self, summarised: Set[str], *, promoted: Set[str], merged: Set[str]) -> None:
+        """Count what became of the units a batch summarised: a source of a promoted card, else of
+        a card that reinforced an existing one, else cited by no card."""
+        left_out = len(summarised - promoted - merged)
+        self.units_promoted += len(summarised & promoted)
+        self.units_merged += len((summarised & merged) - promoted)
+        self.units_left_out += left_out
+        if left_out:
+            self.dropped[LEFT_OUT] = self.dropped.get(LEFT_OUT, 0) + left_out
 
     def counts(self) -> dict[str, int]:
         return {
             "units_seen": self.units_seen,
             "units_selected": self.units_selected,
+            "units_promoted": self.units_promoted,
+            "units_merged": self.units_merged,
+            "units_chatter": self.units_chatter,
+            "units_left_out": self.units_left_out,
+            "units_pending": self.units_pending,
+            "batches": self.batches,
             "cards": self.cards,
+            "cards_uncited": self.cards_uncited,
             "promoted": self.promoted,
             "reinforced": self.reinforced,
             "conflicts": self.conflicts,
@@ -85,11 +127,14 @@ class RollupReport:
             "reason": self.reason,
             **self.counts(),
             "summariser": self.summariser,
+            "embedder": self.embedder,
+            "reembedded": self.reembedded,
             "slot_wait_s": round(self.slot_wait_s, 3),
             "slot_held_s": round(self.slot_held_s, 3),
             "duration_s": round(self.duration_s, 3),
             "dry_run": self.dry_run,
             "watermark_from": self.watermark_from,
             "watermark_to": self.watermark_to,
+            "dropped": dict(self.dropped),
             "plan": [p.to_json() for p in self.plan],
         }

@@ -1,4 +1,5 @@
-"""Which new units are worth summarising: rank a batch and keep the top N.
+"""Which new units carry no durable fact (filler, contact records), and how to rank the rest of a
+batch: the ranking orders a batch's units, it never drops one (:mod:`.batches`).
 
 A unit's salience is a weighted sum of four parts, each in 0..1:
 
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from dreamer.rollup.details import Detail, protected_details
+from dreamer.details import Detail, protected_details
 from dreamer.text import content_tokens
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "SalienceInput",
     "SalienceWeights",
     "ScoredUnit",
+    "chatter_reason",
     "directive_keywords",
     "score_units",
     "top_n",
@@ -230,7 +232,17 @@ CONTACT_WORDS = frozenset(
     content_tokens(
         "conversation conversations converse conversed talk talked talking chat chatted chatting "
         "speak spoke spoken catch catching caught call called session sessions touch reconnect reconnected "
-        "long time while recent activities activity update updates"
+        "long time while recent activities activity update updates event events news day days"
+    )
+)
+#: Words of a closing line: how a conversation ended, when nothing else is said ("The conversation
+#: ended with mutual goodbyes."). A goodbye beside any other content word stays a fact.
+CLOSING_WORDS = frozenset(
+    content_tokens(
+        "conversation chat end ended ends ending close closed conclude concluded goodbye goodbyes bye "
+        "farewell farewells bid say said saying share shared wish wishes wishing well-wishes take care "
+        "mutual warm friendly positive note plan plans promise soon again both each other day "
+        "appreciation gratitude"
     )
 )
 #: "Met" is a contact record only beside a clock time ("Gina and Jon met at 4:04 pm"); without one it
@@ -240,6 +252,7 @@ _MEETING_WORDS = frozenset(content_tokens("meet met meeting"))
 _CONTACT_HINT = re.compile(
     r"(?i)\b(?:convers|talk|chat|spok|speak|catch|caught|call|session|touch|reconnect|meet|met)"
 )
+_CLOSING_HINT = re.compile(r"(?i)\b(?:convers|chat|goodbye|bye|farewell)")
 
 
 def is_contact_record(text: str) -> bool:
@@ -262,7 +275,29 @@ def is_contact_record(text: str) -> bool:
     return all(word in allowed for word in rest) and not (rest and set(rest) <= CHATTER_WORDS)
 
 
+def is_closing_line(text: str) -> bool:
+    """True when a unit only says how a conversation ended ("The conversation ended with mutual
+    goodbyes."): closing words, greetings and the speakers' names, nothing else."""
+    if not _CLOSING_HINT.search(text):
+        return False
+    details = protected_details(text)
+    names = {word for name in details.names for word in content_tokens(name)}
+    allowed = CLOSING_WORDS | CONTACT_WORDS | CHATTER_WORDS | names
+    return all(word in allowed for word in content_tokens(text))
+
+
+def chatter_reason(text: str) -> str | None:
+    """Why a unit carries no durable fact (``"filler"`` or ``"contact record"``), or None when it
+    may carry one."""
+    if all(word in CHATTER_WORDS for word in content_tokens(text)):
+        return "filler"
+    if is_contact_record(text) or is_closing_line(text):
+        return "contact record"
+    return None
+
+
 def is_chatter(text: str) -> bool:
-    """True when a unit carries no durable fact: only conversational filler ("ok thanks, bye") or
-    only a contact record ("Tim and John spoke at 10:29 am on 9 August, 2023")."""
-    return all(word in CHATTER_WORDS for word in content_tokens(text)) or is_contact_record(text)
+    """True when a unit carries no durable fact: only conversational filler ("ok thanks, bye"), only
+    a contact record ("Tim and John spoke at 10:29 am on 9 August, 2023") or only how a conversation
+    ended ("The conversation ended with mutual goodbyes.")."""
+    return chatter_reason(text) is not None

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dreamer.rollup.details import VALUE_DETAILS, Detail, NameRole, ProtectedDetails, protected_details
+from dreamer.details import VALUE_DETAILS, Detail, NameRole, ProtectedDetails, protected_details
 from dreamer.text import content_tokens, normalize_text
 
 __all__ = ["Comparison", "Sketch", "TextProfile", "compare", "jaccard_index", "profile_text", "sketch_of"]

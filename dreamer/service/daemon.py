@@ -407,9 +407,7 @@ def run_daemon(
 
     def apply_logging(cfg: Config) -> None:
         # Keep masking earlier keys too: a run that started before a reload may still hold one.
-        key = cfg.backend.hindsight.api_key
-        if key is not None:
-            secrets.add(key.get_secret_value())
+        secrets.update(cfg.secrets())
         level = log_level or cfg.log.level
         configure_logging(log_format=log_format, level=level, secrets=secrets)
         _quiet_scheduler_logs(level)

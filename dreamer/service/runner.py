@@ -36,6 +36,7 @@ from dreamer.state import StateStore
 if TYPE_CHECKING:
     from dreamer.backends.base import MemoryBackend
     from dreamer.rollup.report import RollupReport
+    from dreamer.rollup.semantic import SemanticJudge
 
 log = get_logger("dreamer.jobs")
 
@@ -103,10 +104,41 @@ class RollupJob:
         self.backend = backend
         self.reports: dict[str, RollupReport] = {}
         self._caches: dict[float, ActivityCache] = {}
+        # The embedder and the ledger vectors it keeps in memory live as long as this job (the
+        # daemon's life), rebuilt when a reload changes [embeddings] or the top k.
+        self._semantic: tuple[object, SemanticJudge | None] = (None, None)
 
     def _cache(self, config: Config) -> ActivityCache:
         ttl = min(config.schedule.interval_minutes * 30.0, config.schedule.jitter_s + 60.0)
         return self._caches.setdefault(ttl, ActivityCache(ttl))
+
+    async def _semantic_judge(self, config: Config) -> SemanticJudge | None:
+        from dreamer.embeddings.factory import make_embedder
+        from dreamer.rollup.semantic import SemanticJudge
+
+        key = (config.embeddings, config.rollup.semantic_top_k)
+        held_key, held = self._semantic
+        if held_key == key:
+            return held
+        if held is not None:
+            await held.aclose()
+        embedder = make_embedder(config)
+        judge = (
+            None
+            if embedder is None
+            else SemanticJudge(
+                embedder, reembed_batch=config.embeddings.reembed_batch, top_k=config.rollup.semantic_top_k
+            )
+        )
+        self._semantic = (key, judge)
+        return judge
+
+    async def aclose(self) -> None:
+        """Close the embedder (its HTTP client), if one was made."""
+        _, held = self._semantic
+        self._semantic = (None, None)
+        if held is not None:
+            await held.aclose()
 
     async def __call__(self, config: Config, job: JobSpec, run_id: str) -> JobOutcome:
         # Imported at the first run, not at start: the daemon signals READY before paying for them.
@@ -118,15 +150,19 @@ class RollupJob:
         run_lock = None if self.dry_run else profile_run_lock(config, profile)
         if run_lock is not None:
             await run_lock.acquire()
-        backend = self.backend or open_backend(config)
+        backend = self.backend
         try:
+            semantic = await self._semantic_judge(config)
+            if backend is None:
+                # The judge's embedder also makes the embedded store's recall hybrid (Hindsight ignores it).
+                backend = open_backend(config, embedder=semantic.embedder if semantic is not None else None)
             with StateStore.open(config.state_path) as state:
                 banks = [config.bank_id(p.bank) for p in config.enabled_profiles().values()]
                 bank_id = config.bank_id(config.profiles[profile].bank)
                 if bank_id not in banks:
                     banks.append(bank_id)
                 activity = await self._cache(config).get(backend, banks, bank_id)
-                rollup = Rollup(config, backend, state, on_step=self.on_step)
+                rollup = Rollup(config, backend, state, on_step=self.on_step, semantic=semantic)
                 report = await rollup.run(
                     profile, activity=activity, run_id=run_id, dry_run=self.dry_run, since=self.since
                 )
@@ -146,7 +182,7 @@ class RollupJob:
                     counts["backlog"] = max(0, activity.unit_count - state.watermark(profile).unit_count)
                 return JobOutcome(report.outcome, report.reason, counts, fields)
         finally:
-            if self.backend is None:
+            if self.backend is None and backend is not None:
                 await backend.aclose()
             if run_lock is not None:
                 run_lock.release()
@@ -172,7 +208,16 @@ def profile_run_lock(config: Config, profile: str) -> SlotLock:
     )
 
 
-_REPORT_FIELDS = ("summariser", "slot_wait_s", "slot_held_s", "dry_run", "watermark_from", "watermark_to")
+_REPORT_FIELDS = (
+    "summariser",
+    "embedder",
+    "reembedded",
+    "slot_wait_s",
+    "slot_held_s",
+    "dry_run",
+    "watermark_from",
+    "watermark_to",
+)
 
 
 async def run_audit_job(config: Config, job: JobSpec, run_id: str) -> JobOutcome:
@@ -376,24 +421,39 @@ async def run_rollups_now(
 ) -> list[RollupReport]:
     """Run each profile's roll-up job now, exactly as the daemon does (same runner, run record,
     timeout, peer card and deferral count); one report per profile, in order."""
-    from dreamer.rollup.report import RollupReport
 
     job = RollupJob(dry_run=dry_run, since=since, on_step=on_step, backend=backend)
     reports: list[RollupReport] = []
     with StateStore.open(config.state_path) as state:
-        for profile in profiles:
-            result = await execute_job(config, rollup_job(config, profile), job, recorder=state)
-            report = job.reports.pop(result.run_id, None)
-            if report is None or report.outcome != result.outcome.outcome:
-                # The run ended before or after the pipeline's report (backend down at the gate,
-                # a timeout): report what the run record says.
-                report = RollupReport(
-                    profile=profile,
-                    run_id=result.run_id,
-                    outcome=result.outcome.outcome,
-                    reason=result.outcome.detail,
-                    dry_run=dry_run,
-                    duration_s=result.duration_s,
-                )
-            reports.append(report)
+        try:
+            await _run_each(config, profiles, job, state, reports, dry_run)
+        finally:
+            await job.aclose()
     return reports
+
+
+async def _run_each(
+    config: Config,
+    profiles: Sequence[str],
+    job: RollupJob,
+    state: StateStore,
+    reports: list[RollupReport],
+    dry_run: bool,
+) -> None:
+    from dreamer.rollup.report import RollupReport
+
+    for profile in profiles:
+        result = await execute_job(config, rollup_job(config, profile), job, recorder=state)
+        report = job.reports.pop(result.run_id, None)
+        if report is None or report.outcome != result.outcome.outcome:
+            # The run ended before or after the pipeline's report (backend down at the gate,
+            # a timeout): report what the run record says.
+            report = RollupReport(
+                profile=profile,
+                run_id=result.run_id,
+                outcome=result.outcome.outcome,
+                reason=result.outcome.detail,
+                dry_run=dry_run,
+                duration_s=result.duration_s,
+            )
+        reports.append(report)

@@ -15,6 +15,8 @@ from dreamer.state.records import (
     Reinforcement,
     RunRecord,
     RunTotal,
+    StoredVector,
+    VectorRow,
     Watermark,
     WordProbe,
 )
@@ -30,6 +32,8 @@ __all__ = [
     "RunRecord",
     "RunTotal",
     "StateStore",
+    "StoredVector",
+    "VectorRow",
     "Watermark",
     "WordProbe",
 ]

@@ -65,6 +65,25 @@ class Watermark:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredVector:
+    """A card's embedding as stored: float16 bytes, and the model and length that made it."""
+
+    model_id: str
+    dimension: int
+    blob: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class VectorRow:
+    """A stored vector as a reader of one bank and one model gets it back, in ``seq`` order."""
+
+    seq: int
+    document_id: str
+    text: str
+    blob: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class LedgerCard:
     """A card Dreamer promoted upstream, and how often it was seen again since."""
 
@@ -89,6 +108,8 @@ class LedgerCard:
     words: tuple[str, ...] = ()
     #: How many content and residual words the card has (its Jaccard denominators' part).
     word_sizes: tuple[int, int] = (0, 0)
+    #: The card's embedding, written with its row when an embedder is configured; None when read back.
+    vector: StoredVector | None = None
 
 
 @dataclass(frozen=True, slots=True)

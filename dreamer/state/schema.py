@@ -21,10 +21,10 @@ from dreamer.errors import StateFileError
 #: ``PRAGMA application_id`` of a Dreamer state file ("DRMR"): tells it from another program's.
 APPLICATION_ID = 0x44524D52
 #: ``PRAGMA user_version`` this code writes; a file of a newer version is refused, never misread.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _TABLES = frozenset({"runs", "watermarks", "ledger"})
 #: Every table a Dreamer state file has ever held: a file with only these is one of ours.
-_KNOWN_TABLES = _TABLES | {"ledger_words", "ledger_profiles", "meta"}
+_KNOWN_TABLES = _TABLES | {"ledger_words", "ledger_profiles", "meta", "ledger_vectors"}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -92,6 +92,20 @@ CREATE TABLE IF NOT EXISTS meta (
 
 
 
+# Each ledger card's embedding (schema 3), with the model it was made by: vectors of two models are
+# never compared. ``seq`` only grows (AUTOINCREMENT, a replaced vector gets a new one), so a reader
+# that keeps the vectors in memory reads only the rows written since it last looked.
+_VECTORS = """
+CREATE TABLE IF NOT EXISTS ledger_vectors (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    document_id TEXT NOT NULL UNIQUE,
+    model_id    TEXT NOT NULL,
+    dimension   INTEGER NOT NULL,
+    vector      BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ledger_vectors_by_model ON ledger_vectors (model_id, dimension, seq);
+"""
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -132,7 +146,7 @@ def create(path: Path) -> None:
     try:
         conn = sqlite3.connect(tmp)
         try:
-            conn.executescript(_SCHEMA + _INDEXES)
+            conn.executescript(_SCHEMA + _INDEXES + _VECTORS)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.commit()
@@ -188,6 +202,7 @@ def upgrade(conn: sqlite3.Connection) -> None:
 
     Version 0: the file from before the identity pragmas, possibly without the ``sketch`` column.
     Version 1: no word index; its cards are marked unindexed and the next roll-up indexes them.
+    Version 2: no vectors; with an embedder configured, roll-ups embed the cards lazily.
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -200,6 +215,7 @@ def upgrade(conn: sqlite3.Connection) -> None:
             if "indexed" not in columns:
                 conn.execute("ALTER TABLE ledger ADD COLUMN indexed INTEGER NOT NULL DEFAULT 0")
             _run_script(conn, _INDEXES)
+            _run_script(conn, _VECTORS)
             # Which profiles each card belongs to, from the card's own JSON list.
             conn.execute("INSERT OR IGNORE INTO ledger_profiles SELECT profile, document_id FROM ledger")
             conn.execute(

@@ -26,6 +26,8 @@ from dreamer.state.records import (
     Reinforcement,
     RunRecord,
     RunTotal,
+    StoredVector,
+    VectorRow,
     Watermark,
     WordProbe,
     iso,
@@ -83,6 +85,14 @@ def _index_card(
         [(word, document_id, sizes[0], sizes[1]) for word in sorted(set(words))],
     )
     conn.execute("UPDATE ledger SET indexed = 1 WHERE document_id = ?", (document_id,))
+
+
+def _put_vector(conn: sqlite3.Connection, document_id: str, vector: StoredVector) -> None:
+    conn.execute(
+        "INSERT OR REPLACE INTO ledger_vectors (document_id, model_id, dimension, vector) "
+        "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM ledger WHERE document_id = ?)",
+        (document_id, vector.model_id, vector.dimension, vector.blob, document_id),
+    )
 
 
 class StateStore:
@@ -262,6 +272,20 @@ class StateStore:
         return [_card(r) for r in self._conn.execute(sql, (upstream_bank, profile))]
 
     @state_errors
+    def superseding(self, document_ids: Iterable[str]) -> list[LedgerCard]:
+        """The cards that supersede one of ``document_ids`` (a ``recency_wins`` conflict). Indexed by
+        ``supersedes``: the read side asks this for the hits of one recall."""
+        ids = sorted(set(document_ids))
+        out: list[LedgerCard] = []
+        for chunk in _chunks(ids):
+            sql = (
+                f"SELECT {_CARD_COLUMNS} FROM ledger WHERE supersedes IN ({_marks(chunk)}) "
+                "ORDER BY promoted_at, document_id"
+            )
+            out.extend(_card(r) for r in self._conn.execute(sql, chunk))
+        return out
+
+    @state_errors
     def ledger_candidates(
         self, upstream_bank: str, *, probes: Sequence[WordProbe], normalized: Iterable[str]
     ) -> list[CandidateCard]:
@@ -361,6 +385,74 @@ class StateStore:
                 conn.execute("UPDATE ledger SET sketch = ? WHERE document_id = ?", (sketch, document_id))
                 _index_card(conn, document_id, words, sizes)
 
+    # --- vectors -----------------------------------------------------------------------------
+
+    @state_errors
+    def vectors_since(
+        self, upstream_bank: str, model_id: str, dimension: int, after_seq: int
+    ) -> list[VectorRow]:
+        """The vectors of ``upstream_bank``'s cards made by this model and length, written after
+        ``after_seq``, in ``seq`` order (a reader keeps the last ``seq`` it saw)."""
+        rows = self._conn.execute(
+            "SELECT v.seq, v.document_id, l.text, v.vector FROM ledger_vectors v "
+            "JOIN ledger l ON l.document_id = v.document_id "
+            "WHERE v.model_id = ? AND v.dimension = ? AND v.seq > ? AND l.upstream_bank = ? "
+            "ORDER BY v.seq",
+            (model_id, dimension, after_seq, upstream_bank),
+        )
+        return [VectorRow(r[0], r[1], r[2], r[3]) for r in rows]
+
+    @state_errors
+    def last_vector_seq(self) -> int:
+        """The highest ``seq`` ever given to a vector (0 when none was)."""
+        row = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'ledger_vectors'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    @state_errors
+    def stale_vectors(
+        self, upstream_bank: str, model_id: str, dimension: int | None, limit: int
+    ) -> list[CandidateCard]:
+        """Up to ``limit`` cards of ``upstream_bank`` with no vector of this model (and length,
+        when known), oldest first: the next ones to embed."""
+        rows = self._conn.execute(
+            "SELECT l.document_id, l.text, l.sketch FROM ledger l "
+            "LEFT JOIN ledger_vectors v ON v.document_id = l.document_id "
+            "WHERE l.upstream_bank = ? AND (v.document_id IS NULL OR v.model_id != ? "
+            "OR (? IS NOT NULL AND v.dimension != ?)) "
+            "ORDER BY l.promoted_at, l.document_id LIMIT ?",
+            (upstream_bank, model_id, dimension, dimension, limit),
+        )
+        return [CandidateCard(r[0], r[1], r[2]) for r in rows]
+
+    @state_errors
+    def store_vectors(self, vectors: Mapping[str, StoredVector]) -> None:
+        """Replace the vectors of these ledger cards (document id -> vector), in one transaction.
+        A card the ledger does not hold is skipped; a replaced vector gets a new ``seq``."""
+        if not vectors:
+            return
+        with self._write() as conn:
+            for document_id, vector in vectors.items():
+                _put_vector(conn, document_id, vector)
+
+    @state_errors
+    def vector_models(self) -> list[tuple[str, int, int]]:
+        """Which models made the stored vectors: (model id, dimension, cards), most cards first."""
+        rows = self._conn.execute(
+            "SELECT model_id, dimension, COUNT(*) FROM ledger_vectors GROUP BY model_id, dimension "
+            "ORDER BY COUNT(*) DESC, model_id"
+        )
+        return [(r[0], int(r[1]), int(r[2])) for r in rows]
+
+    @state_errors
+    def candidate_cards(self, document_ids: Iterable[str]) -> list[CandidateCard]:
+        """These ledger cards as the dedup reads them, in promotion order."""
+        rows = self._conn.execute(
+            "SELECT document_id, text, sketch FROM ledger "
+            "WHERE document_id IN (SELECT value FROM json_each(?)) ORDER BY promoted_at, document_id",
+            (json.dumps(sorted(set(document_ids))),),
+        )
+        return [CandidateCard(r[0], r[1], r[2]) for r in rows]
+
     @state_errors
     def ledger_size(self) -> int:
         return int(self._conn.execute("SELECT count(*) FROM ledger").fetchone()[0])
@@ -444,6 +536,8 @@ class StateStore:
                 )
                 if card.words:
                     _index_card(conn, card.document_id, card.words, card.word_sizes)
+                if card.vector is not None:
+                    _put_vector(conn, card.document_id, card.vector)
                 conn.executemany(
                     "INSERT OR IGNORE INTO ledger_profiles (profile, document_id) VALUES (?, ?)",
                     [(name, card.document_id) for name in dict.fromkeys((card.profile, *card.profiles))],

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from dreamer.config import load_config
 from tests.support.configs import config_data, write_toml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -64,12 +66,15 @@ class TestRollupFlow:
 
         done = json.loads(dreamer(home, "rollup", "--json").stdout)["reports"][0]
         assert done["outcome"] == "promoted" and done["promoted"] == 2
+        assert done["embedder"] == "none (lexical dedup only)"
 
         again = json.loads(dreamer(home, "rollup", "--json").stdout)["reports"][0]
         assert again["outcome"] == "idle"
 
         status = json.loads(dreamer(home, "status", "--json").stdout)
         assert status["ledger_cards"] == 2
+        assert status["embeddings"]["provider"] == "none" and status["embeddings"]["vectors"] == []
+        assert "embeddings: none (lexical dedup only)" in dreamer(home, "status").stdout
         [row] = status["profiles"]
         assert row["last_run"]["outcome"] == "idle" and row["units_pending"] == 0
         assert row["watermark"] and row["next_run_due"] > row["last_run"]["started_at"]
@@ -164,6 +169,95 @@ class TestQuickStart:
         for word in ("promoted:", "reinforced:", "conflict", "idle:", "memories merged"):
             assert word in out, out
 
+    def test_demo_leaves_a_config_and_three_commands_that_work(self, tmp_path: Path) -> None:
+        """`dreamer demo --dir D` leaves D/config.toml and ends with `status`, `recall` and `card`
+        commands that each work as printed, from another directory; the recall shows 27.1 superseded
+        by 28.0 and the card keeps only 28.0."""
+        demo = tmp_path / "demo dir"  # a space: the printed commands must quote the path
+        proc = run_demo(tmp_path, demo)
+        assert proc.returncode == 0, proc.stderr
+        assert load_config(demo / "config.toml").state_path == demo / "state" / "state.sqlite3"
+        tail = proc.stdout.split("== try next", 1)[1].splitlines()[1:]
+        commands = [shlex.split(line) for line in tail if line.strip()]
+        assert [c[:2] for c in commands] == [
+            ["dreamer", "status"],
+            ["dreamer", "recall"],
+            ["dreamer", "card"],
+        ]
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        outputs = {}
+        for command in commands:
+            run = subprocess.run(
+                [sys.executable, "-m", "dreamer", *command[1:]],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=elsewhere,
+            )
+            assert run.returncode == 0, (command, run.stderr)
+            outputs[command[1]] = run.stdout
+        assert "ledger: 7 cards" in outputs["status"]
+        lines = outputs["recall"].splitlines()
+        new = "[homelab,global] Nextcloud runs version 28.0 on host atlas behind nginx."
+        old = (
+            "[homelab,global] (superseded) Nextcloud runs version 27.1 on host atlas behind nginx."
+            " — superseded by: Nextcloud runs version 28.0 on host atlas behind nginx."
+        )
+        assert lines.index(new) < lines.index(old)
+        assert "28.0" in outputs["card"] and "27.1" not in outputs["card"]
+
+    def test_demo_does_not_overwrite_a_config(self, tmp_path: Path) -> None:
+        """D/config.toml already there (a file or a dangling link): exit 2 with one line naming it;
+        the file is unchanged and no state is made."""
+        for name, make in (
+            ("file", lambda p: p.write_text("# mine\n")),
+            ("link", lambda p: p.symlink_to(tmp_path / "nowhere.toml")),
+        ):
+            demo = tmp_path / name
+            demo.mkdir()
+            make(demo / "config.toml")
+            proc = run_demo(tmp_path, demo)
+            assert proc.returncode == 2
+            (line,) = proc.stderr.strip().splitlines()
+            assert line.startswith("dreamer demo: ") and str(demo / "config.toml") in line
+            assert "already exists" in line
+            assert not (demo / "state").exists() and not (tmp_path / "nowhere.toml").exists()
+        assert (tmp_path / "file" / "config.toml").read_text() == "# mine\n"
+
+    def test_demo_into_a_place_it_cannot_write(self, tmp_path: Path) -> None:
+        """D is a file, or under one: exit 2, one line saying why and what to do, no traceback."""
+        blocker = tmp_path / "a-file"
+        blocker.write_text("x")
+        for target in (blocker, blocker / "demo"):
+            proc = run_demo(tmp_path, target)
+            assert proc.returncode == 2
+            (line,) = proc.stderr.strip().splitlines()
+            assert "cannot create the demo directory" in line and "--dir" in line
+
+    @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
+    def test_demo_into_a_read_only_directory(self, tmp_path: Path) -> None:
+        """A directory without write permission: exit 2, one line naming it."""
+        demo = tmp_path / "ro"
+        demo.mkdir()
+        demo.chmod(0o500)
+        try:
+            proc = run_demo(tmp_path, demo)
+        finally:
+            demo.chmod(0o700)
+        assert proc.returncode == 2
+        assert "cannot write the demo into" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def run_demo(cwd: Path, directory: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "dreamer", "demo", "--dir", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
 
 UNREACHABLE = config_data(
     ("global", "shared", "research"),
@@ -201,3 +295,37 @@ class TestBackendDown:
         proc = dreamer(down, "retain", "a fact", "--bank", "research", check=False)
         assert proc.returncode == 75, (proc.stdout, proc.stderr)
         assert "Traceback" not in proc.stderr + proc.stdout
+
+
+@pytest.mark.slow
+class TestSemanticRecall:
+    @pytest.mark.parametrize("provider", ["local", "none"])
+    def test_recall_on_the_embedded_store_finds_a_paraphrase_with_an_embedder(
+        self, tmp_path: Path, provider: str
+    ) -> None:
+        """With [embeddings] provider "local", `dreamer retain` stores the vector and `dreamer recall`
+        finds a paraphrase sharing no content word with it, labelled; with "none" it does not."""
+        from tests.support.embedding_model import local_embedder
+
+        local_embedder()  # skips (or fails under DREAMER_REQUIRE_EMBED=1) without the model
+        write_toml(tmp_path / "config.toml", {**CONFIG, "embeddings": {"provider": provider}})
+        dreamer(tmp_path, "retain", "Caroline adopted a puppy from the shelter.", "--bank", "homelab")
+        dreamer(
+            tmp_path, "retain", "Host atlas runs its nightly restic backup at 02:30.", "--bank", "homelab"
+        )
+        found = json.loads(
+            dreamer(
+                tmp_path,
+                "recall",
+                "a dog was taken home from the animal rescue",
+                "--bank",
+                "homelab",
+                "--json",
+            ).stdout
+        )
+        texts = [item["text"] for item in found["items"]]
+        if provider == "local":
+            assert texts[0] == "Caroline adopted a puppy from the shelter."
+            assert found["items"][0]["labels"] == ["homelab"]
+        else:
+            assert texts == []

@@ -12,6 +12,7 @@ The Hindsight cases need ``DREAMER_TEST_HINDSIGHT_URL`` (and ``DREAMER_TEST_HIND
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import uuid
@@ -57,12 +58,13 @@ class Backends:
     def make(self, *, page_size: int | None = None) -> MemoryBackend:
         """A new backend; ``page_size`` sets Hindsight's list page (the embedded store has none)."""
         backend: MemoryBackend
-        if self.kind == "embedded":
+        if self.kind in ("embedded", "embedded-hybrid"):
             try:
                 embedded = importlib.import_module("dreamer.backends.embedded.backend")
             except ImportError as exc:
                 pytest.skip(f"the embedded backend is not available yet: {exc}")
-            backend = embedded.EmbeddedBackend(self.tmp_path / "memory.sqlite3")
+            embedder = _local_embedder() if self.kind == "embedded-hybrid" else None
+            backend = embedded.EmbeddedBackend(self.tmp_path / "memory.sqlite3", embedder=embedder)
         else:
             url = required_env(HINDSIGHT_URL_VAR)
             key = os.environ.get(HINDSIGHT_API_KEY_VAR)
@@ -82,8 +84,25 @@ class Backends:
             await backend.aclose()
 
 
+@functools.cache
+def _local_embedder() -> Any:
+    """The in-process model, loaded once: the embedded store's hybrid recall keeps the contract too."""
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("safetensors")
+    from dreamer.embeddings.local import LocalEmbedder
+
+    try:
+        return LocalEmbedder()
+    except ImportError as exc:  # pragma: no cover - CI installs the model package
+        pytest.skip(str(exc))
+
+
 @pytest.fixture(
-    params=["embedded", pytest.param("hindsight", marks=[pytest.mark.hindsight, pytest.mark.slow])]
+    params=[
+        "embedded",
+        "embedded-hybrid",
+        pytest.param("hindsight", marks=[pytest.mark.hindsight, pytest.mark.slow]),
+    ]
 )
 async def backends(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Backends]:
     made = Backends(request.param, tmp_path)

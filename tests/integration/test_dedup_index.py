@@ -11,7 +11,7 @@ import pytest
 
 from dreamer.rollup import dedup
 from dreamer.rollup.candidates import NO_CONTENT, index_words, probe, word_sizes
-from dreamer.rollup.pipeline import indexed_candidates
+from dreamer.rollup.judging import indexed_candidates
 from dreamer.rollup.similarity import jaccard_index, profile_text, sketch_of
 from dreamer.state import LedgerCard, StateStore, Watermark
 from dreamer.text import card_document_id, normalize_text

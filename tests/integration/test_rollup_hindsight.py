@@ -35,6 +35,7 @@ from dreamer.backends.base import RetainItem
 from dreamer.backends.hindsight.backend import HindsightBackend
 from dreamer.config import Config
 from dreamer.rollup.cards import CARD_KINDS
+from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.report import RollupReport
 from dreamer.service.jobs import rollup_job_id
 from dreamer.service.runner import run_rollups_now
@@ -532,3 +533,52 @@ class TestCrashSafety:
         assert await card_documents(cfg) == expected
         with StateStore.open(cfg.state_path) as state:
             assert {c.document_id for c in state.ledger(cfg.bank_id("global"))} == set(expected)
+
+
+class TestBacklog:
+    async def test_three_times_top_n_facts_all_reach_a_card_over_runs_and_the_backlog_drains(
+        self, tmp_path: Path, server: str, fresh_bank_id: str
+    ) -> None:
+        """With top_n 2 and one batch per run, a bank of 3 x top_n facts needs several runs, each a
+        reflect over the next stretch of the stream; the backlog drops to 0 and every fact ends in
+        a ledger card's provenance, also one the reflect answer cited in no card."""
+        data = config_data(server, fresh_bank_id)
+        data["profiles"][PROFILE]["top_n"] = 2
+        data["rollup"] = {"max_batches_per_run": 1}
+        cfg = configs.loaded(tmp_path, data)
+        extra = [
+            f"Caroline of {fresh_bank_id} adopted a rescue dog named Luna in March 2023.",
+            f"Melanie of {fresh_bank_id} ran a charity race for mental health on 20 May 2023.",
+        ]
+        async with opened(cfg) as backend:
+            await backend.retain(
+                cfg.bank_id(PROFILE),
+                [RetainItem(content=" ".join([*sentences(fresh_bank_id), *extra]), document_id="six")],
+            )
+            facts = {
+                u.id
+                for u in await backend.list_units_since(cfg.bank_id(PROFILE), None, fact_types=FACT_TYPES)
+            }
+        assert len(facts) >= 6, facts
+        reports: list[RollupReport] = []
+        async with opened(cfg) as backend:
+            for _ in range(len(facts) + 1):
+                reports.append(await run_once(cfg, backend))
+                with StateStore.open(cfg.state_path) as state:
+                    left = await Rollup(cfg, backend, state).backlog(PROFILE)
+                if not left:
+                    break
+        assert not left, [(r.outcome, r.reason) for r in reports]
+        assert len(reports) >= 3 and all(r.outcome in ("promoted", "reinforced") for r in reports), [
+            (r.outcome, r.reason) for r in reports
+        ]
+        for r in reports:
+            assert (
+                r.units_promoted + r.units_merged + r.units_chatter + r.units_left_out + r.units_pending
+                == (r.units_seen)
+            ), r.counts()
+        with StateStore.open(cfg.state_path) as state:
+            cited = {i for card in state.ledger(cfg.bank_id("global")) for i in card.source_ids}
+        left_out = sum(r.units_left_out for r in reports)
+        assert len(facts - cited) == left_out, (facts - cited, [r.dropped for r in reports])
+        assert facts <= cited, [r.dropped for r in reports]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dreamer.rollup.details import Detail, protected_details
+from dreamer.details import Detail, protected_details
 
 
 class TestProtectedDetails:

@@ -124,7 +124,7 @@ class TestVectors:
         rng = np.random.default_rng(3)
         matrix = normalise(rng.standard_normal((40_000, 32)).astype(np.float32)).astype("<f2")
         queries = normalise(rng.standard_normal((5, 32)).astype(np.float32))
-        idx, scores = top_k(queries, matrix, 7)
+        _idx, scores = top_k(queries, matrix, 7)
         full = matrix.astype(np.float32) @ queries.T
         for q in range(5):
             expected = np.argsort(-full[:, q], kind="stable")[:7]
@@ -135,3 +135,25 @@ class TestVectors:
         """No stored vectors: no neighbours, no error."""
         idx, scores = top_k(np.ones((2, 4), dtype=np.float32), np.zeros((0, 4), dtype="<f2"), 5)
         assert idx.shape == (2, 0) and scores.shape == (2, 0)
+
+
+class TestStaticEmbedder:
+    def test_a_paraphrase_is_nearer_than_an_unrelated_text(self, embedder: LocalEmbedder) -> None:
+        """The distilled table ranks a paraphrase above an unrelated sentence and is cached as a file."""
+        from dreamer.embeddings.static import StaticEmbedder
+
+        cache = Path(__file__).resolve().parents[2] / ".cache" / "embeddings"
+        static = StaticEmbedder(embedder, cache)
+        v = static.embed_sync(
+            [
+                "Maria's grandma passed away last week, causing her to go through a tough time.",
+                "Maria's grandmother passed away last week.",
+                "John prefers Hawaiian pizza.",
+                "",
+            ]
+        )
+        assert float(v[0] @ v[1]) > float(v[0] @ v[2]) + 0.2
+        assert np.allclose(np.linalg.norm(v[:3], axis=1), 1.0, atol=1e-5)
+        assert not np.any(v[3])  # no tokens: a zero row, not NaN
+        assert static.model_id.startswith("static:all-MiniLM-L6-v2:")
+        assert list(cache.glob("static-v2-*.npy"))

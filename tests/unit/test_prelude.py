@@ -96,6 +96,12 @@ class TestContent:
         text = prelude(config_with(), "research")
         assert "A search without a bank reads research, global and shared together" in text
 
+    def test_says_what_a_superseded_result_means(self) -> None:
+        """The prelude tells the agent that a (superseded) result was replaced and to trust the newer one."""
+        text = prelude(config_with(), "research")
+        assert "A result marked (superseded) was replaced by a newer fact" in text
+        assert "trust the newer one" in text
+
     def test_no_shared_bank_two_tiers(self) -> None:
         config = config_with(lambda d: d.setdefault("topology", {}).update(shared=None))
         text = prelude(config, "research")

@@ -247,3 +247,94 @@ class TestChatter:
         salience.is_chatter("Maria volunteers at the homeless shelter with her aunt.")
         salience.is_chatter("Tim and John spoke at 10:29 am on 9 August, 2023.")
         assert analysed == ["Tim and John spoke at 10:29 am on 9 August, 2023."]
+
+
+class TestClosingLinesAndCatchUps:
+    """Session notes LoCoMo summaries carry (how a conversation began or ended) are contact records;
+    a goodbye or a catch-up that carries any other content stays a fact."""
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "James and John catch up on recent events at 9:23 pm…",
+            "James and John catch up on recent events at 9:23 pm on 21 January, 2022.",
+            "The conversation ended with mutual goodbyes.",
+            "The conversation ended with warm goodbyes and well-wishes.",
+            "The conversation ended with a friendly farewell.",
+            "They shared goodbyes, wishing each other a great day.",
+            "They ended the conversation with well-wishes and a promise to catch up soon.",
+        ],
+    )
+    def test_closing_lines_and_catch_ups_are_contact_records(self, text: str) -> None:
+        """A closing line or a 'catch up on recent events' note is dropped as a contact record."""
+        from dreamer.rollup.salience import chatter_reason, is_chatter
+
+        assert chatter_reason(text) == "contact record" and is_chatter(text)
+
+    @pytest.mark.parametrize(
+        "ref",
+        [
+            ("30", "session_17_summary", 7),
+            ("41", "session_22_summary", 6),
+            ("42", "session_9_summary", 4),
+            ("42", "session_23_summary", 11),
+            ("42", "session_7_summary", 5),
+        ],
+    )
+    def test_real_closing_lines_are_contact_records(self, ref: Any) -> None:
+        """The closing lines of real LoCoMo session summaries are dropped as contact records."""
+        from dreamer.rollup.salience import chatter_reason
+
+        assert chatter_reason(sentence(ref)) == "contact record"
+
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "Alice met Bob at a conference in 2019.",
+            "John recently had to say goodbye to his dog, Max, who was part of the family for 10 years.",
+            "The conversation ended with Nate expressing his love for turtles.",
+            "Nate expressed interest in making his own cork board and they bid each other goodbye.",
+            "Maria and John caught up on their recent community involvement at 8:06 pm.",
+            "James and John attended a chess event in March.",
+            "Tim offered tips for visiting and bid farewell.",
+            "Alice chatted with Bob about the new job offer and said goodbye.",
+        ],
+    )
+    def test_goodbyes_and_catch_ups_with_content_stay_facts(self, text: str) -> None:
+        """A goodbye to a pet, a topic after 'ended with', an event attended: still a fact."""
+        from dreamer.rollup.salience import chatter_reason
+
+        assert chatter_reason(text) is None
+
+    @pytest.mark.parametrize(
+        "ref",
+        [
+            ("30", "session_19_summary", 5),
+            ("41", "session_16_summary", 7),
+            ("42", "session_25_summary", 6),
+            ("41", "session_29_summary", 0),
+            ("43", "session_12_summary", 7),
+        ],
+    )
+    def test_real_endings_that_carry_a_fact_stay_facts(self, ref: Any) -> None:
+        """Real summary sentences about an ending or a meeting that say something more are kept."""
+        from dreamer.rollup.salience import chatter_reason
+
+        assert chatter_reason(sentence(ref)) is None
+
+    def test_filler_and_contact_records_give_their_reason(self) -> None:
+        """The reason a run report counts: 'filler' for small talk, 'contact record' for a session note."""
+        from dreamer.rollup.salience import chatter_reason
+
+        assert chatter_reason("ok thanks, bye") == "filler"
+        assert chatter_reason("Tim and John spoke at 10:29 am on 9 August, 2023.") == "contact record"
+        assert chatter_reason("") == "filler"
+        assert chatter_reason("Nate loves cats.") is None
+
+    def test_a_huge_closing_line_is_a_contact_record_and_markup_keeps_a_unit(self) -> None:
+        """A huge unit of repeated closing words is still a contact record; words of injected markup
+        count as content, so such a unit goes to the summariser rather than being dropped."""
+        from dreamer.rollup.salience import chatter_reason
+
+        assert chatter_reason("The conversation ended with goodbyes. " * 2000) == "contact record"
+        assert chatter_reason("The conversation ended with <script>alert(1)</script> goodbyes.") is None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dreamer.rollup.details import Detail
+from dreamer.details import Detail
 from dreamer.rollup.similarity import Sketch, compare, profile_text, sketch_of
 from tests.labelled_pairs import FRIENDSHIP_ROLE_SWAP, SUBSUMED, TRILOGY_WATCHED, texts
 from tests.locomo import sentence

@@ -11,7 +11,7 @@ from jsonschema import Draft202012Validator, ValidationError  # type: ignore[imp
 
 from dreamer.config import Config
 from dreamer.errors import PolicyError
-from dreamer.readside.tools import TOOL_NAMES, tool_schemas
+from dreamer.readside.tools import HINDSIGHT_TOOLS, TOOL_NAMES, ToolSet, tool_schemas
 from tests.support.configs import parsed
 
 BASE: dict[str, Any] = {
@@ -38,6 +38,13 @@ def config_with(change: Callable[[dict[str, Any]], None] | None = None) -> Confi
 
 def tools(config: Config, profile: str | None = "research", strict: bool = False) -> dict[str, Any]:
     return {t["function"]["name"]: t["function"] for t in tool_schemas(config, profile, strict)}
+
+
+def tools_of(tool_set: ToolSet, strict: bool = False) -> dict[str, Any]:
+    return {
+        t["function"]["name"]: t["function"]
+        for t in tool_schemas(config_with(), "research", strict, tool_set)
+    }
 
 
 def bank_enum(function: dict[str, Any]) -> list[Any]:
@@ -150,6 +157,11 @@ class TestBankEnums:
         assert "(research, global, shared)" in found["memory_recall"]["description"]
         assert "'research'" in found["memory_retain"]["description"]
 
+    def test_recall_description_says_what_superseded_means(self) -> None:
+        """The model is told that a (superseded) result was replaced and which one to trust."""
+        description = tools(config_with())["memory_recall"]["description"]
+        assert "(superseded)" in description and "trust the newer one" in description
+
     def test_unknown_profile(self) -> None:
         """Schemas for an unknown profile are refused."""
         with pytest.raises(PolicyError, match="unknown profile"):
@@ -210,3 +222,22 @@ class TestArgumentsValidate:
         """In strict mode leaving a key out (instead of passing null) is rejected."""
         with pytest.raises(ValidationError):
             validator(tools(config_with(), strict=True)["memory_reflect"]).validate({"query": "q"})
+
+
+class TestScopeArgument:
+    """``scope`` on hindsight_retain: what scope_tag accepts, said in the schema too."""
+
+    def test_loose_schema_checks_a_scope_like_scope_tag(self) -> None:
+        """A scope scope_tag accepts validates; one it refuses (colon, empty, too long, space) does not."""
+        retain = validator(tools_of(HINDSIGHT_TOOLS)["hindsight_retain"])
+        retain.validate({"content": "runs 29.0", "scope": "staging-2.eu_w"})
+        for bad in ("prod:eu", "", "s" * 65, "two words"):
+            with pytest.raises(ValidationError):
+                retain.validate({"content": "x", "scope": bad})
+
+    def test_strict_schema_leaves_out_the_keywords_strict_mode_rejects(self) -> None:
+        """Strict mode has no pattern or maxLength; a null scope means none."""
+        schema = tools_of(HINDSIGHT_TOOLS, strict=True)["hindsight_retain"]
+        scope = schema["parameters"]["properties"]["scope"]
+        assert "pattern" not in scope and "maxLength" not in scope
+        assert scope["type"] == ["string", "null"]

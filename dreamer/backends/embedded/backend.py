@@ -1,11 +1,14 @@
 """The embedded memory backend: :class:`EmbeddedBackend`, Dreamer's default store.
 
-A :class:`~dreamer.backends.base.MemoryBackend` kept in one local SQLite file, with no server, LLM or
-embedder, safe to share between processes (the daemon and the CLI). This module holds the class (one
-connection per instance, used from anyio worker threads under a lock, SQLite errors translated into
-the error tree) and the conversion of rows into the contract's values. Its parts live beside it:
-:mod:`.schema` (the file: schema, opening, upgrades, write transaction, stored times), :mod:`.retain`
-(checking and writing a batch), :mod:`.search` (bank-scoped full-text search, scores) and
+A :class:`~dreamer.backends.base.MemoryBackend` kept in one local SQLite file, with no server or LLM,
+safe to share between processes (the daemon and the CLI). Given an
+:class:`~dreamer.embeddings.Embedder`, it stores each unit's vector and recalls by full text and
+vectors together. This module holds the class (one connection per instance, used from anyio worker
+threads under a lock, SQLite errors translated into the error tree; embedding outside the lock) and
+the conversion of rows into the contract's values. Its parts live beside it: :mod:`.schema` (the
+file: schema, opening, upgrades, write transaction, stored times), :mod:`.retain` (checking and
+writing a batch), :mod:`.search` (bank-scoped full-text search, scores), :mod:`.vector_store` (stored
+vectors, the per-bank matrix cache, the backlog), :mod:`.hybrid` (fusing both rankings) and
 :mod:`.reflect` (the extractive answer).
 
 Why it is built this way: ``docs/design/embedded-store.md``.
@@ -20,9 +23,10 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import closing
 from datetime import datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
+import structlog
 
 from dreamer.backends.base import (
     BankActivity,
@@ -35,6 +39,7 @@ from dreamer.backends.base import (
     RetainResult,
     TagsMatch,
 )
+from dreamer.backends.embedded.hybrid import hybrid_search
 from dreamer.backends.embedded.reflect import REFLECT_UNITS_BY_BUDGET, extractive_answer
 from dreamer.backends.embedded.retain import retain_batch, validate_retain
 from dreamer.backends.embedded.schema import (
@@ -52,7 +57,19 @@ from dreamer.backends.embedded.search import (
     search_bank,
     tags_filter,
 )
-from dreamer.errors import PermanentBackendError
+from dreamer.backends.embedded.vector_store import (
+    VectorCache,
+    backlog,
+    drop_vectors,
+    shared_cache,
+    store_vectors,
+)
+from dreamer.embeddings import Embedder
+from dreamer.errors import BackendError, PermanentBackendError
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 __all__ = ["EmbeddedBackend"]
 
@@ -60,6 +77,10 @@ _T = TypeVar("_T")
 
 #: How many hits a recall without ``limit`` sizes its first candidate set for (``max_tokens`` ends it).
 _UNLIMITED_RECALL_WANT = 100
+#: Units without a vector of the current model that one recall embeds on its way (bounded work).
+BACKLOG_BATCH = 8
+
+log = structlog.get_logger("dreamer.backends.embedded")
 
 
 class EmbeddedBackend:
@@ -67,21 +88,28 @@ class EmbeddedBackend:
 
     The constructor does no I/O; the file is opened (and created, with its parent directories) on
     first use. ``await EmbeddedBackend.open(path)`` opens it eagerly so a bad path fails at once.
+    With an ``embedder`` (owned by the caller, not closed here), retain stores each unit's vector
+    and recall is hybrid; ``backlog_batch`` bounds how many older units one recall embeds.
     """
 
     name = "embedded"
     reflect_uses_llm = False
 
-    def __init__(self, path: Path) -> None:
+    def __init__(
+        self, path: Path, *, embedder: Embedder | None = None, backlog_batch: int = BACKLOG_BATCH
+    ) -> None:
         self.path = Path(path).expanduser()
+        self.embedder = embedder
+        self._backlog_batch = max(0, backlog_batch)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        self._cache: VectorCache | None = None
 
     @classmethod
-    async def open(cls, path: Path) -> EmbeddedBackend:
+    async def open(cls, path: Path, *, embedder: Embedder | None = None) -> EmbeddedBackend:
         """Create the backend and open (or create) its file now, so a bad path fails here."""
-        backend = cls(path)
+        backend = cls(path, embedder=embedder)
         await backend._call("open", lambda _conn: None)
         return backend
 
@@ -163,12 +191,14 @@ class EmbeddedBackend:
         tags_match: TagsMatch = "any",
         limit: int | None = None,
     ) -> list[RecallItem]:
-        """Full-text hits for ``query``, best first.
+        """Full-text hits for ``query``, best first; fused with the nearest vectors given an embedder.
 
         ``budget`` changes nothing here (every unit is searched). ``max_tokens`` trims the list like
         Hindsight does (stop before the hit that would exceed it, text only, ~4 characters a token),
         except that the best hit is always returned, since an embedded unit is a whole item and may
-        alone exceed the budget. ``types`` None or empty means all fact types.
+        alone exceed the budget. ``types`` None or empty means all fact types. With an embedder,
+        ``semantic`` is each hit's cosine to the query; when the embedder fails, the recall is
+        full-text only (logged), never an error.
         """
         del budget
         match = fts_match_expression(query)
@@ -176,6 +206,12 @@ class EmbeddedBackend:
             return []
 
         want = limit if limit is not None else _UNLIMITED_RECALL_WANT
+        if self.embedder is not None:
+            query_vectors = await self._embed([query], "recall")
+            if query_vectors is not None:
+                return await self._hybrid_recall(
+                    bank_id, match, query_vectors[0], max_tokens, types, tags, tags_match, limit, want
+                )
 
         def run(conn: sqlite3.Connection) -> list[RecallItem]:
             hits: list[RecallItem] = []
@@ -252,10 +288,14 @@ class EmbeddedBackend:
         validate_retain(bank_id, items)
         if not items:
             return RetainResult(bank_id=bank_id, items_count=0)
+        # Embedded before the write: a failing embedder leaves the units for the backlog, never unstored.
+        vectors = None if self.embedder is None else await self._embed([i.content for i in items], "retain")
 
         def run(conn: sqlite3.Connection) -> None:
             with write_transaction(conn):
-                retain_batch(conn, bank_id, items)
+                keys = retain_batch(conn, bank_id, items)
+                if vectors is not None and self.embedder is not None:
+                    store_vectors(conn, self.embedder.model_id, _blobs(keys, vectors))
 
         await self._call("retain", run)
         return RetainResult(bank_id=bank_id, items_count=len(items))
@@ -290,6 +330,155 @@ class EmbeddedBackend:
     async def all_units(self, bank_id: str) -> list[MemoryUnit]:
         """Every unit of the bank, oldest first by ``(created_at, id)``."""
         return await self.list_units_since(bank_id, None)
+
+    async def embed_backlog(self, bank_id: str, max_units: int) -> int:
+        """Embed up to ``max_units`` of the bank's units lacking a vector of the current model.
+
+        Newest first, in batches of ``backlog_batch``; returns how many were stored (0 without an
+        embedder, or when the embedder fails).
+        """
+        if self.embedder is None:
+            return 0
+        done = 0
+        while done < max_units:
+            step = await self._embed_pending(bank_id, min(self._backlog_batch or max_units, max_units - done))
+            if step == 0:
+                break
+            done += step
+        return done
+
+    # ---------------------------------------------------------------- vectors
+
+    async def _embed(self, texts: Sequence[str], operation: str) -> NDArray[np.float32] | None:
+        """The embedder's unit rows for ``texts``, or None (logged) when it fails or answers garbage."""
+        assert self.embedder is not None
+        import numpy as np
+
+        from dreamer.embeddings.vectors import normalise
+
+        try:
+            vectors = np.asarray(await self.embedder.embed(texts), dtype=np.float32)
+            if vectors.ndim != 2 or vectors.shape[0] != len(texts) or vectors.shape[1] == 0:
+                raise ValueError(f"expected {len(texts)} vectors, got an array of shape {vectors.shape}")
+            if not np.isfinite(vectors).all():
+                raise ValueError("the vectors hold NaN or infinite values")
+            vectors = normalise(vectors)  # the protocol promises unit rows; a cosine must not depend on it
+        except Exception as exc:  # any embedder fault: recall falls back to full text, retain to the backlog
+            log.warning(
+                "embedding failed; full-text only until it works again",
+                operation=operation,
+                model=self.embedder.model_id,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            return None
+        return vectors
+
+    async def _embed_pending(self, bank_id: str, count: int) -> int:
+        """Embed up to ``count`` backlog units of the bank (and drop damaged vectors); how many stored."""
+        assert self.embedder is not None
+        model_id = self.embedder.model_id
+        dimension = self.embedder.dimension
+
+        def look(conn: sqlite3.Connection) -> tuple[list[tuple[int, str]], tuple[int, ...]]:
+            damaged: tuple[int, ...] = ()
+            if dimension is not None:
+                refreshed = self._vectors().refresh(conn, bank_id, model_id, dimension)
+                bank, damaged = refreshed.bank, refreshed.damaged
+                if bank is None or (bank.size >= bank.unit_count and not damaged):
+                    return [], damaged
+            bank_row = conn.execute("SELECT bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
+            if bank_row is None or bank_row["bank_no"] is None or count <= 0:
+                return [], damaged
+            return backlog(conn, int(bank_row["bank_no"]), model_id, count), damaged
+
+        pending, damaged = await self._call("recall", look)
+        if damaged:
+            log.warning(
+                "damaged unit vectors left out of recall; they are embedded again",
+                store=str(self.path),
+                bank=bank_id,
+                count=len(damaged),
+            )
+            dropped = await self._write_vectors(
+                "drop damaged vectors", lambda conn: drop_vectors(conn, model_id, damaged)
+            )
+            if not dropped:  # reload the bank next time, so the damaged rows are seen (and dropped) again
+                await self._call("recall", lambda _conn: self._vectors().forget(bank_id, model_id))
+        if not pending:
+            return 0
+        vectors = await self._embed([text for _, text in pending], "backlog")
+        if vectors is None:
+            return 0
+        keys: list[int | None] = [key for key, _ in pending]
+        stored = await self._write_vectors(
+            "embed backlog", lambda conn: store_vectors(conn, model_id, _blobs(keys, vectors))
+        )
+        return len(pending) if stored else 0
+
+    def _vectors(self) -> VectorCache:
+        """The process's vector cache of this store file (called with the connection open)."""
+        if self._cache is None:
+            self._cache = shared_cache(self.path)
+        return self._cache
+
+    async def _write_vectors(self, operation: str, write: Callable[[sqlite3.Connection], None]) -> bool:
+        """Run a vector write in its own transaction; a failure is logged, never raised (recall goes on)."""
+
+        def run(conn: sqlite3.Connection) -> None:
+            with write_transaction(conn):
+                write(conn)
+
+        try:
+            await self._call(operation, run)
+        except BackendError as exc:
+            log.warning(
+                "could not store unit vectors; tried again later", operation=operation, error=str(exc)
+            )
+            return False
+        return True
+
+    async def _hybrid_recall(
+        self,
+        bank_id: str,
+        match: str,
+        query_vector: NDArray[np.float32],
+        max_tokens: int,
+        types: Sequence[str] | None,
+        tags: Sequence[str] | None,
+        tags_match: TagsMatch,
+        limit: int | None,
+        want: int,
+    ) -> list[RecallItem]:
+        assert self.embedder is not None
+        model_id = self.embedder.model_id
+        await self._embed_pending(bank_id, self._backlog_batch)
+
+        def run(conn: sqlite3.Connection) -> list[RecallItem]:
+            bank = self._vectors().refresh(conn, bank_id, model_id, int(query_vector.shape[0])).bank
+            hits = hybrid_search(
+                conn,
+                bank_id,
+                match,
+                query_vector,
+                bank,
+                types=types,
+                tags=tags,
+                tags_match=tags_match,
+                want=want,
+            )
+            items: list[RecallItem] = []
+            used_tokens = 0
+            for hit in hits:
+                tokens = estimate_tokens(hit.row["text"])
+                if items and used_tokens + tokens > max_tokens:
+                    break
+                used_tokens += tokens
+                items.append(_recall_item_from_row(hit.row, score=hit.score, semantic=hit.cosine))
+                if limit is not None and len(items) >= limit:
+                    break
+            return items
+
+        return await self._call("recall", run)
 
     # ---------------------------------------------------------------- plumbing
 
@@ -341,14 +530,23 @@ def _unit_from_row(row: sqlite3.Row) -> MemoryUnit:
     )
 
 
-def _recall_item_from_row(row: sqlite3.Row) -> RecallItem:
+def _blobs(keys: Sequence[int | None], vectors: NDArray[np.float32]) -> list[tuple[int, bytes]]:
+    """(unit key, float16 blob) for each item that wrote a unit."""
+    from dreamer.embeddings.vectors import to_blob
+
+    return [(key, to_blob(vector)) for key, vector in zip(keys, vectors, strict=True) if key is not None]
+
+
+def _recall_item_from_row(
+    row: sqlite3.Row, *, score: float | None = None, semantic: float | None = None
+) -> RecallItem:
     return RecallItem(
         id=row["id"],
         bank_id=row["bank_id"],
         text=row["text"],
         fact_type=row["fact_type"],
-        score=bm25_to_score(float(row["rank"])),
-        semantic=None,
+        score=bm25_to_score(float(row["rank"])) if score is None else score,
+        semantic=semantic,
         document_id=row["document_id"],
         tags=tuple(json.loads(row["tags"])),
         metadata=json.loads(row["metadata"]),

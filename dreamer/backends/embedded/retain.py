@@ -82,8 +82,12 @@ def validate_retain(bank_id: str, items: Sequence[RetainItem]) -> None:
                 raise refuse(f"{where}.timestamp", f"cannot be expressed in UTC ({exc})") from exc
 
 
-def retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[RetainItem]) -> None:
-    """Write the batch; the caller holds the write transaction."""
+def retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[RetainItem]) -> list[int | None]:
+    """Write the batch; the caller holds the write transaction.
+
+    Returns each item's new unit key, in order; None for an item that wrote no unit (a document
+    re-retained with the same content).
+    """
     now = datetime.now(UTC)
     row = conn.execute("SELECT last_write_at, bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
     if row is None:
@@ -108,6 +112,7 @@ def retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[RetainI
     ).fetchone()[0]
     next_key = (first_key if highest is None else int(highest)) + 1
     last_created: datetime | None = None
+    keys: list[int | None] = []
 
     for item in items:
         tags_json = json.dumps(list(item.tags), ensure_ascii=False)
@@ -124,6 +129,7 @@ def retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[RetainI
                     "UPDATE units SET tags = ?, metadata = ? WHERE bank_id = ? AND document_id = ?",
                     (tags_json, metadata_json, bank_id, item.document_id),
                 )
+                keys.append(None)
                 continue
             if document is not None:
                 # Hindsight's upsert of a changed document replaces its units. Dreamer derives
@@ -169,12 +175,14 @@ def retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[RetainI
                 format_time(mentioned),
             ),
         )
+        keys.append(next_key)
         next_key += 1
 
     if last_created is not None:
         conn.execute(
             "UPDATE banks SET last_write_at = ? WHERE bank_id = ?", (format_time(last_created), bank_id)
         )
+    return keys
 
 
 def _is_encodable(text: str) -> bool:

@@ -1,7 +1,8 @@
 """The embedded store's file: its schema, how it is opened, upgraded and written.
 
-The schema (tables, the full-text index, the tag table and per-bank unit counts, the triggers that
-keep them in step with ``units`` and that keep each unit's key inside its bank's range) and its
+The schema (tables, the full-text index, the tag table and per-bank unit counts, the units' vectors,
+the triggers that keep them in step with ``units`` and that keep each unit's key inside its bank's
+range) and its
 version in ``PRAGMA user_version``; the layout of unit keys (``bank_no << BANK_KEY_BITS`` plus the
 unit's number in the bank) and of times (fixed-width UTC text, so text order is time order);
 :func:`connect`, which opens a file in WAL mode with a busy timeout and creates or upgrades its
@@ -39,7 +40,7 @@ __all__ = [
     "write_transaction",
 ]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: A unit's key is ``bank_no << BANK_KEY_BITS`` plus its number in the bank, so each bank owns one
 #: contiguous range (docs/design/embedded-store.md): up to 2**40 - 1 units per bank, 2**23 - 1 banks.
 BANK_KEY_BITS = 40
@@ -54,7 +55,8 @@ CREATE TABLE IF NOT EXISTS banks (
     created_at    TEXT NOT NULL,
     last_write_at TEXT,
     bank_no       INTEGER,
-    unit_count    INTEGER NOT NULL DEFAULT 0
+    unit_count    INTEGER NOT NULL DEFAULT 0,
+    vector_drops  INTEGER NOT NULL DEFAULT 0
 );
 CREATE UNIQUE INDEX IF NOT EXISTS banks_by_no ON banks (bank_no);
 CREATE TABLE IF NOT EXISTS units (
@@ -119,6 +121,22 @@ END;
 CREATE TRIGGER IF NOT EXISTS units_count_move AFTER UPDATE OF bank_id ON units BEGIN
     UPDATE banks SET unit_count = unit_count - 1 WHERE bank_id = old.bank_id;
     UPDATE banks SET unit_count = unit_count + 1 WHERE bank_id = new.bank_id;
+END;
+CREATE TABLE IF NOT EXISTS unit_vectors (
+    vec_no   INTEGER PRIMARY KEY AUTOINCREMENT,
+    unit_key INTEGER NOT NULL,
+    model_id TEXT NOT NULL,
+    vector   BLOB NOT NULL,
+    UNIQUE (unit_key, model_id)
+);
+CREATE TRIGGER IF NOT EXISTS unit_vectors_drop AFTER DELETE ON unit_vectors BEGIN
+    UPDATE banks SET vector_drops = vector_drops + 1 WHERE bank_no = old.unit_key >> {BANK_KEY_BITS};
+END;
+CREATE TRIGGER IF NOT EXISTS units_vectors_delete AFTER DELETE ON units BEGIN
+    DELETE FROM unit_vectors WHERE unit_key = old.seq;
+END;
+CREATE TRIGGER IF NOT EXISTS units_vectors_update AFTER UPDATE OF seq, text ON units BEGIN
+    DELETE FROM unit_vectors WHERE unit_key = old.seq;
 END;
 CREATE TRIGGER IF NOT EXISTS units_key_in_bank AFTER INSERT ON units
 WHEN new.seq >> {BANK_KEY_BITS} IS NOT (SELECT bank_no FROM banks WHERE bank_id = new.bank_id)
@@ -238,6 +256,8 @@ def _upgrade_schema(conn: sqlite3.Connection, path: Path) -> None:
         _migrate_from_v1(conn, path)
     if version in (1, 2):
         conn.execute("ALTER TABLE banks ADD COLUMN unit_count INTEGER NOT NULL DEFAULT 0")
+    if version in (1, 2, 3):
+        conn.execute("ALTER TABLE banks ADD COLUMN vector_drops INTEGER NOT NULL DEFAULT 0")
     _create_schema(conn)
     if version in (1, 2):
         _fill_tags_and_counts(conn)

@@ -153,7 +153,7 @@ def search_bank(
             WHERE units_fts MATCH ? AND rowid BETWEEN ? AND ?
             ORDER BY 2, rowid DESC LIMIT ?
         )
-        SELECT {UNIT_COLUMNS}, c.rank AS rank
+        SELECT {UNIT_COLUMNS}, c.rank AS rank, c.seq AS seq
         FROM candidates c JOIN units u ON u.seq = c.seq
         WHERE {" AND ".join(where)} {tag_sql}
         ORDER BY c.rank, u.created_at DESC, u.id

@@ -9,16 +9,14 @@ URL. Why these statuses: ``docs/design/hindsight.md``.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, Final
 
 import httpx
 
 from dreamer.errors import BackendError, PermanentBackendError, TransientBackendError
+from dreamer.retry import parse_retry_after
 
 __all__ = ["TRANSIENT_STATUSES", "is_bank_not_found", "parse_retry_after", "status_error"]
 
@@ -28,27 +26,6 @@ __all__ = ["TRANSIENT_STATUSES", "is_bank_not_found", "parse_retry_after", "stat
 TRANSIENT_STATUSES: Final = frozenset({408, 425, 429, 499, 500, 502, 503, 504})
 
 _BANK_NOT_FOUND = re.compile(r"^Bank '.*' not found$", re.DOTALL)
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (delay-seconds or an HTTP-date), else None.
-
-    A date in the past gives 0. Anything unparseable gives None (no advice), never an error.
-    """
-    if value is None:
-        return None
-    text = value.strip()
-    if re.fullmatch(r"\d+(?:\.\d+)?", text):
-        seconds = float(text)
-        return seconds if math.isfinite(seconds) else None
-    try:
-        when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    reference = now if now is not None else datetime.now(UTC)
-    return max(0.0, (when - reference).total_seconds())
 
 
 #: How much of a server's error text is kept in an error message.

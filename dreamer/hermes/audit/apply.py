@@ -15,8 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from dreamer.hermes.audit.planner import SKILL_DESTINATION, ActionKind, Entry, Plan, PlannedAction
+from dreamer.hermes.audit.planner import (
+    SKILL_DESTINATION,
+    SOUL_DESTINATION,
+    ActionKind,
+    Entry,
+    Plan,
+    PlannedAction,
+)
 from dreamer.hermes.audit.skills import SkillWriteError, append_rule
+from dreamer.hermes.audit.soul_file import SoulWriteError, append_to_soul, remove_from_soul
 from dreamer.hermes.memory.entries import Target
 from dreamer.hermes.memory.store import (
     ExternalEditError,
@@ -45,9 +53,12 @@ class _Skipped(Exception):
 
 
 class _Executor:
-    def __init__(self, entries: Sequence[Entry], store: MemoryStore, skill_path: Path | None) -> None:
+    def __init__(
+        self, entries: Sequence[Entry], store: MemoryStore, skill_path: Path | None, soul_path: Path | None
+    ) -> None:
         self._store = store
         self._skill_path = skill_path
+        self._soul_path = soul_path
         self._location: dict[int, Target | None] = {entry.id: entry.target for entry in entries}
         self._text = {entry.id: entry.text for entry in entries}
         self._blocked: dict[Target, str] = {}
@@ -95,6 +106,8 @@ class _Executor:
             self._location[action.entry_id] = None
             return f"added to {self._skill_path}" if written else f"already listed in {self._skill_path}"
 
+        if action.destination == SOUL_DESTINATION:
+            return self._move_to_soul(source, text, action.entry_id)
         destination = Target.from_filename(action.destination or "")
         self._check_open(destination)
         added = self._call(destination, lambda: self._store.add(destination, text)).changed
@@ -112,6 +125,26 @@ class _Executor:
             raise
         self._location[action.entry_id] = destination
         return ""
+
+    def _move_to_soul(self, source: Target, text: str, entry_id: int) -> str:
+        soul = self._soul_path
+        if soul is None:
+            raise _Skipped("no SOUL.md configured; the entry stays")
+        try:
+            added = append_to_soul(soul, text)
+        except SoulWriteError as exc:
+            raise _Skipped(f"{exc}; the entry stays in {source.filename}") from exc
+        try:
+            self._call(source, lambda: self._store.remove(source, text, exact=True))
+        except _Skipped as skipped:
+            if added:
+                try:
+                    remove_from_soul(soul, text.strip())
+                except SoulWriteError as exc:
+                    raise _Skipped(f"{skipped}; the copy added to {soul} stays there too ({exc})") from None
+            raise
+        self._location[entry_id] = None
+        return f"added to {soul}" if added else f"already in {soul}"
 
     def _check_open(self, target: Target) -> None:
         if target in self._blocked:
@@ -134,8 +167,12 @@ class _Executor:
 
 
 def apply_plan(
-    plan: Plan, entries: Sequence[Entry], store: MemoryStore, skill_path: Path | None
+    plan: Plan,
+    entries: Sequence[Entry],
+    store: MemoryStore,
+    skill_path: Path | None,
+    soul_path: Path | None = None,
 ) -> tuple[ActionOutcome, ...]:
     """Carry out `plan` (made from `entries`) in order; one outcome per planned action."""
-    executor = _Executor(entries, store, skill_path)
+    executor = _Executor(entries, store, skill_path, soul_path)
     return tuple(executor.run(action) for action in plan.actions)

@@ -2,7 +2,8 @@
 
 Every category has a few weighted patterns (strong 3, clear 2, weak 1). The categories are grouped by
 what the audit would do with them: discard (Session Note), expire (Temporary State, Historical
-Snapshot), config (Technical Config), user profile (Identity, Preference) and skill (Operating Rule).
+Snapshot), config (Technical Config), user profile (Identity, Preference), skill (Operating Rule)
+and soul (Persona: who the agent itself is and how it speaks, which belongs in SOUL.md).
 An entry is classified with confidence only when its best group scores at least 2 and leads the
 runner-up group by at least 2; signals for two categories of the same group do not conflict,
 because both lead to the same action. An entry with no signal at all is a Fact (kept as it is).
@@ -41,6 +42,7 @@ class Category(StrEnum):
     IDENTITY = "Identity"
     PREFERENCE = "Preference"
     OPERATING_RULE = "Operating Rule"
+    PERSONA = "Persona"
     FACT = "Fact"
 
 
@@ -52,6 +54,7 @@ _GROUPS: dict[Category, str] = {
     Category.IDENTITY: "user profile",
     Category.PREFERENCE: "user profile",
     Category.OPERATING_RULE: "skill",
+    Category.PERSONA: "soul",
     Category.FACT: "keep",
 }
 
@@ -111,6 +114,7 @@ _CONF = Category.TECHNICAL_CONFIG
 _IDENT = Category.IDENTITY
 _PREF = Category.PREFERENCE
 _RULE = Category.OPERATING_RULE
+_PERSONA = Category.PERSONA
 
 DEFAULT_RULES: tuple[Rule, ...] = (
     # Session notes: what happened in one conversation.
@@ -213,6 +217,27 @@ DEFAULT_RULES: tuple[Rule, ...] = (
         r"|deleting|starting)\b",
     ),
     _rule(_RULE, 2, "steps", r"\b(?:step \d|first,|then,|finally,)"),
+    # Persona: the agent's own identity and voice (SOUL.md), addressed to it or said by it.
+    _rule(_PERSONA, 3, "you are", r"^\s*(?:you are|you're)\b(?! (?:to|going|about|currently|now)\b)"),
+    _rule(
+        _PERSONA,
+        3,
+        "your identity",
+        r"\byour (?:name|role|persona|personality|character|voice|tone|purpose|job) is\b",
+    ),
+    _rule(
+        _PERSONA,
+        3,
+        "i am the agent",
+        r"^\s*(?:i am|i'm) (?:an? |the )?(?:[\w-]+ ){0,2}(?:assistant|agent|bot)\b",
+    ),
+    _rule(_PERSONA, 2, "persona", r"\b(?:persona|personality|in character|stay in character)\b"),
+    _rule(
+        _PERSONA,
+        2,
+        "voice",
+        r"\b(?:speak|talk|write|respond|reply|answer)s? (?:like an?|in the voice of|as if you were)\b",
+    ),
 )
 
 

@@ -14,6 +14,7 @@ A block is a `## <ISO timestamp>` heading followed by `- key: value` lines:
     - deletions: 4
     - moves: 2
     - corrections: 1
+    - compressions: 2
     - unverified: 1
     - reverified: 0
     - unverified_total: 2
@@ -21,10 +22,17 @@ A block is a `## <ISO timestamp>` heading followed by `- key: value` lines:
     - drift_alerts: 1
     - canary_intact: true
     - writer_registered: true
+    - canary_memory: 3f9a0c1d2e4b5a69
+    - soul: fresh
+    - canary_user: 0b7e2d4c9a1f3e58
     - warning: MEMORY.md is still over its limit: ...
     - alert: ALERT: ...
     - action: DELETE MEMORY.md (Session Note): "Session note: ..."
     - temp_file_removed: .mem_k2x9q1.tmp
+
+A canary rotation adds two blocks of its own (`mode: rotation`, status ROTATING before it writes the
+files, ROTATED after both): the new token and both files' canary fingerprints before and after.
+`last_audit` skips them, so the trigger and drift alerts see only audits.
 
 The file is only ever opened for appending (never truncated or rewritten, never through a symbolic
 link), under its sidecar lock.
@@ -34,7 +42,7 @@ The audit's summary lives here rather than in the budgeted memory files.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -46,8 +54,11 @@ __all__ = [
     "LedgerEntry",
     "LedgerReadError",
     "LedgerRecord",
+    "RotationRecord",
     "append_record",
+    "append_rotation",
     "format_record",
+    "last_audit",
     "one_line",
     "parse_ledger",
     "read_ledger",
@@ -94,6 +105,43 @@ class LedgerRecord:
     actions: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     temp_files_removed: tuple[str, ...] = ()
+    canary_memory: str = ""
+    canary_user: str = ""
+    compressions: int = 0
+    soul: str = ""
+
+
+@dataclass(frozen=True)
+class RotationRecord:
+    """One step of a canary rotation: its intent (ROTATING) or its end (ROTATED)."""
+
+    timestamp: datetime
+    status: str
+    trigger: str
+    token: str
+    canary_memory: str
+    canary_user: str
+    canary_memory_before: str
+    canary_user_before: str
+    note: str = ""
+
+
+def format_rotation(record: RotationRecord) -> str:
+    """The Markdown block for one rotation step, starting with a blank line and ending with a newline."""
+    lines = [
+        f"## {record.timestamp.isoformat(timespec='seconds')}",
+        f"- status: {record.status}",
+        "- mode: rotation",
+        f"- trigger: {record.trigger}",
+        f"- canary_token: {record.token}",
+        f"- canary_memory: {record.canary_memory}",
+        f"- canary_user: {record.canary_user}",
+        f"- canary_memory_before: {record.canary_memory_before}",
+        f"- canary_user_before: {record.canary_user_before}",
+    ]
+    if record.note:
+        lines.append(f"- note: {one_line(record.note, 400)}")
+    return "\n" + "\n".join(lines) + "\n"
 
 
 def format_record(record: LedgerRecord) -> str:
@@ -111,6 +159,7 @@ def format_record(record: LedgerRecord) -> str:
         f"- deletions: {record.deletions}",
         f"- moves: {record.moves}",
         f"- corrections: {record.corrections}",
+        f"- compressions: {record.compressions}",
         f"- unverified: {record.unverified}",
         f"- reverified: {record.reverified}",
         f"- unverified_total: {record.unverified_total}",
@@ -119,6 +168,10 @@ def format_record(record: LedgerRecord) -> str:
         f"- canary_intact: {'true' if record.canary_intact else 'false'}",
         f"- writer_registered: {'true' if record.writer_registered else 'false'}",
     ]
+    if record.soul:
+        lines.append(f"- soul: {record.soul}")
+    if record.canary_memory and record.canary_user:
+        lines += [f"- canary_memory: {record.canary_memory}", f"- canary_user: {record.canary_user}"]
     if record.note:
         lines.append(f"- note: {one_line(record.note, 400)}")
     lines.extend(f"- warning: {one_line(warning, 400)}" for warning in record.warnings)
@@ -187,6 +240,14 @@ def parse_ledger(text: str) -> tuple[LedgerEntry, ...]:
     return tuple(entries)
 
 
+def last_audit(entries: Sequence[LedgerEntry]) -> LedgerEntry | None:
+    """The newest block written by an audit (rotation blocks skipped), None if there is none."""
+    for entry in reversed(entries):
+        if entry.fields.get("mode") != "rotation":
+            return entry
+    return None
+
+
 def read_ledger(path: Path) -> tuple[LedgerEntry, ...]:
     """The parsed ledger at `path`; an absent ledger has no entries."""
     try:
@@ -211,7 +272,15 @@ def append_record(path: Path, record: LedgerRecord) -> None:
 
     A symbolic link in place of the ledger (or its lock) is refused, never appended through.
     """
-    block = format_record(record)
+    _append_block(path, format_record(record))
+
+
+def append_rotation(path: Path, record: RotationRecord) -> None:
+    """Append one rotation step to the ledger at `path` (as `append_record` does)."""
+    _append_block(path, format_rotation(record))
+
+
+def _append_block(path: Path, block: str) -> None:
     with exclusive_lock(path):
         existed = path.exists()
         # O_APPEND: bytes already in the file cannot be touched by this write.

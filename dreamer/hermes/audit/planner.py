@@ -13,7 +13,10 @@ Rules:
   order within a file) is kept, the others deleted, unless the category is uncertain.
 - Uncertain entries are only reported. Session notes are deleted; temporary state and historical
   snapshots are deleted once `stale_days` old; technical config in USER.md moves to MEMORY.md;
-  identity and preferences in MEMORY.md move to USER.md; operating rules move to the rules skill.
+  identity and preferences in MEMORY.md move to USER.md; operating rules move to the rules skill;
+  persona entries (the agent's own identity and voice) move to SOUL.md.
+- A long entry with a shorter wording that kept every protected detail (`compressions`, see
+  compress.py) is rewritten in place, last, in the file it ends up in (shorter: it always fits).
 - A technical config naming a URL that did not answer gets " [UNVERIFIED]" appended (never deleted);
   a marked one whose URLs all answer again loses the mark; a `model:` value that disagrees with the
   agent's config.yaml is corrected.
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from dreamer.hermes.audit.age import EntryAge
@@ -37,6 +40,7 @@ from dreamer.hermes.memory.entries import Target, joined_length
 
 __all__ = [
     "SKILL_DESTINATION",
+    "SOUL_DESTINATION",
     "UNVERIFIED_MARK",
     "ActionKind",
     "Entry",
@@ -54,6 +58,7 @@ __all__ = [
 
 UNVERIFIED_MARK = "[UNVERIFIED]"
 SKILL_DESTINATION = "skill"
+SOUL_DESTINATION = "SOUL.md"
 
 _MODEL_VALUE = re.compile(r"(\bmodel\s*:\s*)([`'\"]?)([^\s`'\",;]+)", re.IGNORECASE)
 _UNVERIFIED_SUFFIX = re.compile(r"\s*\[UNVERIFIED\]")
@@ -67,6 +72,7 @@ class ActionKind(StrEnum):
     CORRECT = "CORRECT"
     MARK_UNVERIFIED = "MARK_UNVERIFIED"
     CLEAR_UNVERIFIED = "CLEAR_UNVERIFIED"
+    COMPRESS = "COMPRESS"
 
 
 @dataclass(frozen=True)
@@ -114,6 +120,10 @@ class PlanContext:
     url_answers: Mapping[str, bool]
     configured_model: str | None
     skill_available: bool
+    #: Shorter wordings of entries (by their text as read) and what produced each (compress_entries).
+    compressions: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    #: Why persona entries cannot move to SOUL.md ("" when they can).
+    soul_unavailable: str = "the agent has no SOUL.md configured"
 
 
 @dataclass(frozen=True)
@@ -273,6 +283,17 @@ def plan_audit(
             moves.append(
                 PlannedAction(ActionKind.MOVE, entry.id, entry.target, entry.text, reason, "USER.md")
             )
+        elif category is Category.PERSONA:
+            if context.soul_unavailable:
+                reason = f"{category}, but it cannot move to SOUL.md: {context.soul_unavailable}"
+                unresolved.append((entry.id, UnresolvedEntry(entry.file, entry.text, reason)))
+            else:
+                reason = f"{category} belongs in SOUL.md"
+                moves.append(
+                    PlannedAction(
+                        ActionKind.MOVE, entry.id, entry.target, entry.text, reason, SOUL_DESTINATION
+                    )
+                )
         elif category is Category.OPERATING_RULE:
             if context.skill_available:
                 reason = f"{category} belongs in a skill"
@@ -296,7 +317,7 @@ def plan_audit(
 
     for action in moves:
         source = action.source
-        if action.destination == SKILL_DESTINATION:
+        if action.destination in (SKILL_DESTINATION, SOUL_DESTINATION):
             working[source].remove(action.entry_id)
             location[action.entry_id] = None
             actions.append(action)
@@ -333,6 +354,15 @@ def plan_audit(
                 break
             actions.append(PlannedAction(kind, entry_id, where, old_text, reason, new_text=new_text))
             text_of[entry_id] = new_text
+
+    for entry in candidates:
+        where, text = location[entry.id], text_of[entry.id]
+        if where is None or text not in context.compressions:
+            continue  # gone, or edited above (a new text the rewrite was not checked against)
+        shorter, method = context.compressions[text]
+        reason = f"shorter by {len(text) - len(shorter)} chars ({method}), every detail kept"
+        actions.append(PlannedAction(ActionKind.COMPRESS, entry.id, where, text, reason, new_text=shorter))
+        text_of[entry.id] = shorter
 
     return Plan(
         actions=tuple(actions),

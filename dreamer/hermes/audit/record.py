@@ -39,6 +39,9 @@ class LedgerFacts:
     records: tuple[ActionRecord, ...]
     warnings: tuple[str, ...] = ()
     temp_files_removed: tuple[str, ...] = ()
+    canary_memory: str = ""
+    canary_user: str = ""
+    soul: str = ""
 
 
 def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
@@ -68,12 +71,18 @@ def ledger_record(now: datetime, facts: LedgerFacts) -> LedgerRecord:
         actions=tuple(_ledger_line(record) for record in facts.records),
         warnings=facts.warnings,
         temp_files_removed=facts.temp_files_removed,
+        canary_memory=facts.canary_memory,
+        canary_user=facts.canary_user,
+        compressions=counts.get("compressions", 0),
+        soul=facts.soul,
     )
 
 
 def _ledger_line(record: ActionRecord) -> str:
     where = record.file + (f" → {record.destination}" if record.destination else "")
     line = f"{record.kind} {where} [{record.outcome}]: {one_line(record.entry, 80)!r} ({record.reason})"
+    if record.kind == "COMPRESS" and record.new_text is not None:
+        line += f" → {one_line(record.new_text, 160)!r}"
     return f"{line}; {record.detail}" if record.detail else line
 
 

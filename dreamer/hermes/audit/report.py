@@ -39,6 +39,7 @@ _COUNT_NAMES = {
     ActionKind.CORRECT: "corrections",
     ActionKind.MARK_UNVERIFIED: "unverified",
     ActionKind.CLEAR_UNVERIFIED: "reverified",
+    ActionKind.COMPRESS: "compressions",
 }
 
 
@@ -137,6 +138,10 @@ class AuditReport:
     summary: str = ""
     warnings: tuple[str, ...] = ()
     temp_files_removed: tuple[str, ...] = ()
+    #: The new canary fingerprints (MEMORY.md/USER.md) when this audit rotated the canaries.
+    canary_rotation: str = ""
+    #: SOUL.md: its path, state (fresh, stale, missing, unreadable, not configured) and why.
+    soul: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -162,6 +167,8 @@ class AuditReport:
             "summary": self.summary,
             "warnings": list(self.warnings),
             "temp_files_removed": list(self.temp_files_removed),
+            "canary_rotation": self.canary_rotation or None,
+            "soul": self.soul,
         }
 
     def to_json(self, *, indent: int | None = 2) -> str:
@@ -214,7 +221,8 @@ def summary_line(counts: Mapping[str, int], unresolved: int, alerts: Sequence[st
         f"{'would move' if planned else 'moved'} {counts['moves']}, "
         f"{'would correct' if planned else 'corrected'} {counts['corrections']}, "
         f"{'would mark' if planned else 'marked'} {counts['unverified']} [UNVERIFIED], "
-        f"{'would clear' if planned else 'cleared'} {counts['reverified']} marks; "
+        f"{'would clear' if planned else 'cleared'} {counts['reverified']} marks, "
+        f"{'would shorten' if planned else 'shortened'} {counts['compressions']}; "
         f"{unresolved} unresolved; {len(alerts)} drift alert(s)."
     )
     return text

@@ -9,17 +9,25 @@ The phases and why they are what they are: ``docs/design/hermes-audit.md``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 
 import structlog
 
 from dreamer.hermes.audit.apply import apply_plan
-from dreamer.hermes.audit.canary import CANARY_MARKER, canary_lines, is_canary_entry
+from dreamer.hermes.audit.canary import (
+    CANARY_MARKER,
+    canary_breach,
+    canary_fingerprint,
+    canary_lines,
+    is_canary_entry,
+)
 from dreamer.hermes.audit.classify import Classification, EntryClassifier, RuleBasedClassifier
+from dreamer.hermes.audit.compress import Compressor, RuleCompressor
 from dreamer.hermes.audit.context import load_first_seen, plan_context
 from dreamer.hermes.audit.drift import drift_alerts
 from dreamer.hermes.audit.files import MemoryFiles, read_memory_files, utilisation
-from dreamer.hermes.audit.ledger import LedgerReadError, read_ledger
+from dreamer.hermes.audit.ledger import LedgerEntry, LedgerReadError, last_audit, read_ledger
 from dreamer.hermes.audit.leftovers import remove_leftover_temp_files
 from dreamer.hermes.audit.planner import (
     UNVERIFIED_MARK,
@@ -33,6 +41,7 @@ from dreamer.hermes.audit.planner import (
 from dreamer.hermes.audit.probe import HttpUrlProbe, UrlProbe
 from dreamer.hermes.audit.record import LedgerFacts, append_ledger_block, save_audit_state
 from dreamer.hermes.audit.report import (
+    ActionRecord,
     AuditReport,
     AuditStatus,
     Utilisation,
@@ -41,7 +50,17 @@ from dreamer.hermes.audit.report import (
     over_limit_warnings,
     summary_line,
 )
+from dreamer.hermes.audit.rotation import (
+    CanaryRotation,
+    RotationRefusedError,
+    memory_files_locked,
+    rotate_canaries,
+    rotation_due,
+    waiting_for_writers,
+)
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings, with_hermes_limits
+from dreamer.hermes.audit.soul import SoulMove, plan_soul_moves
+from dreamer.hermes.audit.soul_audit import SoulFindings, apply_soul_moves, inspect_soul, soul_move_record
 from dreamer.hermes.audit.state import AuditState, with_entries_seen
 from dreamer.hermes.audit.trigger import require_aware, skip_reason
 from dreamer.hermes.audit.writers import WriterRegistryError, is_registered_writer
@@ -61,6 +80,7 @@ def audit_agent(
     *,
     probe: UrlProbe | None = None,
     classifier: EntryClassifier | None = None,
+    compressor: Compressor | None = None,
 ) -> AuditReport:
     """Audit the memory of `agent` at `now`; never raises for file problems (a symbolic link in place
     of a file the audit writes is one: ERROR, nothing changed).
@@ -80,6 +100,7 @@ def audit_agent(
     except MemoryLimitsError as exc:
         return AuditReport(agent.name, AuditStatus.ERROR, now, reason=str(exc))
     run = _AuditRun(agent, settings, now, probe or HttpUrlProbe(settings.url_timeout_s), classifier)
+    run.compressor = compressor or RuleCompressor(settings.compress_min_chars)
     try:
         if settings.dry_run:
             return run.execute()
@@ -107,13 +128,22 @@ class _AuditRun:
         self.probe = probe
         self.classifier = classifier or RuleBasedClassifier()
         self.notes: list[str] = []
+        self.compressor: Compressor = RuleCompressor(settings.compress_min_chars)
+        self.ledger: tuple[LedgerEntry, ...] = ()
+        self.fingerprints = ("", "")
+        self.soul = SoulFindings(None, "not configured")
+        self.soul_moves: list[SoulMove] = []
 
     def execute(self) -> AuditReport:
         agent, settings, now = self.agent, self.settings, self.now
         for path in agent.written_paths():
             # Before anything changes: a planted link would carry a later write outside the folder.
             refuse_symlink(path)
-        files = read_memory_files(agent)
+        # The files and the ledger are read together under the file locks, so a rotation in
+        # progress (which holds both) is seen whole, never half done.
+        with waiting_for_writers(agent) if settings.dry_run else memory_files_locked(agent):
+            files = read_memory_files(agent)
+            ledger = read_ledger(agent.ledger_path)
         before = utilisation(files.memory_entries, files.user_entries, settings)
         canaries = {
             "MEMORY.md": bool(canary_lines(files.memory_raw)),
@@ -121,9 +151,13 @@ class _AuditRun:
         }
         if not all(canaries.values()):
             return self._critical(canaries, before)
+        breach = canary_breach(*_fingerprints(files.memory_raw, files.user_raw), ledger)
+        if breach:
+            return self._critical(canaries, before, breach)
+        self.ledger = ledger
+        self.fingerprints = _fingerprints(files.memory_raw, files.user_raw)
 
-        ledger = read_ledger(agent.ledger_path)
-        previous = ledger[-1] if ledger else None
+        previous = last_audit(ledger)
         skip = skip_reason(settings, now, previous, before)
         if skip:
             return AuditReport(agent.name, AuditStatus.SKIP, now, reason=skip, utilisation_before=before)
@@ -137,7 +171,12 @@ class _AuditRun:
             if not is_canary_entry(entry.text)
         }
         context = plan_context(agent, settings, now, entries, classifications, state, self.probe, self.notes)
+        self.soul = inspect_soul(agent, settings, self.classifier, self.notes)
+        context = replace(
+            context, compressions=self._compressions(entries), soul_unavailable=self.soul.unavailable
+        )
         plan = plan_audit(entries, classifications, context)
+        plan = self._plan_soul(plan)
         alerts = drift_alerts(
             previous,
             now=now,
@@ -152,10 +191,49 @@ class _AuditRun:
 
     # --- phases -------------------------------------------------------------------------------
 
-    def _critical(self, canaries: Mapping[str, bool], before: Utilisation) -> AuditReport:
+    def _plan_soul(self, plan: Plan) -> Plan:
+        """Plan the moves out of SOUL.md after the memory files' plan (MEMORY.md's room is known then)."""
+        if self.soul.unavailable or not self.soul.blocks:
+            return plan
+        moves, left = plan_soul_moves(
+            self.soul.blocks, self.soul.classifications, plan.final_memory, self.settings.max_memory_chars
+        )
+        self.soul_moves = moves
+        unresolved = tuple(UnresolvedEntry("SOUL.md", block.text, reason) for block, reason in left)
+        final_memory = (*plan.final_memory, *(move.block.text for move in moves))
+        return replace(plan, unresolved=(*plan.unresolved, *unresolved), final_memory=final_memory)
+
+    def _compressions(self, entries: Sequence[Entry]) -> dict[str, tuple[str, str]]:
+        """Shorter wordings of the long entries (compress_entries), each gated; canaries never."""
+        if not self.settings.compress_entries:
+            return {}
+        texts = list(dict.fromkeys(e.text for e in entries if not is_canary_entry(e.text)))
+        found = self.compressor.rewrite(texts)
+        self.notes.extend(self.compressor.notes)
+        return {text: (rewrite.text, rewrite.method) for text, rewrite in found.items()}
+
+    def _scheduled_rotation(self) -> CanaryRotation | None:
+        """Rotate the canaries when `canary_rotation_days` passed; a refusal becomes a note."""
+        try:
+            ledger = read_ledger(self.agent.ledger_path)
+            if not rotation_due(self.settings, ledger, self.now):
+                return None
+            rotation = rotate_canaries(
+                self.agent, self.settings, self.now, trigger="scheduled", holding_audit_lock=True
+            )
+        except (RotationRefusedError, OSError) as exc:
+            self.notes.append(f"canaries not rotated: {exc}")
+            log.error("hermes_canary_rotation_failed", agent=self.agent.name, error=str(exc))
+            return None
+        log.info("hermes_canaries_rotated", agent=self.agent.name, trigger="scheduled")
+        return rotation
+
+    def _critical(self, canaries: Mapping[str, bool], before: Utilisation, breach: str = "") -> AuditReport:
         missing = [name for name, present in canaries.items() if not present]
         reason = (
-            f"CANARY BREACH — memory integrity compromised: no line containing '{CANARY_MARKER}' in "
+            f"CANARY BREACH — memory integrity compromised: {breach}"
+            if breach
+            else f"CANARY BREACH — memory integrity compromised: no line containing '{CANARY_MARKER}' in "
             f"{' and '.join(missing)}. Nothing was changed; restore the canary line, then rerun the audit."
         )
         log.error(
@@ -163,6 +241,7 @@ class _AuditRun:
             agent=self.agent.name,
             memory_canary_intact=canaries["MEMORY.md"],
             user_canary_intact=canaries["USER.md"],
+            reason=reason,
         )
         return AuditReport(
             self.agent.name,
@@ -186,9 +265,13 @@ class _AuditRun:
         reason: str,
     ) -> AuditReport:
         counts = count_actions(plan.actions)
-        records = tuple(action_record(action, "planned") for action in plan.actions)
+        counts["moves"] += len(self.soul_moves)
+        records = (
+            *(action_record(action, "planned") for action in plan.actions),
+            *(soul_move_record(move, "planned") for move in self.soul_moves),
+        )
         after = utilisation(plan.final_memory, plan.final_user, self.settings)
-        warnings = over_limit_warnings(after, planned=True)
+        warnings = (*over_limit_warnings(after, planned=True), *self.soul.warnings())
         ledger_updated = False
         if not self.settings.dry_run:
             # Not a registered writer: memory stays untouched, but the findings are recorded so the
@@ -214,6 +297,9 @@ class _AuditRun:
                     note=reason,
                     records=records,
                     warnings=warnings,
+                    canary_memory=self.fingerprints[0],
+                    canary_user=self.fingerprints[1],
+                    soul=self.soul.state,
                 ),
                 self.notes,
             )
@@ -236,6 +322,7 @@ class _AuditRun:
             ledger_updated=ledger_updated,
             summary=summary_line(counts, len(plan.unresolved), alerts, planned=True),
             warnings=warnings,
+            soul=self.soul.to_dict(),
         )
 
     def _apply(
@@ -255,7 +342,10 @@ class _AuditRun:
             user_char_limit=settings.max_user_chars,
         )
         temp_files_removed = remove_leftover_temp_files(self.agent, self.notes)
-        outcomes = apply_plan(plan, entries, store, self.agent.rules_skill_path)
+        outcomes = apply_plan(plan, entries, store, self.agent.rules_skill_path, self.agent.soul_path)
+        soul_records: tuple[ActionRecord, ...] = ()
+        if self.soul_moves and self.agent.soul_path is not None:
+            soul_records = apply_soul_moves(self.soul_moves, store, self.agent.soul_path)
 
         after_files = read_memory_files(self.agent)
         after = utilisation(after_files.memory_entries, after_files.user_entries, settings)
@@ -273,16 +363,25 @@ class _AuditRun:
                 for o in outcomes
                 if not o.applied
             ),
+            *(
+                UnresolvedEntry(r.file, r.entry, f"{r.kind}: {r.detail}")
+                for r in soul_records
+                if r.outcome != "applied"
+            ),
         )
         applied = [o.action for o in outcomes if o.applied]
         counts = count_actions(applied)
-        records = tuple(
-            action_record(o.action, "applied" if o.applied else "skipped", o.detail) for o in outcomes
+        counts["moves"] += sum(r.outcome == "applied" for r in soul_records)
+        records = (
+            *(action_record(o.action, "applied" if o.applied else "skipped", o.detail) for o in outcomes),
+            *soul_records,
         )
         remaining = [*after_files.memory_entries, *after_files.user_entries]
         save_audit_state(self.agent, with_entries_seen(state, remaining, self.now), self.notes)
         status = AuditStatus.COMPLETE if canary_intact else AuditStatus.CRITICAL
-        warnings = over_limit_warnings(after, planned=False)
+        if canary_intact:
+            self.fingerprints = _fingerprints(after_files.memory_raw, after_files.user_raw)
+        warnings = (*over_limit_warnings(after, planned=False), *self.soul.warnings())
         ledger_updated = append_ledger_block(
             self.agent,
             self.now,
@@ -301,9 +400,14 @@ class _AuditRun:
                 records=records,
                 warnings=warnings,
                 temp_files_removed=temp_files_removed,
+                # A changed canary is recorded only as the alarm, never as the new baseline.
+                canary_memory=self.fingerprints[0] if canary_intact else "",
+                canary_user=self.fingerprints[1] if canary_intact else "",
+                soul=self.soul.state,
             ),
             self.notes,
         )
+        rotation = self._scheduled_rotation() if canary_intact else None
         log.info(
             "hermes_audit_complete",
             agent=self.agent.name,
@@ -337,5 +441,11 @@ class _AuditRun:
             ledger_updated=ledger_updated,
             summary=summary_line(counts, len(unresolved), alerts, planned=False),
             warnings=warnings,
+            soul=self.soul.to_dict(),
             temp_files_removed=temp_files_removed,
+            canary_rotation=rotation.canary_memory + "/" + rotation.canary_user if rotation else "",
         )
+
+
+def _fingerprints(memory_raw: str, user_raw: str) -> tuple[str, str]:
+    return canary_fingerprint(canary_lines(memory_raw)), canary_fingerprint(canary_lines(user_raw))

@@ -55,6 +55,12 @@ class AuditSettings:
     writer_name: str = "dreamer"
     dry_run: bool = False
     force: bool = False
+    #: Rotate both canaries at the end of an audit once this many days passed since the last
+    #: rotation; None: only on request (`dreamer audit --rotate-canary`).
+    canary_rotation_days: int | None = None
+    #: Rewrite entries longer than `compress_min_chars` shorter, keeping every protected detail.
+    compress_entries: bool = True
+    compress_min_chars: int = 120
 
     def __post_init__(self) -> None:
         if self.interval_days < 1:
@@ -68,6 +74,10 @@ class AuditSettings:
             )
         if self.max_memory_chars < 1 or self.max_user_chars < 1:
             raise InvalidAuditSettingsError("max_memory_chars and max_user_chars must be positive")
+        if self.canary_rotation_days is not None and not 1 <= self.canary_rotation_days <= 3650:
+            raise InvalidAuditSettingsError("canary_rotation_days must be between 1 and 3650 (or unset)")
+        if not 20 <= self.compress_min_chars <= 100_000:
+            raise InvalidAuditSettingsError("compress_min_chars must be between 20 and 100000")
         if not self.url_timeout_s > 0:
             raise InvalidAuditSettingsError("url_timeout_s must be positive")
         if not self.writer_name.strip() or any(ch.isspace() for ch in self.writer_name):
@@ -80,12 +90,15 @@ class AuditSettings:
 
 @dataclass(frozen=True)
 class AgentFiles:
-    """One agent's files: its memories directory, Hermes config and skills directory."""
+    """One agent's files: its memories directory, Hermes config, skills directory and SOUL.md."""
 
     name: str
     memories_dir: Path
     config_yaml: Path | None = None
     skills_dir: Path | None = None
+    #: The profile's SOUL.md, and the default profile's (None: not audited / not compared).
+    soul_path: Path | None = None
+    default_soul_path: Path | None = None
 
     @property
     def memory_path(self) -> Path:
@@ -129,6 +142,8 @@ class AgentFiles:
         paths += [
             lock_path_for(p) for p in (self.ledger_path, self.state_path, self.memory_path, self.user_path)
         ]
+        if self.soul_path is not None:
+            paths.append(lock_path_for(self.soul_path))
         skill = self.rules_skill_path
         if skill is not None:
             paths += [skill.parent, skill, lock_path_for(skill)]

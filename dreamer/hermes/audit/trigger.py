@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from dreamer.hermes.audit.files import read_utilisation
-from dreamer.hermes.audit.ledger import LedgerEntry, LedgerReadError, read_ledger
+from dreamer.hermes.audit.ledger import LedgerEntry, LedgerReadError, last_audit, read_ledger
 from dreamer.hermes.audit.report import Utilisation
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
 from dreamer.hermes.memory.store import StoreReadError
@@ -40,9 +40,9 @@ def needs_audit(agent: AgentFiles, settings: AuditSettings, now: datetime) -> tu
     except (StoreReadError, LedgerReadError) as exc:
         # Due, so that the audit runs and reports the problem as an ERROR.
         return True, f"cannot read the agent's files: {exc}"
-    if not entries:
+    last = last_audit(entries)
+    if last is None:
         return True, "no audit recorded in the ledger yet"
-    last = entries[-1]
     age = now - last.timestamp
     if age >= timedelta(days=settings.interval_days):
         return True, f"last audit {age.days} days ago (interval {settings.interval_days} days)"

@@ -149,6 +149,7 @@ class TestEveryAction:
             "corrections": 1,
             "unverified": 1,
             "reverified": 0,
+            "compressions": 0,
         }
         assert all(a.outcome == "applied" for a in report.actions)
         assert read_store(agent.memory_path) == [
@@ -293,6 +294,7 @@ class TestDryRun:
             "corrections": 1,
             "unverified": 0,
             "reverified": 0,
+            "compressions": 0,
         }
         assert not report.ledger_updated
 

@@ -291,6 +291,63 @@ class TestTools:
         assert answer["banks"] == ["code", "ops"]
 
 
+class TestTurns:
+    def test_turns_synced_by_hermes_land_in_the_default_bank_tagged_with_the_session(
+        self, hermes: Hermes
+    ) -> None:
+        """Hermes' ``sync_all`` after two turns, then its ``shutdown_all``: both turns are stored in the
+        default bank (what the roll-up consolidates), tagged ``session:<id>``, and no other bank
+        is written."""
+        calls: list[tuple[str, str]] = []
+        tags: list[list[str]] = []
+
+        class Tags(Recording):
+            async def retain(self, bank_id: str, items: Sequence[RetainItem]) -> RetainResult:
+                tags.extend(list(item.tags) for item in items)
+                return await super().retain(bank_id, items)
+
+        hermes.use(lambda backend: Tags(backend, calls))
+        word = "zq" + uuid.uuid4().hex[:8]
+        hermes.manager.sync_all(f"Which port does {word} use?", "It listens on 8443.", session_id="s-1")
+        hermes.manager.sync_all(f"And {word}'s host?", "It runs on atlas.", session_id="s-1")
+        assert hermes.manager.flush_pending(timeout=60)
+        hermes.manager.shutdown_all()
+        assert hermes.provider.memory.turns.stats.stored == 2, hermes.provider.memory.turns.stats
+        assert {bank for op, bank in calls if op == "retain"} == {hermes.ids["default"]}
+        assert tags == [["session:s-1"], ["session:s-1"]]
+        stored = " ".join(hermes.recall_direct("default", f"{word} port host"))
+        assert f"Which port does {word} use?" in stored and f"And {word}'s host?" in stored
+
+    def test_a_down_server_costs_the_turn_not_the_agent(self, hermes: Hermes) -> None:
+        """With the memory server unreachable, ``sync_all`` and shutdown return normally; the failed
+        store is counted, nothing is raised into Hermes."""
+
+        class Down(ForwardingBackend):
+            async def retain(self, bank_id: str, items: Sequence[RetainItem]) -> RetainResult:
+                raise TransientBackendError("connection refused", status=None, operation="retain")
+
+        hermes.use(Down)
+        hermes.manager.sync_all("hello", "hi", session_id="s-2")
+        assert hermes.manager.flush_pending(timeout=60)
+        hermes.manager.shutdown_all()
+        stats = hermes.provider.memory.turns.stats
+        assert (stats.stored, stats.failed) == (0, 1) and "connection refused" in stats.errors[0]
+
+    def test_auto_retain_off_stores_nothing(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: str, fresh_bank_id: str
+    ) -> None:
+        """``auto_retain: false`` in Hermes' config.json: no turn writer, no request."""
+        ids = {alias: f"{fresh_bank_id}-{alias}" for alias in ("default", "code", "research", "ops")}
+        home = make_home(tmp_path, {**hermes_json(ids, server), "auto_retain": False})
+        install_plugin(home)
+        monkeypatch.setenv("HERMES_HOME", str(home))
+        provider, manager = load(home)
+        manager.sync_all("hello", "hi", session_id="s-3")
+        assert manager.flush_pending(timeout=60)
+        assert provider.memory.turns is None
+        sys.modules.pop(USER_MODULE, None)
+
+
 class TestPrefetch:
     def test_prefetch_reads_the_union_and_names_a_slow_bank_without_waiting_for_it(
         self,
@@ -466,4 +523,39 @@ class TestDreamerConfig:
         block = manager.build_system_prompt()
         assert "Memory for profile research" in block and "Nextcloud runs version 28.0." in block
         assert "roll-up bank" in hermes.call("hindsight_retain", {"content": "x", "bank": "global"})["error"]
+        sys.modules.pop(USER_MODULE, None)
+
+    def test_the_provider_marks_a_card_the_ledger_says_was_superseded(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """In TOML mode the provider's recall reads the state file's ledger: a card whose successor is
+        only in the ledger (not among the hits) is still marked superseded by the newer text."""
+        from dreamer.backends.embedded.backend import EmbeddedBackend
+        from dreamer.config import load_config
+        from tests.integration.test_current_recall import PROFILE, World, promote, versions, world_config
+        from tests.support.configs import write_toml
+
+        write_toml(tmp_path / "config.toml", world_config("embedded", tmp_path, uuid.uuid4().hex[:10]))
+        config = load_config(tmp_path / "config.toml")
+
+        async def setup() -> tuple[str, str]:
+            backend = EmbeddedBackend(config.embedded_path)
+            try:
+                world = World("embedded", tmp_path, config, backend, "zq" + uuid.uuid4().hex[:8])
+                old_text, new_text = versions(world)
+                old_id = await promote(world, old_text)
+                await promote(world, new_text, supersedes=old_id, minutes=60, upstream=False)
+                return old_text, new_text
+            finally:
+                await backend.aclose()
+
+        old_text, new_text = anyio.run(setup)
+        home = make_home(tmp_path, None)
+        install_plugin(home, config_path=tmp_path / "config.toml", profile=PROFILE)
+        monkeypatch.setenv("HERMES_HOME", str(home))
+        provider, manager = load(home)
+        hermes = Hermes(home, {}, provider, manager)
+        answer = hermes.call("hindsight_recall", {"query": old_text, "bank": "global"})
+        marked = f"[global] (superseded) {old_text} — superseded by: {new_text}"
+        assert marked in answer["result"].splitlines()
         sys.modules.pop(USER_MODULE, None)

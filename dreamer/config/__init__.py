@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     SecretStr,
@@ -29,6 +28,20 @@ from pydantic import (
     model_validator,
 )
 
+from dreamer.config.embeddings import EmbeddingsConfig
+from dreamer.config.fields import (
+    MINUTE,
+    WEEK,
+    Count,
+    Hours,
+    HourSeconds,
+    IntervalMinutes,
+    NonNegativeFloat,
+    PositiveFloat,
+    ShortSeconds,
+    StrictModel,
+    http_url,
+)
 from dreamer.errors import ConfigError
 
 DEFAULT_CONFIG_PATHS = (Path("/etc/dreamer/config.toml"),)
@@ -38,25 +51,9 @@ Budget = Literal["low", "mid", "high"]
 ConflictPolicy = Literal["recency_wins", "keep_both"]
 Alias = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,62}$")]
 BankId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
-# Every number has a finite, sane maximum: a value that passes check-config must not crash the
-# daemon (an interval of inf) or leave it idle for ever (a jitter of 1e300 seconds).
-MINUTE, HOUR, DAY, WEEK = 60.0, 3600.0, 86400.0, 7 * 86400.0
 
 
-PositiveFloat = Annotated[float, Field(gt=0, le=DAY, allow_inf_nan=False)]
-NonNegativeFloat = Annotated[float, Field(ge=0, le=DAY, allow_inf_nan=False)]
-Count = Annotated[int, Field(ge=1, le=1_000_000)]
-IntervalMinutes = Annotated[float, Field(gt=0, le=WEEK / MINUTE, allow_inf_nan=False)]
-Hours = Annotated[float, Field(gt=0, le=24 * 366, allow_inf_nan=False)]
-ShortSeconds = Annotated[float, Field(gt=0, le=MINUTE, allow_inf_nan=False)]
-HourSeconds = Annotated[float, Field(gt=0, le=HOUR, allow_inf_nan=False)]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", str_strip_whitespace=True)
-
-
-class BankConfig(_Model):
+class BankConfig(StrictModel):
     """A named bank: an alias that agents and the CLI use, mapped to a backend bank id."""
 
     bank_id: BankId
@@ -66,7 +63,7 @@ class BankConfig(_Model):
     enabled: bool = True
 
 
-class TopologyConfig(_Model):
+class TopologyConfig(StrictModel):
     """Which aliases play the global roll-up and the shared cross-agent role."""
 
     global_bank: Alias = Field("global", alias="global")
@@ -77,7 +74,7 @@ class TopologyConfig(_Model):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
 
-class ProfileConfig(_Model):
+class ProfileConfig(StrictModel):
     """One agent profile: its own bank, where its roll-up goes, and how it reads."""
 
     bank: Alias
@@ -92,11 +89,11 @@ class ProfileConfig(_Model):
     enabled: bool = True
 
 
-class EmbeddedBackendConfig(_Model):
+class EmbeddedBackendConfig(StrictModel):
     path: Path = Path("memory.sqlite3")
 
 
-class HindsightBackendConfig(_Model):
+class HindsightBackendConfig(StrictModel):
     url: str = "http://127.0.0.1:8888"
     api_key_env: str | None = "HINDSIGHT_API_KEY"
     api_key_file: Path | None = None
@@ -110,18 +107,16 @@ class HindsightBackendConfig(_Model):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        if not re.match(r"^https?://[^\s/]+", value):
-            raise ValueError(f"must be an http:// or https:// URL, got {value!r}")
-        return value.rstrip("/")
+        return http_url(value)
 
 
-class BackendConfig(_Model):
+class BackendConfig(StrictModel):
     kind: Literal["embedded", "hindsight"] = "embedded"
     embedded: EmbeddedBackendConfig = EmbeddedBackendConfig()
     hindsight: HindsightBackendConfig = HindsightBackendConfig()
 
 
-class ScheduleConfig(_Model):
+class ScheduleConfig(StrictModel):
     interval_minutes: IntervalMinutes = 60.0
     jitter_s: Annotated[int, Field(ge=0, le=int(WEEK))] = 120
     misfire_grace_s: Annotated[int, Field(ge=1, le=int(WEEK))] = 900
@@ -139,13 +134,13 @@ class ScheduleConfig(_Model):
         return self
 
 
-class SlotConfig(_Model):
+class SlotConfig(StrictModel):
     lock_path: Path = Path("slot.lock")
     acquire_timeout_s: NonNegativeFloat = 300.0
     poll_interval_s: ShortSeconds = 0.25
 
 
-class RetryConfig(_Model):
+class RetryConfig(StrictModel):
     max_attempts: Annotated[int, Field(ge=1, le=50)] = 5
     base_delay_s: NonNegativeFloat = 2.0
     max_delay_s: NonNegativeFloat = 120.0
@@ -153,15 +148,17 @@ class RetryConfig(_Model):
     warn_after_deferrals: Annotated[int, Field(ge=1, le=10_000)] = 3
 
 
-class RollupConfig(_Model):
+class RollupConfig(StrictModel):
     semantic_top_k: Annotated[int, Field(ge=5, le=50)] = 8
     use_reflect: Literal["auto", "never"] = "auto"
     reflect_budget: Budget = "low"
     post_consolidate: bool = True
     watermark_overlap_s: NonNegativeFloat = 300.0
+    #: How many batches of ``top_n`` units one run summarises before it leaves the rest pending.
+    max_batches_per_run: Annotated[int, Field(ge=1, le=100)] = 5
 
 
-class PeerCardConfig(_Model):
+class PeerCardConfig(StrictModel):
     enabled: bool = True
     budget_chars: Annotated[int, Field(ge=200, le=20000)] = 1375
     max_entries: Annotated[int, Field(ge=1, le=40)] = 40
@@ -173,14 +170,18 @@ class PeerCardConfig(_Model):
     polish_budget: Budget = "low"
 
 
-class AgentConfig(_Model):
+class AgentConfig(StrictModel):
     memories_dir: Path
     config_yaml: Path | None = None
     skills_dir: Path | None = None
+    #: The profile's SOUL.md (default: beside memories_dir, as Hermes keeps it) and the default
+    #: profile's, to compare with (default: <hermes home>/SOUL.md for a profile under profiles/).
+    soul_md: Path | None = None
+    default_soul_md: Path | None = None
     enabled: bool = True
 
 
-class AuditConfig(_Model):
+class AuditConfig(StrictModel):
     enabled: bool = True
     check_every_minutes: IntervalMinutes = 60.0
     interval_days: Annotated[int, Field(ge=1, le=3650)] = 14
@@ -188,20 +189,29 @@ class AuditConfig(_Model):
     skip_below_pct: Annotated[float, Field(gt=0, le=100)] = 75.0
     stale_days: Annotated[int, Field(ge=1, le=3650)] = 14
     url_timeout_s: ShortSeconds = 2.0
+    #: Rotate both canaries during an audit once this many days passed since the last rotation;
+    #: 0: only on request (``dreamer audit --rotate-canary``).
+    canary_rotation_days: Annotated[int, Field(ge=0, le=3650)] = 0
+    #: Reword entries longer than ``compress_min_chars`` shorter, keeping every number, name, path
+    #: and URL; by rules, or by one reflect of ``compress_bank`` when set (an LLM-backed backend).
+    compress_entries: bool = True
+    compress_min_chars: Annotated[int, Field(ge=20, le=100_000)] = 120
+    compress_bank: Alias | None = None
+    compress_budget: Budget = "low"
 
 
-class MetricsConfig(_Model):
+class MetricsConfig(StrictModel):
     """Operator metrics as a Prometheus text file (node_exporter's textfile collector); off unless
     ``textfile`` is set."""
 
     textfile: Path | None = None
 
 
-class LogConfig(_Model):
+class LogConfig(StrictModel):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
-class Config(_Model):
+class Config(StrictModel):
     """The whole configuration. Build it with :func:`load_config`, never by hand in production."""
 
     state_dir: Path = Path("state")
@@ -218,6 +228,7 @@ class Config(_Model):
     audit: AuditConfig = AuditConfig()
     log: LogConfig = LogConfig()
     metrics: MetricsConfig = MetricsConfig()
+    embeddings: EmbeddingsConfig = EmbeddingsConfig()
 
     @model_validator(mode="after")
     def _cross_references(self) -> Config:
@@ -244,6 +255,7 @@ class Config(_Model):
                     )
                 )
             seen.setdefault(bank.bank_id, alias)
+        check_alias("audit.compress_bank", self.audit.compress_bank)
         for name, profile in self.profiles.items():
             check_alias(f"profiles.{name}.bank", profile.bank)
             check_alias(f"profiles.{name}.upstream", profile.upstream)
@@ -293,11 +305,17 @@ class Config(_Model):
     def embedded_path(self) -> Path:
         return self.backend.embedded.path
 
+    def secrets(self) -> list[str]:
+        """Every secret the configuration holds, for the log redactor (never to be printed)."""
+        keys = (self.backend.hindsight.api_key, self.embeddings.api_key)
+        return [key.get_secret_value() for key in keys if key is not None]
+
     def redacted(self) -> dict[str, Any]:
         """The normalised configuration as plain data, with every secret replaced by a marker."""
         data = self.model_dump(mode="json", by_alias=True)
         key = self.backend.hindsight.api_key
         data["backend"]["hindsight"]["api_key"] = "**********" if key is not None else None
+        data["embeddings"]["api_key"] = "**********" if self.embeddings.api_key is not None else None
         return data
 
 
@@ -411,6 +429,8 @@ def _resolve_paths(cfg: Config, base_dir: Path, source: str, environ: Mapping[st
                 "memories_dir": absolute(a.memories_dir, f"agents.{name}.memories_dir"),
                 "config_yaml": absolute(a.config_yaml, f"agents.{name}.config_yaml"),
                 "skills_dir": absolute(a.skills_dir, f"agents.{name}.skills_dir"),
+                "soul_md": absolute(a.soul_md, f"agents.{name}.soul_md"),
+                "default_soul_md": absolute(a.default_soul_md, f"agents.{name}.default_soul_md"),
             }
         )
         for name, a in cfg.agents.items()
@@ -431,6 +451,9 @@ def _resolve_paths(cfg: Config, base_dir: Path, source: str, environ: Mapping[st
             "metrics": cfg.metrics.model_copy(
                 update={"textfile": absolute(cfg.metrics.textfile, "metrics.textfile")}
             ),
+            "embeddings": cfg.embeddings.model_copy(
+                update={"model_path": absolute(cfg.embeddings.model_path, "embeddings.model_path")}
+            ),
         }
     )
 
@@ -440,38 +463,70 @@ def is_header_safe_key(key: str) -> bool:
     return all("!" <= ch <= "~" for ch in key)
 
 
-def _resolve_secret(cfg: Config, source: str, environ: Mapping[str, str]) -> Config:
-    hs = cfg.backend.hindsight
+def _read_key(
+    key_env: str | None,
+    key_file: Path | None,
+    prefix: str,
+    source: str,
+    environ: Mapping[str, str],
+    *,
+    used: bool,
+) -> SecretStr | None:
+    """An API key from ``key_file`` (first) or the variable ``key_env``; never from the TOML.
+
+    ``prefix`` is the table (``backend.hindsight``); ``used`` says whether the key will be sent,
+    so a key an HTTP header cannot carry is an error only then."""
     key: str | None = None
-    if hs.api_key_file is not None:
-        path = _expand(hs.api_key_file, "backend.hindsight.api_key_file", source, environ)
+    where = ""
+    if key_file is not None:
+        path = _expand(key_file, f"{prefix}.api_key_file", source, environ)
         try:
             key = path.read_text(encoding="utf-8").strip()
         except OSError as exc:
             raise ConfigError(
-                f"{source}: backend.hindsight.api_key_file: cannot read {str(path)!r}: "
+                f"{source}: {prefix}.api_key_file: cannot read {str(path)!r}: "
                 f"{exc.strerror or exc}; create the file (e.g. a systemd credential) or remove the key"
             ) from None
         except UnicodeDecodeError:
             key = "\x00"  # not text at all: refused below like any other unusable byte
         if not key:
             raise ConfigError(
-                f"{source}: backend.hindsight.api_key_file: {str(path)!r} is empty; "
+                f"{source}: {prefix}.api_key_file: {str(path)!r} is empty; "
                 "put the API key in it or remove the key"
             )
-        where = f"backend.hindsight.api_key_file: the key in {str(path)!r}"
-    elif hs.api_key_env:
-        key = environ.get(hs.api_key_env) or None
-        where = f"backend.hindsight.api_key_env: the key in ${hs.api_key_env}"
-    if key and not is_header_safe_key(key) and cfg.backend.kind == "hindsight":
+        where = f"{prefix}.api_key_file: the key in {str(path)!r}"
+    elif key_env:
+        key = environ.get(key_env) or None
+        where = f"{prefix}.api_key_env: the key in ${key_env}"
+    if key and not is_header_safe_key(key) and used:
         # Never shown: a key with a newline would be printed whole by the HTTP library's own error.
         raise ConfigError(
             f"{source}: {where} holds a space, a control character or a non-ASCII character, "
             "which an HTTP header cannot carry; store the key alone, as printable ASCII"
         )
-    secret = SecretStr(key) if key and is_header_safe_key(key) else None
-    hindsight = hs.model_copy(update={"api_key": secret})
-    return cfg.model_copy(update={"backend": cfg.backend.model_copy(update={"hindsight": hindsight})})
+    return SecretStr(key) if key and is_header_safe_key(key) else None
+
+
+def _resolve_secret(cfg: Config, source: str, environ: Mapping[str, str]) -> Config:
+    hs, emb = cfg.backend.hindsight, cfg.embeddings
+    hs_key = _read_key(
+        hs.api_key_env,
+        hs.api_key_file,
+        "backend.hindsight",
+        source,
+        environ,
+        used=cfg.backend.kind == "hindsight",
+    )
+    emb_key = _read_key(
+        emb.api_key_env, emb.api_key_file, "embeddings", source, environ, used=emb.provider == "openai"
+    )
+    hindsight = hs.model_copy(update={"api_key": hs_key})
+    return cfg.model_copy(
+        update={
+            "backend": cfg.backend.model_copy(update={"hindsight": hindsight}),
+            "embeddings": emb.model_copy(update={"api_key": emb_key}),
+        }
+    )
 
 
 def parse_config(
@@ -485,11 +540,12 @@ def parse_config(
     env = os.environ if environ is None else environ
     backend = data.get("backend")
     hindsight = backend.get("hindsight") if isinstance(backend, Mapping) else None
-    if isinstance(hindsight, Mapping) and "api_key" in hindsight:
-        raise ConfigError(
-            f"{source}: backend.hindsight.api_key: secrets are not read from the config file; "
-            "use api_key_env (an environment variable) or api_key_file (e.g. a systemd credential)"
-        )
+    for key, table in (("backend.hindsight", hindsight), ("embeddings", data.get("embeddings"))):
+        if isinstance(table, Mapping) and "api_key" in table:
+            raise ConfigError(
+                f"{source}: {key}.api_key: secrets are not read from the config file; use "
+                "api_key_env (an environment variable) or api_key_file (e.g. a systemd credential)"
+            )
     try:
         cfg = Config.model_validate(dict(data))
     except ValidationError as exc:

@@ -7,7 +7,9 @@ that the digits of a path are not read again as a number, and gives each value o
 spelling ("two" and "2", "8 May 2023" and "2023-05-08", "3 pm" and "15:00"). The content words left
 over (the residual) tell a changed value apart from a different statement.
 
-Used by dedup (a changed detail vetoes a duplicate) and by salience. Why: docs/design/dedup.md.
+Used by dedup (a changed detail vetoes a duplicate), by salience and by the memory audit's
+compression (a rewrite must keep every detail), so it sits below both the roll-up and hermes.
+Why: docs/design/dedup.md.
 """
 
 from __future__ import annotations

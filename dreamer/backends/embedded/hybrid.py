@@ -1,0 +1,159 @@
+"""Hybrid recall in the embedded store: the full-text ranking fused with the vector ranking.
+
+:func:`hybrid_search` takes the bank's best full-text rows (:func:`~.search.search_bank`) and its
+nearest vectors (:func:`dreamer.embeddings.vectors.top_k` over the cached matrix), applies the same
+fact-type and tag filters to both, and fuses the two rankings by reciprocal rank (:func:`fuse`, pure).
+Each hit carries the fused score, scaled to (0, 1], and the cosine between the query and the unit
+(None when the unit has no vector of the model yet).
+
+Why: ``docs/design/embedded-store.md`` (Hybrid recall).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from contextlib import closing
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
+
+from dreamer.backends.base import TagsMatch
+from dreamer.backends.embedded.schema import UNIT_COLUMNS
+from dreamer.backends.embedded.search import search_bank, tags_filter
+from dreamer.backends.embedded.vector_store import MatrixView
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+__all__ = ["MIN_COSINE", "RRF_K", "HybridHit", "fuse", "fusion_depth", "hybrid_search"]
+
+#: Reciprocal-rank fusion's constant: a hit's share is ``1 / (RRF_K + rank)`` in each ranking.
+RRF_K = 60
+#: Nearest units below this cosine are not semantic candidates (for all-MiniLM-L6-v2, unrelated
+#: sentences score about -0.1 to 0.2); a full-text hit keeps its cosine whatever it is.
+MIN_COSINE = 0.3
+#: Each ranking contributes its best ``max(want, MIN_DEPTH)`` hits to the fusion: deeper full-text
+#: lists cost joins (docs/design/embedded-store.md) and a hit ranked below ``want`` in both
+#: rankings could not make the cut anyway.
+MIN_DEPTH = 10
+
+
+@dataclass(frozen=True)
+class HybridHit:
+    """One fused hit: the unit's row, its score in (0, 1] and its cosine to the query (or None)."""
+
+    row: sqlite3.Row
+    score: float
+    cosine: float | None
+
+
+def fusion_depth(want: int) -> int:
+    """How many hits of each ranking enter the fusion for ``want`` results."""
+    return max(want, MIN_DEPTH)
+
+
+def fuse(rankings: Sequence[Sequence[str]]) -> dict[str, float]:
+    """Reciprocal-rank fusion of id rankings (best first): id → score scaled so 1.0 is first in all."""
+    best = len(rankings) / (RRF_K + 1)
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, unit_id in enumerate(ranking, start=1):
+            fused[unit_id] = fused.get(unit_id, 0.0) + 1.0 / (RRF_K + rank)
+    return {unit_id: value / best for unit_id, value in fused.items()}
+
+
+def hybrid_search(
+    conn: sqlite3.Connection,
+    bank_id: str,
+    match: str,
+    query_vector: NDArray[np.float32],
+    bank: MatrixView | None,
+    *,
+    types: Sequence[str] | None,
+    tags: Sequence[str] | None,
+    tags_match: TagsMatch,
+    want: int,
+) -> list[HybridHit]:
+    """The bank's fused hits, best first (ties newest first, then by id)."""
+    import numpy as np
+
+    depth = fusion_depth(want)
+    lexical: list[sqlite3.Row] = []
+    rows = search_bank(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match, want=depth)
+    with closing(rows):
+        for row in rows:
+            lexical.append(row)
+            if len(lexical) >= depth:
+                break
+    semantic = _nearest(conn, bank_id, query_vector, bank, types, tags, tags_match, depth)
+
+    by_id = {row["id"]: row for row in lexical}
+    cosines: dict[str, float] = {}
+    for row, cosine in semantic:
+        by_id.setdefault(row["id"], row)
+        cosines[row["id"]] = cosine
+    if bank is not None:
+        query = np.asarray(query_vector, dtype=np.float32)
+        for row in lexical:
+            position = bank.row(int(row["seq"]))
+            if row["id"] not in cosines and position is not None:
+                cosines[row["id"]] = float(np.asarray(bank.matrix[position], dtype=np.float32) @ query)
+    scores = fuse([[row["id"] for row in lexical], [row["id"] for row, _ in semantic]])
+    # Stable sorts, last key first: score, then newest created_at, then id.
+    order = sorted(scores)
+    order.sort(key=lambda unit_id: by_id[unit_id]["created_at"], reverse=True)
+    order.sort(key=lambda unit_id: scores[unit_id], reverse=True)
+    return [HybridHit(by_id[unit_id], scores[unit_id], cosines.get(unit_id)) for unit_id in order]
+
+
+def _nearest(
+    conn: sqlite3.Connection,
+    bank_id: str,
+    query_vector: NDArray[np.float32],
+    bank: MatrixView | None,
+    types: Sequence[str] | None,
+    tags: Sequence[str] | None,
+    tags_match: TagsMatch,
+    depth: int,
+) -> list[tuple[sqlite3.Row, float]]:
+    """Up to ``depth`` of the nearest units passing the filters, nearest first, with their cosines.
+
+    The filters run in SQL on the nearest ``k`` keys; when they leave too few, ``k`` widens once
+    (×10) and then to the whole bank.
+    """
+    from dreamer.embeddings.vectors import top_k
+
+    if bank is None or bank.size == 0:
+        return []
+    tag_sql, tag_params = tags_filter(tags, tags_match)
+    where = ["u.bank_id = ?"]
+    params: list[object] = [bank_id]
+    if types:
+        where.append("u.fact_type IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(list(types)))
+    # CROSS JOIN keeps SQLite from walking the bank's units by bank_id and probing the key list.
+    sql = (
+        f"SELECT {UNIT_COLUMNS}, u.seq AS seq FROM json_each(?) k CROSS JOIN units u ON u.seq = k.value"
+        f" WHERE {' AND '.join(where)} {tag_sql}"
+    )
+    # top_k is typed for the stored float16; a float32 matrix skips its widening step.
+    matrix = cast("NDArray[np.float16]", bank.matrix)
+    k = depth
+    while True:
+        k = min(k, bank.size)
+        indices, cosines = top_k(query_vector.reshape(1, -1), matrix, k)
+        nearest = [
+            (int(bank.keys[i]), float(c))
+            for i, c in zip(indices[0], cosines[0], strict=True)
+            if c >= MIN_COSINE
+        ]
+        found = {
+            int(row["seq"]): row
+            for row in conn.execute(sql, [json.dumps([key for key, _ in nearest]), *params, *tag_params])
+        }
+        hits = [(found[key], cosine) for key, cosine in nearest if key in found]
+        if len(hits) >= depth or k >= bank.size or len(nearest) < k:
+            return hits[:depth]
+        k = bank.size if k > depth else k * 10

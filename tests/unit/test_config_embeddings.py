@@ -1,0 +1,139 @@
+"""``[embeddings]``: defaults, bounds, the key from a variable or a file, and the factory's errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dreamer.config import Config
+from dreamer.embeddings.factory import describe_embedder, make_embedder
+from dreamer.errors import ConfigError
+from tests.support.configs import config_data, parsed
+
+SOURCE = "config.toml"
+KEY = "emb-0123456789abcdef"
+BASE = config_data()
+
+
+def config_with(embeddings: dict[str, Any], environ: dict[str, str] | None = None) -> Config:
+    def change(data: dict[str, Any]) -> None:
+        data["embeddings"] = embeddings
+
+    return parsed(BASE, change, source=SOURCE, base_dir=Path("/etc/dreamer"), environ=environ or {})
+
+
+def problems(embeddings: dict[str, Any], environ: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        config_with(embeddings, environ)
+    return caught.value.problems
+
+
+OPENAI = {"provider": "openai", "url": "http://127.0.0.1:8080", "model": "nomic-embed-text"}
+
+
+class TestEmbeddingsConfig:
+    def test_default_is_none(self) -> None:
+        """Without [embeddings] the dedup stays lexical, and the factory says so with None."""
+        cfg = config_with({})
+        assert cfg.embeddings.provider == "none"
+        assert make_embedder(cfg) is None
+        assert describe_embedder(cfg) == "none (lexical dedup only)"
+
+    def test_openai_needs_url_and_model(self) -> None:
+        """provider 'openai' without a URL or a model name says which key to set."""
+        (line,) = problems({"provider": "openai", "model": "m"})
+        assert line.startswith(f"{SOURCE}: embeddings: ") and "embeddings.url" in line
+        (line,) = problems({"provider": "openai", "url": "http://127.0.0.1:1"})
+        assert "embeddings.model" in line
+
+    @pytest.mark.parametrize(
+        ("key", "value"),
+        [
+            ("batch_size", 0),
+            ("batch_size", 10**9),
+            ("timeout_s", float("inf")),
+            ("timeout_s", 0),
+            ("reembed_batch", 0),
+            ("reembed_batch", 10**12),
+        ],
+    )
+    def test_every_number_is_bounded(self, key: str, value: float) -> None:
+        """A zero, an infinity or a huge number is refused by key."""
+        (line,) = problems({**OPENAI, key: value})
+        assert line.startswith(f"{SOURCE}: embeddings.{key}: ")
+
+    def test_unknown_provider_and_key(self) -> None:
+        """A misspelt provider lists the allowed ones; an unknown key is named."""
+        (line,) = problems({"provider": "fastembed"})
+        assert "embeddings.provider" in line and "'openai'" in line
+        (line,) = problems({"provider": "none", "modle": "x"})
+        assert "embeddings.modle: unknown key" in line
+
+    def test_bad_url_and_hostile_model_name(self) -> None:
+        """A URL that is not http(s) and a model name with control characters are refused."""
+        assert "http:// or https://" in problems({**OPENAI, "url": "file:///etc/passwd"})[0]
+        assert "control character" in problems({**OPENAI, "model": "m\nX-Injected: 1"})[0]
+
+    def test_url_with_or_without_v1(self) -> None:
+        """The endpoint is {url}/v1/embeddings, and a URL that already ends in /v1 is not doubled."""
+        assert config_with(OPENAI).embeddings.endpoint == "http://127.0.0.1:8080/v1/embeddings"
+        cfg = config_with({**OPENAI, "url": "http://127.0.0.1:8080/v1/"})
+        assert cfg.embeddings.endpoint == "http://127.0.0.1:8080/v1/embeddings"
+
+
+class TestEmbeddingsKey:
+    def test_key_is_never_read_from_the_file(self) -> None:
+        """api_key written in the TOML is refused with the two allowed ways."""
+        (line,) = problems({**OPENAI, "api_key": KEY})
+        assert "embeddings.api_key" in line and "api_key_env" in line and KEY not in line
+
+    def test_key_from_env_is_redacted(self) -> None:
+        """The key comes from the named variable, is in secrets() and never in redacted()."""
+        cfg = config_with({**OPENAI, "api_key_env": "EMB_KEY"}, {"EMB_KEY": KEY})
+        assert cfg.embeddings.api_key is not None and cfg.embeddings.api_key.get_secret_value() == KEY
+        assert KEY in cfg.secrets()
+        assert KEY not in repr(cfg) and KEY not in str(cfg.redacted())
+        assert cfg.redacted()["embeddings"]["api_key"] == "**********"
+
+    def test_key_file(self, tmp_path: Path) -> None:
+        """The key comes from api_key_file; a missing or empty file names the key and the path."""
+        path = tmp_path / "emb.key"
+        path.write_text(KEY + "\n")
+        cfg = config_with({**OPENAI, "api_key_file": str(path)})
+        assert cfg.embeddings.api_key is not None and cfg.embeddings.api_key.get_secret_value() == KEY
+        (line,) = problems({**OPENAI, "api_key_file": str(tmp_path / "missing")})
+        assert "embeddings.api_key_file: cannot read" in line
+        path.write_text("  \n")
+        (line,) = problems({**OPENAI, "api_key_file": str(path)})
+        assert "embeddings.api_key_file" in line and "is empty" in line
+
+    def test_key_an_http_header_cannot_carry(self) -> None:
+        """A key with a newline is refused without being shown, when it would be sent."""
+        (line,) = problems({**OPENAI, "api_key_env": "EMB_KEY"}, {"EMB_KEY": "abc\ndef-secret"})
+        assert "embeddings.api_key_env" in line and "def-secret" not in line
+        # Not sent with provider "none": not an error.
+        assert config_with({"api_key_env": "EMB_KEY"}, {"EMB_KEY": "abc\ndef"}).embeddings.api_key is None
+
+
+class TestFactory:
+    def test_local_with_a_missing_model_directory(self, tmp_path: Path) -> None:
+        """A model_path that holds no model is a ConfigError naming the key and the fix."""
+        pytest.importorskip("tokenizers")
+        cfg = config_with({"provider": "local", "model_path": str(tmp_path / "nowhere")})
+        with pytest.raises(ConfigError) as caught:
+            make_embedder(cfg)
+        assert "embeddings.model_path" in str(caught.value) and "nowhere" in str(caught.value)
+
+    def test_local_model_path_is_resolved_against_the_config_directory(self) -> None:
+        """A relative model_path is read from the config file's directory."""
+        cfg = config_with({"provider": "local", "model_path": "models/minilm"})
+        assert cfg.embeddings.model_path == Path("/etc/dreamer/models/minilm")
+        assert describe_embedder(cfg) == "local all-MiniLM-L6-v2"
+
+    def test_openai_builds_without_sending(self) -> None:
+        """The openai embedder is built from the config alone; its model id names the model."""
+        embedder = make_embedder(config_with(OPENAI))
+        assert embedder is not None and embedder.model_id == "openai:nomic-embed-text"
+        assert embedder.dimension is None
