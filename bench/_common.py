@@ -356,61 +356,48 @@ class MiniLMEmbedder:
                 f"--embedder minilm needs the embed extra: pip install '.[embed]' ({exc})"
             ) from None
         try:
-            self._model = LocalEmbedder()
+            self.model = LocalEmbedder()
         except (ImportError, ValueError) as exc:
             raise BenchError(f"--embedder minilm: {exc}") from None
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         if not texts:
             return np.zeros((0, 384), dtype=np.float32)
-        return normalise_rows(np.asarray(self._model.embed_sync(list(texts)), dtype=np.float32))
+        return normalise_rows(np.asarray(self.model.embed_sync(list(texts)), dtype=np.float32))
 
 
 class StaticEmbedder:
-    """A static model: the mean of all-MiniLM-L6-v2's input token vectors, weighted by token rarity.
-
-    No attention layers run: each word piece has one vector whatever its context (as in
-    model2vec-style static embeddings), so it is a different model from the MiniLM transformer,
-    though read from the same package. The weight of a piece grows with the log of its place in
-    the vocabulary, which WordPiece orders roughly by frequency, so common words count less.
+    """A static model distilled from all-MiniLM-L6-v2 (`dreamer.embeddings.static`): each vocabulary
+    piece passed alone through the transformer once, centred on the mean piece and weighted by
+    rarity; a text is the mean of its pieces' vectors. No attention runs on the text, so word order
+    and context are gone: a different, much cheaper model than the transformer it comes from.
+    The table is built once (a few minutes on 2 cores) and cached under ``.cache/embeddings``.
     """
 
     name = "static"
-    description = "cosine of static MiniLM token vectors (rarity-weighted mean, no attention)"
+    description = "cosine of static MiniLM piece vectors (distilled, centred, rarity-weighted; no attention)"
 
     def __init__(self) -> None:
         try:
-            from safetensors.numpy import load_file
-            from tokenizers import Tokenizer
-
-            from dreamer.embeddings.local import default_model_dir
+            from dreamer.embeddings.local import LocalEmbedder
+            from dreamer.embeddings.static import StaticEmbedder as DistilledStatic
         except ImportError as exc:
             raise BenchError(
                 f"--embedder static needs the embed extra: pip install '.[embed]' ({exc})"
             ) from None
         try:
-            model_dir = default_model_dir()
-            weights = load_file(str(model_dir / "model.safetensors"))
-            self._tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
-        except Exception as exc:  # the bindings raise their own types
-            raise BenchError(f"--embedder static: cannot load the model: {exc}") from None
-        key = next(k for k in weights if k.endswith("embeddings.word_embeddings.weight"))
-        self._table = np.asarray(weights[key], dtype=np.float32)
-        ids = np.arange(self._table.shape[0], dtype=np.float32)
-        # WordPiece puts special and single-character pieces first (below about 2,000), then words
-        # roughly by frequency.
-        self._weights = np.log(np.maximum(ids - 1990.0, 2.0)).astype(np.float32)
-        special = {self._tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]", "[PAD]", "[UNK]")}
-        self._special = frozenset(i for i in special if i is not None)
+            self.model = DistilledStatic(LocalEmbedder(), STATIC_CACHE)
+        except (ImportError, ValueError) as exc:
+            raise BenchError(f"--embedder static: {exc}") from None
 
     def embed(self, texts: Sequence[str]) -> Vectors:
-        out = np.zeros((len(texts), self._table.shape[1]), dtype=np.float32)
-        for row, encoding in enumerate(self._tokenizer.encode_batch(list(texts))):
-            ids = np.array([i for i in encoding.ids if i not in self._special], dtype=np.int64)
-            if ids.size:
-                weights = self._weights[ids][:, np.newaxis]
-                out[row] = (self._table[ids] * weights).sum(axis=0) / weights.sum()
-        return normalise_rows(out)
+        if not texts:
+            return np.zeros((0, 384), dtype=np.float32)
+        return normalise_rows(np.asarray(self.model.embed_sync(list(texts)), dtype=np.float32))
+
+
+#: Where the distilled static table is cached (the repository's ignored .cache directory).
+STATIC_CACHE = Path(__file__).resolve().parents[1] / ".cache" / "embeddings"
 
 
 EMBEDDERS: Mapping[str, Callable[[], Embedder]] = {

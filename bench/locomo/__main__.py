@@ -32,9 +32,10 @@ from bench._common import (
     report,
 )
 from bench.locomo.data import load_conversations
-from bench.locomo.deciding import CachedEmbedder, decider_precision, deciding
+from bench.locomo.deciding import CachedEmbedder, decider_precision
 from bench.locomo.replay import Replay, ReplayOptions, build_config
 from bench.pairs.__main__ import PRECISION_TARGET
+from dreamer.rollup.semantic import SemanticJudge
 from dreamer.state import StateStore
 
 #: The "Done means" of the semantic dedup, each relative to keep-all (every unit, no salience, no dedup).
@@ -169,6 +170,9 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         embedder=embedder,
         threshold=args.threshold,
         sessions_per_conversation=10 if args.quick else None,
+        # Dreamer decides through the pipeline's own wiring, as the daemon does: vectors in the
+        # state file, nearest ledger cards, the cosine in the verdict.
+        semantic=None if decider is None else SemanticJudge(decider.inner.model, reembed_batch=500, top_k=8),
     )
     workdir = Path(tempfile.mkdtemp(prefix="dreamer-bench-locomo-"))
     prefix = f"bench_{uuid.uuid4().hex[:8]}__" if args.backend == "hindsight" else ""
@@ -180,8 +184,7 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         try:
             with StateStore.open(config.state_path) as state:
                 replay = Replay(conversations, config, backend, state, options, prefix)
-                with deciding(decider):
-                    await replay.run()
+                await replay.run()
                 result = await replay.evaluate()
         finally:
             await backend.aclose()

@@ -1,15 +1,10 @@
-"""Dreamer deciding with an embedder in the benchmark, before the pipeline passes one itself.
-
-The roll-up calls ``dedup.judge_batch`` without a semantic similarity until the embedder is wired
-into the pipeline; ``deciding`` makes it pass the cosine of the chosen embedder meanwhile, for the
-length of the replay. Vectors are cached by text, so each card is embedded once.
-"""
+"""The decider's side of the benchmark: an embedder that embeds each text once, and the
+precision of `duplicate` it reaches on the labelled pairs. Dreamer itself decides through the
+pipeline's own wiring (a `SemanticJudge` over ``decider.inner.model``)."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -39,20 +34,6 @@ class CachedEmbedder:
         """The cosine of two texts' vectors (a `dedup.SemanticSimilarity`)."""
         a, b = self.embed([first, second])
         return float(np.dot(a, b))
-
-
-@contextmanager
-def deciding(decider: CachedEmbedder | None) -> Iterator[None]:
-    """While open, the roll-up's dedup decides with ``decider``'s cosine (nothing changes for None)."""
-    if decider is None:
-        yield
-        return
-    original = dedup.judge_batch
-    dedup.judge_batch = functools.partial(original, semantic=decider.cosine)
-    try:
-        yield
-    finally:
-        dedup.judge_batch = original
 
 
 def decider_precision(data: Path, decider: CachedEmbedder | None) -> float | None:

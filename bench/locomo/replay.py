@@ -42,6 +42,7 @@ from dreamer.rollup import batches, extractive, salience
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.promote import ROLLUP_TAG
 from dreamer.rollup.report import RollupReport
+from dreamer.rollup.semantic import SemanticJudge
 from dreamer.state import StateStore
 
 
@@ -72,6 +73,8 @@ class ReplayOptions:
     threshold: float = 0.90
     k: int = 5
     sessions_per_conversation: int | None = None
+    #: What Dreamer decides with: the pipeline's own semantic judge (None: the lexical rules only).
+    semantic: SemanticJudge | None = None
 
 
 def build_config(
@@ -223,9 +226,15 @@ class Replay:
             del profile
             steps.setdefault(step, time.monotonic())
 
-        report = await Rollup(self.config, self.backend, self.state, on_step=on_step, clock=lambda: when).run(
-            conv.profile
+        rollup = Rollup(
+            self.config,
+            self.backend,
+            self.state,
+            on_step=on_step,
+            clock=lambda: when,
+            semantic=self.options.semantic,
         )
+        report = await rollup.run(conv.profile)
         self._record_dreamer(report)
         drafts = [(p.text, p.source_ids) for p in report.plan]
         if new_units is not None:

@@ -98,6 +98,20 @@ class LocalEmbedder:
     def dimension(self) -> int | None:
         return self._encoder.dimension if self._encoder is not None else None
 
+    def tokenizer(self) -> Any:
+        """The model's tokenizer (truncating, padding), loaded on first use without the weights."""
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            try:
+                tokenizer = Tokenizer.from_file(str(self._dir / "tokenizer.json"))
+            except Exception as exc:  # the tokenizers binding raises its own types
+                raise ModelFilesError(f"{self._dir}: cannot load the tokenizer: {exc}") from None
+            tokenizer.enable_truncation(MAX_TOKENS)
+            tokenizer.enable_padding()
+            self._tokenizer = tokenizer
+        return self._tokenizer
+
     def _load(self) -> BertEncoder:
         if self._encoder is None:
             from safetensors.numpy import load_file

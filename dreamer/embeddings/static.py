@@ -84,7 +84,7 @@ class StaticEmbedder:
         import numpy as np
 
         table = self._load()
-        tokenizer: Any = self._source._tokenizer
+        tokenizer: Any = self._source.tokenizer()
         out = np.zeros((len(texts), table.shape[1]), dtype=np.float32)
         for row, encoded in enumerate(tokenizer.encode_batch(list(texts), add_special_tokens=False)):
             ids = [i for i, m in zip(encoded.ids, encoded.attention_mask, strict=True) if m]

@@ -26,7 +26,7 @@ from bench.locomo.data import (
     parse_session_time,
     split_sentences,
 )
-from bench.locomo.deciding import CachedEmbedder, deciding
+from bench.locomo.deciding import CachedEmbedder
 from bench.locomo.metrics import (
     Card,
     answer_bearing,
@@ -38,7 +38,6 @@ from bench.locomo.metrics import (
     per_100,
     provenance,
 )
-from dreamer.rollup import dedup
 from tests.locomo import require_data, requires_locomo
 
 
@@ -323,16 +322,3 @@ class TestJudgeAndDecider:
         assert sorted(seen) == ["a b", "c d"]
         assert cached.cosine("a b", "a b") == pytest.approx(1.0)
 
-    def test_deciding_passes_the_cosine_and_restores_dedup(self) -> None:
-        """Inside ``deciding`` the roll-up's dedup gets the decider's cosine; outside it gets none."""
-        cached = CachedEmbedder(HashedEmbedder())
-        original = dedup.judge_batch
-        with deciding(cached):
-            assert dedup.judge_batch is not original
-            [verdict] = dedup.judge_batch(
-                [dedup.CardText("n", "Ada keeps bees on her roof.")],
-                [dedup.CardText("L", "Ada keeps bees on her roof!")],
-                {},
-            )
-            assert verdict.kind is dedup.VerdictKind.DUPLICATE
-        assert dedup.judge_batch is original
