@@ -20,8 +20,8 @@ def covered(found: list[WordScan], other: frozenset[str]) -> bool:
 
 @pytest.mark.parametrize("threshold", [0.5, 0.75, 0.3, 1.0, 0.01])
 def test_every_set_reaching_the_threshold_is_in_a_range(threshold: float) -> None:
-    """Random sets over a small vocabulary and near variants of them, random word counts: a set with a Jaccard of at least the
-    threshold always holds a scanned word and has a size inside that word's range."""
+    """Random sets over a small vocabulary and near variants of them, random word counts: a set
+    with a Jaccard of at least the threshold holds a scanned word, at a size inside its range."""
     rng = random.Random(int(threshold * 1000))
     vocabulary = [f"w{i}" for i in range(14)]
     reached = 0
