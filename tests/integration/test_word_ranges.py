@@ -133,3 +133,27 @@ def test_upgrade_from_schema_3_builds_the_ranges_and_counts_keeping_every_row(tm
     assert [r for r in after["ledger"] if r[0] != card_document_id("p", "Card thirty.")] == before["ledger"]
     assert set(before["ledger_words"]) <= set(after["ledger_words"])
     assert "COVERING INDEX ledger_words_by_content" in str(plan)
+
+
+def test_wrong_word_counts_cost_reads_but_lose_no_card(tmp_path: Path) -> None:
+    """Counts that rank the words backwards (as a damaged or hand-edited counts table would) make a
+    probe read more cards, never miss one the gate passes."""
+    frame_cards = [
+        FRAME.format(a=f"alpha{i}x", b=f"beta{i}x", c=f"gamma{i}x", port=1000 + i, i=i) for i in range(200)
+    ]
+    new = FRAME.format(a="alpha7x", b="beta7x", c="gamma7y", port=1007, i=9999)
+    thresholds = dedup.DedupThresholds()
+    with StateStore.open(tmp_path / "state.sqlite3") as state:
+        commit(state, [row(t, i) for i, t in enumerate(frame_cards)])
+        state._conn.execute("UPDATE ledger_word_counts SET cards = 1000000 - cards")
+        sketch = sketch_of(profile_text(new))
+        asked = scans(sketch, thresholds, state.word_counts(probe_words(sketch)))
+        assert asked is not None
+        found = state.scan_index(asked)
+        passing = {
+            card_document_id("p", t)
+            for t in frame_cards
+            if passes_gate(sketch, sketch_of(profile_text(t)), thresholds)
+        }
+        assert passing and passing <= found
+        assert len(found) > 100, "the frame words, now ranked rarest, are read in full"
