@@ -1,24 +1,32 @@
-"""Which ledger cards a new card must be compared with: the words to index, and the probe.
+"""Which ledger cards a new card must be compared with: the words to index, the ranges of the index
+to read, and the exact gate the cards read must pass.
 
 The dedup's cheap gate lets a ledger card through when its content words share a Jaccard of at
 least the lowest lexical threshold with the new card's, or its residual words (outside protected
-details) the conflict threshold. Instead of testing every card, the state file keeps an inverted
-index (word -> card, with each card's word-set sizes) and counts, for a probe, how many words each
-card shares with the new one: ``J(A, B) >= t`` needs ``|A & B| (1 + t) >= t (|A| + |B|)``, so the
-cards it returns include every card the full gate would pass (and some more, which the gate then
-rules out); verdicts do not change. Pure: sketches in, words and probes out.
+details) the conflict threshold. The state file keeps an inverted index (word -> card, with each
+card's word-set sizes, and how many cards hold each word); a new card reads, for each of its two
+word sets, the cards of a length-aware prefix of its rarest words, and only those cards are checked
+by the gate. Every card the full gate would let through is among them, so verdicts do not change.
+Why and how: docs/design/dedup.md ("The word index"). Pure: sketches in, words and ranges out.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterable, Mapping
+from typing import Literal
+
 from dreamer.rollup.dedup import DedupThresholds
-from dreamer.rollup.similarity import Sketch
-from dreamer.state import WordProbe
+from dreamer.rollup.similarity import Sketch, jaccard_index
+from dreamer.state import WordScan
 
 # Stand-ins for an empty word set: the Jaccard of two empty sets is 1, so a card without content
 # (or residual) words must find the ledger cards without any either.
 NO_CONTENT = "\x00no-content"
 NO_RESIDUAL = "\x00no-residual"
+
+# Slack for the float arithmetic of the bounds, always towards reading more cards, never fewer.
+_SLACK = 1e-9
 
 
 def index_words(sketch: Sketch) -> frozenset[str]:
@@ -36,15 +44,68 @@ def word_sizes(sketch: Sketch) -> tuple[int, int]:
     return len(sketch.content), len(sketch.residual)
 
 
-def probe(sketch: Sketch, thresholds: DedupThresholds) -> WordProbe:
-    """The question a new card with this sketch asks the index: every ledger card whose content
-    Jaccard may reach the lowest lexical threshold, or whose residual Jaccard the conflict one."""
-    lexical = min(thresholds.lexical_jaccard, thresholds.containment_jaccard, thresholds.shingle_jaccard)
-    return WordProbe(
-        content=tuple(sorted(sketch.content)) or (NO_CONTENT,),
-        residual=tuple(sorted(sketch.residual)) or (NO_RESIDUAL,),
-        content_size=len(sketch.content),
-        residual_size=len(sketch.residual),
-        content_threshold=lexical,
-        residual_threshold=thresholds.conflict,
+def lexical_gate(thresholds: DedupThresholds) -> float:
+    """The content-word Jaccard below which no lexical rule can call two cards the same."""
+    return min(thresholds.lexical_jaccard, thresholds.containment_jaccard, thresholds.shingle_jaccard)
+
+
+def passes_gate(new: Sketch, old: Sketch, thresholds: DedupThresholds) -> bool:
+    """The dedup's cheap gate: whether ``old`` is close enough to ``new`` to be compared in full."""
+    return (
+        jaccard_index(new.content, old.content) >= lexical_gate(thresholds)
+        or jaccard_index(new.residual, old.residual) >= thresholds.conflict
     )
+
+
+def probe_words(sketch: Sketch) -> frozenset[str]:
+    """The words whose card counts order a new card's probe."""
+    return index_words(sketch)
+
+
+def side_scans(
+    words: Iterable[str],
+    threshold: float,
+    side: Literal["content", "residual"],
+    counts: Mapping[str, int],
+) -> list[WordScan]:
+    """The index ranges that hold every card whose ``side`` words reach a Jaccard of ``threshold``
+    (> 0) with ``words`` (a new card's set, not empty).
+
+    With ``n = |A|`` and a card ``B`` of ``L`` words, ``J(A, B) >= t`` needs ``t n <= L <= n / t``
+    and ``|A & B| >= a(L) = ceil(t (n + L) / (1 + t))``; then ``B`` holds at least one of any
+    ``n - a(L) + 1`` words of ``A``. So the word of rank ``i`` (rarest first, by ``counts``) is
+    read only for the cards with ``L <= (n - i)(1 + t)/t - n``: the common words of a card are
+    read for short cards only, or not at all.
+    """
+    ordered = sorted(set(words), key=lambda w: (counts.get(w, 0), w))
+    n = len(ordered)
+    shortest = max(0, math.ceil(threshold * n - _SLACK))
+    longest = math.floor(n / threshold + _SLACK)
+    scans = []
+    for rank, word in enumerate(ordered):
+        upto = min(longest, math.floor((n - rank) * (1 + threshold) / threshold - n + _SLACK))
+        if upto < shortest:
+            break
+        scans.append(WordScan(word, side, shortest, upto))
+    return scans
+
+
+def scans(sketch: Sketch, thresholds: DedupThresholds, counts: Mapping[str, int]) -> list[WordScan] | None:
+    """The index ranges a new card with this sketch reads: every ledger card whose content Jaccard
+    may reach the lexical gate, or whose residual Jaccard the conflict threshold, is in one of
+    them. None when a threshold of 0 lets every card through (then every card is read)."""
+    lexical, conflict = lexical_gate(thresholds), thresholds.conflict
+    if lexical <= 0 or conflict <= 0:
+        return None
+    # An empty set reaches a Jaccard above 0 only with another empty set: the stand-in, 0 words.
+    content = (
+        side_scans(sketch.content, lexical, "content", counts)
+        if sketch.content
+        else [WordScan(NO_CONTENT, "content", 0, 0)]
+    )
+    residual = (
+        side_scans(sketch.residual, conflict, "residual", counts)
+        if sketch.residual
+        else [WordScan(NO_RESIDUAL, "residual", 0, 0)]
+    )
+    return content + residual

@@ -24,6 +24,8 @@ from dreamer.rollup.similarity import (
     Sketch,
     TextProfile,
     compare,
+    compare_figures,
+    content_shingles,
     jaccard_index,
     profile_text,
     sketch_of,
@@ -203,7 +205,17 @@ class _Existing:
     Known by its sketch; the full profile is computed on first use and kept.
     """
 
-    __slots__ = ("_profile", "_same_text", "card_id", "origin", "repeats", "semantic_score", "sketch", "text")
+    __slots__ = (
+        "_profile",
+        "_same_text",
+        "_shingles",
+        "card_id",
+        "origin",
+        "repeats",
+        "semantic_score",
+        "sketch",
+        "text",
+    )
 
     card_id: str
     origin: str
@@ -213,6 +225,7 @@ class _Existing:
     repeats: str | None
     _profile: TextProfile | None
     _same_text: _Existing | None
+    _shingles: frozenset[str] | None
 
     def __init__(
         self,
@@ -230,6 +243,7 @@ class _Existing:
         self.origin = origin
         self.text = text
         self._profile = profile
+        self._shingles = None
         #: Another entry with this very text, whose analysis this one shares.
         self._same_text = same_text
         if sketch is None:
@@ -246,6 +260,18 @@ class _Existing:
                 self._same_text.profile if self._same_text is not None else profile_text(self.text)
             )
         return self._profile
+
+
+    @property
+    def shingles(self) -> frozenset[str]:
+        """The character shingles of the content words, without analysing the whole text."""
+        if self._profile is not None:
+            return self._profile.shingles
+        if self._same_text is not None:
+            return self._same_text.shingles
+        if self._shingles is None:
+            self._shingles = content_shingles(self.text)
+        return self._shingles
 
 
 def _describe(existing: _Existing) -> str:
@@ -351,6 +377,14 @@ def _judge_one(
             ):
                 if jaccard > 0 and (nearest_unscored is None or jaccard > nearest_unscored[0]):
                     nearest_unscored = (jaccard, existing)
+                continue
+        if not near:
+            # Without the semantic route a pair is a duplicate, a conflict or a detail-blocked
+            # repeat only when its figures pass a lexical rule or the conflict's residual Jaccard;
+            # else it can only be the nearest card, whose figures need no analysis of its details.
+            figures = compare_figures(card, existing.sketch, existing.shingles)
+            if not lexical_duplicate(figures, thresholds) and figures.residual_jaccard < thresholds.conflict:
+                nearest.offer(max(figures.jaccard, semantic or 0.0), existing, figures, semantic=semantic)
                 continue
         comparison = compare(card, existing.profile)
         similarity = max(comparison.jaccard, semantic or 0.0)

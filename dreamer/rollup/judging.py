@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dreamer.rollup import dedup
-from dreamer.rollup.candidates import index_words, probe, word_sizes
+from dreamer.rollup.candidates import index_words, passes_gate, probe_words, scans, word_sizes
 from dreamer.rollup.semantic import BatchVectors
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.state import StateStore
@@ -32,15 +32,29 @@ def indexed_candidates(
     cards: Sequence[dedup.CardText],
     thresholds: dedup.DedupThresholds,
 ) -> list[dedup.CardText]:
-    """The ledger cards of ``upstream_id`` the dedup gate could let through for any of ``cards``,
-    found through the word index (:mod:`.candidates`), in ledger order."""
+    """The ledger cards of ``upstream_id`` the dedup gate lets through for any of ``cards``, found
+    through the word index (:mod:`.candidates`), in ledger order. The gate is applied here, each
+    card read against the new cards whose ranges held it, so the judge meets only those cards."""
     sketches = [sketch_of(profile_text(card.text)) for card in cards]
+    counts = state.word_counts(set().union(*(probe_words(s) for s in sketches)))
+    asked = [scans(sketch, thresholds, counts) for sketch in sketches]
+    found_by: dict[str, list[int]] = {}
+    for k, ranges in enumerate(asked):
+        for document_id in state.scan_index(ranges or ()):
+            found_by.setdefault(document_id, []).append(k)
+    every_card = any(ranges is None for ranges in asked)  # a threshold of 0: every card passes
     ledger = state.ledger_candidates(
-        upstream_id,
-        probes=[probe(sketch, thresholds) for sketch in sketches],
-        normalized={s.normalized for s in sketches},
+        upstream_id, ids=None if every_card else found_by, normalized={s.normalized for s in sketches}
     )
-    return [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in ledger]
+    everyone = range(len(sketches))
+    out = []
+    for c in ledger:
+        sketch = Sketch.loads(c.sketch) or sketch_of(profile_text(c.text))
+        # A card the ranges found for one new card and not another cannot pass the other's gate.
+        finders = everyone if every_card else found_by.get(c.document_id, everyone)
+        if any(passes_gate(sketches[k], sketch, thresholds) for k in finders):
+            out.append(dedup.CardText(c.document_id, c.text, sketch))
+    return out
 
 
 def judge_against_ledger(

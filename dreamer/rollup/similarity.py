@@ -20,7 +20,17 @@ from dataclasses import dataclass
 from dreamer.details import VALUE_DETAILS, Detail, NameRole, ProtectedDetails, protected_details
 from dreamer.text import content_tokens, normalize_text
 
-__all__ = ["Comparison", "Sketch", "TextProfile", "compare", "jaccard_index", "profile_text", "sketch_of"]
+__all__ = [
+    "Comparison",
+    "Sketch",
+    "TextProfile",
+    "compare",
+    "compare_figures",
+    "content_shingles",
+    "jaccard_index",
+    "profile_text",
+    "sketch_of",
+]
 
 #: Third-person pronouns that can stand for a name the other text spells out.
 _PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "they", "them", "their"})
@@ -51,6 +61,12 @@ def _char_shingles(words: Sequence[str], n: int = 3) -> frozenset[str]:
     if len(joined) <= n:
         return frozenset([joined]) if joined else frozenset()
     return frozenset(joined[i : i + n] for i in range(len(joined) - n + 1))
+
+
+def content_shingles(text: str) -> frozenset[str]:
+    """The character shingles of a text's content words: ``profile_text(text).shingles`` without
+    the rest of the analysis (protected details are most of its cost)."""
+    return _char_shingles(content_tokens(text))
 
 
 def profile_text(text: str) -> TextProfile:
@@ -270,6 +286,21 @@ def _changed_details(new: TextProfile, old: TextProfile) -> tuple[Detail, ...]:
     if (only_new or only_old) and not pronoun_stands_in:
         changed.add(Detail.ENTITY)
     return tuple(kind for kind in Detail if kind in changed)
+
+
+def compare_figures(new: TextProfile, old: Sketch, old_shingles: frozenset[str]) -> Comparison:
+    """The figures of :func:`compare` (Jaccard, containment, shingle, residual Jaccard) from the old
+    text's sketch and shingles alone; its details are not looked at, so ``changed`` is empty and
+    ``same_subject`` False. Enough to tell that a pair can be neither a duplicate nor a conflict."""
+    common = len(new.content_set & old.content)
+    return Comparison(
+        jaccard=jaccard_index(new.content_set, old.content),
+        containment=common / len(new.content_set) if new.content_set else 1.0,
+        shingle=jaccard_index(new.shingles, old_shingles),
+        residual_jaccard=jaccard_index(frozenset(new.details.residual_tokens), old.residual),
+        changed=(),
+        same_subject=False,
+    )
 
 
 def compare(new: TextProfile, old: TextProfile) -> Comparison:

@@ -18,7 +18,7 @@ from dreamer.state.records import (
     StoredVector,
     VectorRow,
     Watermark,
-    WordProbe,
+    WordScan,
 )
 from dreamer.state.schema import APPLICATION_ID, SCHEMA_VERSION
 from dreamer.state.store import StateStore
@@ -35,5 +35,5 @@ __all__ = [
     "StoredVector",
     "VectorRow",
     "Watermark",
-    "WordProbe",
+    "WordScan",
 ]

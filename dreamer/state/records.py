@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 
 def iso(ts: datetime | None) -> str | None:
@@ -145,20 +146,15 @@ class RunTotal:
 
 
 @dataclass(frozen=True, slots=True)
-class WordProbe:
-    """One new card's question to the ledger's word index: which cards could share a Jaccard of at
-    least ``content_threshold`` over content words, or ``residual_threshold`` over residual words.
+class WordScan:
+    """One range of the ledger's word index to read: the cards holding ``word`` whose content
+    (``side`` "content") or residual (``side`` "residual") word set has ``shortest`` to ``longest``
+    words."""
 
-    ``content``/``residual`` are the card's words (a stand-in word for an empty set) and
-    ``content_size``/``residual_size`` their true counts (0 for an empty set).
-    """
-
-    content: tuple[str, ...]
-    residual: tuple[str, ...]
-    content_size: int
-    residual_size: int
-    content_threshold: float
-    residual_threshold: float
+    word: str
+    side: Literal["content", "residual"]
+    shortest: int
+    longest: int
 
 
 @dataclass(frozen=True, slots=True)

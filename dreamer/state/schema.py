@@ -21,10 +21,16 @@ from dreamer.errors import StateFileError
 #: ``PRAGMA application_id`` of a Dreamer state file ("DRMR"): tells it from another program's.
 APPLICATION_ID = 0x44524D52
 #: ``PRAGMA user_version`` this code writes; a file of a newer version is refused, never misread.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _TABLES = frozenset({"runs", "watermarks", "ledger"})
 #: Every table a Dreamer state file has ever held: a file with only these is one of ours.
-_KNOWN_TABLES = _TABLES | {"ledger_words", "ledger_profiles", "meta", "ledger_vectors"}
+_KNOWN_TABLES = _TABLES | {
+    "ledger_words",
+    "ledger_profiles",
+    "meta",
+    "ledger_vectors",
+    "ledger_word_counts",
+}
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -106,6 +112,24 @@ CREATE TABLE IF NOT EXISTS ledger_vectors (
 CREATE INDEX IF NOT EXISTS ledger_vectors_by_model ON ledger_vectors (model_id, dimension, seq);
 """
 
+# How the word index is read (schema 4): each side's set size beside the word, so a probe reads
+# only the cards of the sizes that can reach its threshold, and how many cards hold each word, so
+# it probes its rarest words. The trigger counts every word row inserted; the index is only ever
+# emptied whole (``StateStore.use_index_version``), which empties the counts with it.
+_WORD_RANGES = """
+CREATE INDEX IF NOT EXISTS ledger_words_by_content ON ledger_words (word, content_n);
+CREATE INDEX IF NOT EXISTS ledger_words_by_residual ON ledger_words (word, residual_n);
+CREATE TABLE IF NOT EXISTS ledger_word_counts (
+    word  TEXT PRIMARY KEY,
+    cards INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
+_COUNT_TRIGGER = (
+    "CREATE TRIGGER IF NOT EXISTS ledger_words_counted AFTER INSERT ON ledger_words BEGIN "
+    "INSERT INTO ledger_word_counts (word, cards) VALUES (new.word, 1) "
+    "ON CONFLICT(word) DO UPDATE SET cards = cards + 1; END"
+)
+
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -146,7 +170,8 @@ def create(path: Path) -> None:
     try:
         conn = sqlite3.connect(tmp)
         try:
-            conn.executescript(_SCHEMA + _INDEXES + _VECTORS)
+            conn.executescript(_SCHEMA + _INDEXES + _VECTORS + _WORD_RANGES)
+            conn.execute(_COUNT_TRIGGER)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.commit()
@@ -203,6 +228,7 @@ def upgrade(conn: sqlite3.Connection) -> None:
     Version 0: the file from before the identity pragmas, possibly without the ``sketch`` column.
     Version 1: no word index; its cards are marked unindexed and the next roll-up indexes them.
     Version 2: no vectors; with an embedder configured, roll-ups embed the cards lazily.
+    Version 3: no size-ordered word indexes nor word counts; both are built from the word index.
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -216,6 +242,15 @@ def upgrade(conn: sqlite3.Connection) -> None:
                 conn.execute("ALTER TABLE ledger ADD COLUMN indexed INTEGER NOT NULL DEFAULT 0")
             _run_script(conn, _INDEXES)
             _run_script(conn, _VECTORS)
+            counted = "SELECT 1 FROM sqlite_master WHERE name = 'ledger_words_counted'"
+            if conn.execute(counted).fetchone() is None:
+                _run_script(conn, _WORD_RANGES)
+                conn.execute("DELETE FROM ledger_word_counts")
+                conn.execute(
+                    "INSERT INTO ledger_word_counts (word, cards) "
+                    "SELECT word, COUNT(*) FROM ledger_words GROUP BY word"
+                )
+                conn.execute(_COUNT_TRIGGER)
             # Which profiles each card belongs to, from the card's own JSON list.
             conn.execute("INSERT OR IGNORE INTO ledger_profiles SELECT profile, document_id FROM ledger")
             conn.execute(

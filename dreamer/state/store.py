@@ -29,7 +29,7 @@ from dreamer.state.records import (
     StoredVector,
     VectorRow,
     Watermark,
-    WordProbe,
+    WordScan,
     iso,
     parse_time,
 )
@@ -37,6 +37,20 @@ from dreamer.state.schema import check_identity, create, state_errors
 
 _END_RUN = "UPDATE runs SET finished_at = ?, outcome = ?, detail = ?, counts = ? WHERE run_id = ?"
 
+
+# One range of the word index, read through the index on (word, set size) of its side.
+_SCANS = {
+    "content": "SELECT document_id FROM ledger_words INDEXED BY ledger_words_by_content "
+    "WHERE word = ? AND content_n BETWEEN ? AND ?",
+    "residual": "SELECT document_id FROM ledger_words INDEXED BY ledger_words_by_residual "
+    "WHERE word = ? AND residual_n BETWEEN ? AND ?",
+}
+# A probe's cards, each read through its own key: three queries, as SQLite reads the whole bank for
+# an OR of them, and (the unary +) for the ids unless told not to use the bank's index.
+_CANDIDATE = "SELECT document_id, promoted_at, text, sketch FROM ledger WHERE "
+_BY_ID = _CANDIDATE + "+upstream_bank = ? AND document_id IN (SELECT value FROM json_each(?))"
+_BY_TEXT = _CANDIDATE + "upstream_bank = ? AND normalized IN (SELECT value FROM json_each(?))"
+_UNINDEXED = _CANDIDATE + "upstream_bank = ? AND indexed = 0"
 
 _CARD_COLUMNS = (
     "document_id, profile, upstream_bank, text, normalized, kind, source_ids, profiles, "
@@ -286,46 +300,48 @@ class StateStore:
         return out
 
     @state_errors
-    def ledger_candidates(
-        self, upstream_bank: str, *, probes: Sequence[WordProbe], normalized: Iterable[str]
-    ) -> list[CandidateCard]:
-        """The cards of ``upstream_bank`` that could pass a probe's Jaccard thresholds, or whose
-        normalised text is one of ``normalized``, plus every card not indexed yet; in promotion
-        order.
-
-        Counted in SQLite over the word index: ``J(A, B) >= t`` needs ``|A & B| (1 + t) >=
-        t (|A| + |B|)``, and a card's indexed words bound ``|A & B|`` from above, so no card the
-        full comparison would let through is left out.
-        """
-        ids: set[str] = set()
-        for probe in probes:
-            everything = sorted(set(probe.content) | set(probe.residual))
-            sql = (
-                f"SELECT document_id FROM ledger_words WHERE word IN ({_marks(everything)}) "
-                f"GROUP BY document_id HAVING "
-                f"SUM(word IN ({_marks(probe.content)})) * (1 + ?) >= ? * (? + MAX(content_n)) - 1e-9 "
-                f"OR SUM(word IN ({_marks(probe.residual)})) * (1 + ?) >= ? * (? + MAX(residual_n)) - 1e-9"
-            )
-            args = [
-                *everything,
-                *probe.content,
-                probe.content_threshold,
-                probe.content_threshold,
-                probe.content_size,
-                *probe.residual,
-                probe.residual_threshold,
-                probe.residual_threshold,
-                probe.residual_size,
-            ]
-            ids.update(r[0] for r in self._conn.execute(sql, args))
+    def word_counts(self, words: Iterable[str]) -> dict[str, int]:
+        """How many indexed cards hold each of ``words`` (a word no card holds is left out)."""
         rows = self._conn.execute(
-            "SELECT document_id, text, sketch FROM ledger WHERE upstream_bank = ? AND ("
-            "document_id IN (SELECT value FROM json_each(?)) "
-            "OR normalized IN (SELECT value FROM json_each(?)) OR indexed = 0) "
-            "ORDER BY promoted_at, document_id",
-            (upstream_bank, json.dumps(sorted(ids)), json.dumps(sorted(set(normalized)))),
+            "SELECT word, cards FROM ledger_word_counts WHERE word IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(set(words))),),
         )
-        return [CandidateCard(r[0], r[1], r[2]) for r in rows]
+        return {r[0]: int(r[1]) for r in rows}
+
+    @state_errors
+    def scan_index(self, scans: Iterable[WordScan]) -> set[str]:
+        """The document ids in the word index's ranges ``scans`` (of every bank). Each range is
+        read through the index on (word, set size) of its side, so a common word costs only its
+        cards of the sizes asked for."""
+        ids: set[str] = set()
+        for scan in scans:
+            rows = self._conn.execute(_SCANS[scan.side], (scan.word, scan.shortest, scan.longest))
+            ids.update(r[0] for r in rows)
+        return ids
+
+    @state_errors
+    def ledger_candidates(
+        self, upstream_bank: str, *, ids: Iterable[str] | None, normalized: Iterable[str]
+    ) -> list[CandidateCard]:
+        """The cards of ``upstream_bank`` among ``ids`` (None: every card), or whose normalised
+        text is one of ``normalized``, plus every card not indexed yet; in promotion order."""
+        if ids is None:
+            rows = self._conn.execute(
+                "SELECT document_id, text, sketch FROM ledger WHERE upstream_bank = ? "
+                "ORDER BY promoted_at, document_id",
+                (upstream_bank,),
+            )
+            return [CandidateCard(r[0], r[1], r[2]) for r in rows]
+        found: dict[str, tuple[str, str, str, str | None]] = {}
+        for sql, arg in (
+            (_BY_ID, json.dumps(sorted(set(ids)))),
+            (_BY_TEXT, json.dumps(sorted(set(normalized)))),
+            (_UNINDEXED, None),
+        ):
+            for r in self._conn.execute(sql, (upstream_bank,) if arg is None else (upstream_bank, arg)):
+                found[r[0]] = r
+        ordered = sorted(found.values(), key=lambda r: (r[1], r[0]))
+        return [CandidateCard(r[0], r[2], r[3]) for r in ordered]
 
     @state_errors
     def unindexed(self, upstream_bank: str) -> list[LedgerCard]:
@@ -354,6 +370,7 @@ class StateStore:
         with self._write() as conn:
             if stored is not None:
                 conn.execute("DELETE FROM ledger_words")
+                conn.execute("DELETE FROM ledger_word_counts")
                 conn.execute("UPDATE ledger SET indexed = 0 WHERE indexed = 1")
             conn.execute(
                 "INSERT INTO meta (key, value) VALUES ('index_version', ?) "

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dreamer.rollup import dedup
-from dreamer.rollup.candidates import NO_CONTENT, index_words, probe, word_sizes
+from dreamer.rollup.candidates import NO_CONTENT, index_words, probe_words, scans, word_sizes
 from dreamer.rollup.judging import indexed_candidates
 from dreamer.rollup.similarity import jaccard_index, profile_text, sketch_of
 from dreamer.state import LedgerCard, StateStore, Watermark
@@ -136,8 +136,9 @@ def test_a_card_without_content_words_finds_the_others_without_any() -> None:
     """Two empty word sets have a Jaccard of 1: a stand-in word keeps such cards findable."""
     sketch = sketch_of(profile_text("As it was."))
     assert NO_CONTENT in index_words(sketch)
-    asked = probe(sketch, dedup.DedupThresholds())
-    assert asked.content == (NO_CONTENT,) and asked.content_size == 0
+    asked = scans(sketch, dedup.DedupThresholds(), {})
+    assert asked is not None
+    assert [(s.word, s.shortest, s.longest) for s in asked if s.side == "content"] == [(NO_CONTENT, 0, 0)]
 
 
 def test_every_pair_the_gate_passes_is_a_candidate(tmp_path: Path) -> None:
@@ -167,10 +168,9 @@ def test_every_pair_the_gate_passes_is_a_candidate(tmp_path: Path) -> None:
         )
         for _ in range(150):
             a = sketch_of(profile_text(" ".join(rng.sample(vocabulary, rng.randint(0, 7))) + " it."))
-            found = {
-                c.document_id
-                for c in state.ledger_candidates("global", probes=[probe(a, thresholds)], normalized=[])
-            }
+            asked = scans(a, thresholds, state.word_counts(probe_words(a)))
+            assert asked is not None
+            found = state.scan_index(asked)
             for doc, b in by_id.items():
                 if (
                     jaccard_index(a.content, b.content) >= lexical

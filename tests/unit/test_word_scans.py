@@ -1,0 +1,65 @@
+"""The index ranges a new card reads (`candidates.scans`): every word set that reaches the gate's
+Jaccard lies in one of them, whatever the word counts, and common words are read for short sets
+only."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from dreamer.rollup.candidates import NO_CONTENT, NO_RESIDUAL, scans, side_scans
+from dreamer.rollup.dedup import DedupThresholds
+from dreamer.rollup.similarity import Sketch, jaccard_index
+from dreamer.state import WordScan
+
+
+def covered(found: list[WordScan], other: frozenset[str]) -> bool:
+    return any(s.word in other and s.shortest <= len(other) <= s.longest for s in found)
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.75, 0.3, 1.0, 0.01])
+def test_every_set_reaching_the_threshold_is_in_a_range(threshold: float) -> None:
+    """Random sets over a small vocabulary and near variants of them, random word counts: a set
+    with a Jaccard of at least the threshold holds a scanned word, at a size inside its range."""
+    rng = random.Random(int(threshold * 1000))
+    vocabulary = [f"w{i}" for i in range(14)]
+    reached = 0
+    for _ in range(3000):
+        a = frozenset(rng.sample(vocabulary, rng.randint(1, 12)))
+        # Mostly a's words with a few dropped and a few added, so every threshold is reached often.
+        kept = rng.sample(sorted(a), len(a) - rng.randint(0, min(3, len(a) - 1)))
+        b = frozenset(kept + rng.sample(vocabulary, rng.randint(0, 3)))
+        counts = {w: rng.choice([0, 1, 5, 1000]) for w in vocabulary}
+        if jaccard_index(a, b) >= threshold:
+            reached += 1
+            assert covered(side_scans(a, threshold, "content", counts), b), (a, b, counts)
+    assert reached > 100
+
+
+def test_common_words_are_read_for_short_sets_only() -> None:
+    """A 12-word set with 5 rare and 7 common words at 0.5: the rare words are read for every size
+    that can pass (6 to 24), the first common ones only up to 9 and 6 words, the rest never."""
+    rare = [f"r{i}" for i in range(5)]
+    common = [f"c{i}" for i in range(7)]
+    counts = {**{w: 3 for w in rare}, **{w: 100_000 for w in common}}
+    found = side_scans([*rare, *common], 0.5, "content", counts)
+    assert [(s.word, s.shortest, s.longest) for s in found] == [
+        ("r0", 6, 24),
+        ("r1", 6, 21),
+        ("r2", 6, 18),
+        ("r3", 6, 15),
+        ("r4", 6, 12),
+        ("c0", 6, 9),
+        ("c1", 6, 6),
+    ]
+
+
+def test_empty_sets_read_their_stand_in_and_a_zero_threshold_reads_everything() -> None:
+    """An empty word set matches only another empty one (its stand-in word, size 0); a threshold of
+    0 passes every card, which no range can express."""
+    empty = Sketch("", frozenset(), frozenset())
+    found = scans(empty, DedupThresholds(), {})
+    assert found == [WordScan(NO_CONTENT, "content", 0, 0), WordScan(NO_RESIDUAL, "residual", 0, 0)]
+    loose = DedupThresholds(lexical_jaccard=0.0, containment_jaccard=0.0, shingle_jaccard=0.0)
+    assert scans(Sketch("a", frozenset({"a"}), frozenset({"a"})), loose, {}) is None
