@@ -57,7 +57,7 @@ def from_blobs(blobs: Sequence[bytes], dimension: int) -> NDArray[np.float16]:
 
 
 def top_k(
-    queries: NDArray[np.float32], matrix: NDArray[np.float16], k: int
+    queries: NDArray[np.float32], matrix: NDArray[np.float16] | NDArray[np.float32], k: int
 ) -> tuple[NDArray[np.intp], NDArray[np.float32]]:
     """For each query row, the indices and cosines of its ``k`` nearest matrix rows, best first.
 

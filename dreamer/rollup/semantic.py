@@ -1,8 +1,9 @@
 """The embedder's part of the judge: ledger vectors kept in memory, nearest ledger cards, and the
 cosine of two texts the verdict decides with.
 
-:class:`LedgerVectors` holds the vectors of one upstream bank and one model as a float16 matrix,
-refreshed from the state file by the rows written since it last looked (``seq``), so a daemon does
+:class:`LedgerVectors` holds the vectors of one upstream bank and one model as a float32 matrix
+(float16 in the file; numpy has no fast float16 product), refreshed from the state file by the rows
+written since it last looked (``seq``), so a daemon does
 not read every vector again each run. :class:`SemanticJudge` owns the embedder and those matrices
 across runs; :meth:`SemanticJudge.prepare` embeds one batch (stale ledger cards, new cards,
 upstream candidates) and returns a :class:`BatchVectors`. Why: docs/design/dedup.md.
@@ -43,7 +44,7 @@ class LedgerVectors:
     def _reset(self) -> None:
         import numpy as np
 
-        self._matrix: NDArray[np.float16] = np.zeros((0, self.dimension), dtype=np.float16)
+        self._matrix: NDArray[np.float32] = np.zeros((0, self.dimension), dtype=np.float32)
         self._size = 0
         self.ids: list[str] = []
         self.texts: list[str] = []
@@ -58,7 +59,7 @@ class LedgerVectors:
         return self._size
 
     @property
-    def matrix(self) -> NDArray[np.float16]:
+    def matrix(self) -> NDArray[np.float32]:
         return self._matrix[: self._size]
 
     def refresh(self, state: StateStore) -> int:
@@ -99,17 +100,17 @@ class LedgerVectors:
         import numpy as np
 
         if self._size == self._matrix.shape[0]:
-            grown = np.zeros((max(64, 2 * self._size), self.dimension), dtype=np.float16)
+            grown = np.zeros((max(64, 2 * self._size), self.dimension), dtype=np.float32)
             grown[: self._size] = self._matrix[: self._size]
             self._matrix = grown
         self._size += 1
         return self._size - 1
 
-    def vector_of(self, document_id: str) -> NDArray[np.float16] | None:
+    def vector_of(self, document_id: str) -> NDArray[np.float32] | None:
         index = self._row_of.get(document_id)
         return None if index is None else self._matrix[index]
 
-    def vector_of_text(self, text: str) -> NDArray[np.float16] | None:
+    def vector_of_text(self, text: str) -> NDArray[np.float32] | None:
         index = self._row_of_text.get(text)
         return None if index is None else self._matrix[index]
 
