@@ -205,17 +205,7 @@ RUN_LOCK_WAIT_S = 2.0
 def profile_run_lock(config: Config, profile: str) -> SlotLock:
     """The lock that makes runs of one profile one at a time, across the daemon and the CLI: a
     flock on ``<state_dir>/locks/rollup-<profile>.lock`` (never unlinked, never a followed link)."""
-    name = "rollup-" + urllib.parse.quote(profile, safe="") + ".lock"
-    return SlotLock(
-        config.state_dir / "locks" / name,
-        acquire_timeout_s=RUN_LOCK_WAIT_S,
-        poll_interval_s=0.1,
-        busy=lambda path, waited: RunBusyError(
-            f"another roll-up of profile {profile!r} is running (its run lock {path} stayed taken "
-            f"for {waited:g}s); this one is skipped and the next cycle runs it"
-        ),
-        follow_symlinks=False,
-    )
+    return _run_lock(config, "rollup-" + profile, f"roll-up of profile {profile!r}", "its run lock")
 
 
 def upstream_run_lock(config: Config, profile: str) -> SlotLock:
@@ -223,14 +213,18 @@ def upstream_run_lock(config: Config, profile: str) -> SlotLock:
     profiles judged at once would each miss the other's new cards and promote the same fact twice
     into an append-only bank. A flock on ``<state_dir>/locks/upstream-<bank id>.lock``."""
     bank_id = config.bank_id(config.upstream_alias(profile))
-    name = "upstream-" + urllib.parse.quote(bank_id, safe="") + ".lock"
+    return _run_lock(config, "upstream-" + bank_id, f"roll-up into the upstream bank {bank_id!r}", "its lock")
+
+
+def _run_lock(config: Config, name: str, what: str, lock: str) -> SlotLock:
+    """A run lock under ``<state_dir>/locks/``: waited for ``RUN_LOCK_WAIT_S``, then ``busy``."""
     return SlotLock(
-        config.state_dir / "locks" / name,
+        config.state_dir / "locks" / (urllib.parse.quote(name, safe="") + ".lock"),
         acquire_timeout_s=RUN_LOCK_WAIT_S,
         poll_interval_s=0.1,
         busy=lambda path, waited: RunBusyError(
-            f"another roll-up into the upstream bank {bank_id!r} is running (its lock {path} stayed "
-            f"taken for {waited:g}s); this one is skipped and the next cycle runs it"
+            f"another {what} is running ({lock} {path} stayed taken for {waited:g}s); "
+            "this one is skipped and the next cycle runs it"
         ),
         follow_symlinks=False,
     )
