@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import anyio
 
@@ -41,6 +41,27 @@ class RetryPolicy:
             max_delay_s=cfg.max_delay_s,
             retry_after_cap_s=cfg.retry_after_cap_s,
         )
+
+
+#: HTTP statuses that mean "try again later": overload (429, admission-control 503), a failed
+#: upstream call (a server answers 500 after its own retries), gateway trouble, timeouts, and 499
+#: (the request was dropped while queued). Every other status >= 300 will not work as sent.
+TRANSIENT_STATUSES: Final = frozenset({408, 425, 429, 499, 500, 502, 503, 504})
+
+
+def transient_status_error(
+    status: int, retry_after: str | None, failed: str, *, operation: str
+) -> TransientBackendError | None:
+    """The retryable error for an HTTP ``status`` in :data:`TRANSIENT_STATUSES` (``failed`` says what
+    failed, e.g. "the embeddings server answered HTTP 503: busy"), honouring the server's
+    ``Retry-After`` header; None for any other status."""
+    if status not in TRANSIENT_STATUSES:
+        return None
+    delay = parse_retry_after(retry_after)
+    advice = f" (server asks to wait {delay:g}s)" if delay is not None else ""
+    return TransientBackendError(
+        f"{failed}; it will be retried{advice}", status=status, operation=operation, retry_after=delay
+    )
 
 
 def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:

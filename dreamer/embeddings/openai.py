@@ -21,7 +21,7 @@ from dreamer.config.embeddings import EmbeddingsConfig
 from dreamer.embeddings.base import require_numpy
 from dreamer.errors import PermanentBackendError, ProtocolError, TransientBackendError
 from dreamer.log import SecretRedactor
-from dreamer.retry import parse_retry_after
+from dreamer.retry import transient_status_error
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
 
 OPERATION = "embed"
 #: Statuses that mean "try again later"; every other status >= 300 will not work as sent.
-TRANSIENT_STATUSES = frozenset({408, 425, 429, 499, 500, 502, 503, 504})
 #: A text longer than this is cut before it is sent: a card is far shorter, and a server refuses
 #: (or truncates anyway) an input beyond its model's context.
 MAX_TEXT_CHARS = 8000
@@ -132,15 +131,14 @@ class OpenAIEmbedder:
         status = response.status_code
         detail = self._redact(_detail(response))[:MAX_DETAIL_CHARS]
         shown = f": {detail}" if detail else ""
-        if status in TRANSIENT_STATUSES:
-            retry_after = parse_retry_after(response.headers.get("Retry-After"))
-            advice = f" (server asks to wait {retry_after:g}s)" if retry_after is not None else ""
-            return TransientBackendError(
-                f"the embeddings server answered HTTP {status}{shown}; it will be retried{advice}",
-                status=status,
-                operation=OPERATION,
-                retry_after=retry_after,
-            )
+        transient = transient_status_error(
+            status,
+            response.headers.get("Retry-After"),
+            f"the embeddings server answered HTTP {status}{shown}",
+            operation=OPERATION,
+        )
+        if transient is not None:
+            return transient
         if status in (401, 403):
             fix = "check embeddings.api_key_env / embeddings.api_key_file"
         elif status == 404:

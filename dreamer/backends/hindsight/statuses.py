@@ -11,19 +11,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 import httpx
 
-from dreamer.errors import BackendError, PermanentBackendError, TransientBackendError
-from dreamer.retry import parse_retry_after
+from dreamer.errors import BackendError, PermanentBackendError
+from dreamer.retry import TRANSIENT_STATUSES, parse_retry_after, transient_status_error
 
 __all__ = ["TRANSIENT_STATUSES", "is_bank_not_found", "parse_retry_after", "status_error"]
-
-#: Statuses that mean "try again later": overload (429, admission-control 503), a failed upstream
-#: LLM call (Hindsight answers 500 after its own retries), gateway trouble, timeouts, and 499
-#: (the request was dropped while queued). Every other status >= 300 will not work as sent.
-TRANSIENT_STATUSES: Final = frozenset({408, 425, 429, 499, 500, 502, 503, 504})
 
 _BANK_NOT_FOUND = re.compile(r"^Bank '.*' not found$", re.DOTALL)
 
@@ -76,15 +71,14 @@ def status_error(
     # Redact before cutting: a cut made first could leave a prefix of an echoed key unmasked.
     detail = redact(_flatten_detail(body) or response.text.strip())[:MAX_DETAIL_CHARS]
     shown = f": {detail}" if detail else ""
-    if status in TRANSIENT_STATUSES:
-        retry_after = parse_retry_after(response.headers.get("Retry-After"))
-        advice = f" (server asks to wait {retry_after:g}s)" if retry_after is not None else ""
-        return TransientBackendError(
-            f"Hindsight {operation} failed with HTTP {status}{shown}; it will be retried{advice}",
-            status=status,
-            operation=operation,
-            retry_after=retry_after,
-        )
+    transient = transient_status_error(
+        status,
+        response.headers.get("Retry-After"),
+        f"Hindsight {operation} failed with HTTP {status}{shown}",
+        operation=operation,
+    )
+    if transient is not None:
+        return transient
     if status in (401, 403):
         return PermanentBackendError(
             f"Hindsight refused {operation} with HTTP {status}{shown}; {key_advice()}",
