@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dreamer.config import Config
 from dreamer.embeddings.base import Embedder, EmbeddingsUnavailableError
+from dreamer.embeddings.cache import CachingEmbedder
 from dreamer.errors import ConfigError
 
 
@@ -11,11 +12,18 @@ def make_embedder(config: Config) -> Embedder | None:
     """The configured embedder; None for ``provider = "none"``.
 
     A missing package or model is a :class:`~dreamer.errors.ConfigError` saying what to install
-    or which key to fix. Nothing is loaded or sent yet: the local model loads on first use.
+    or which key to fix. Nothing is loaded or sent yet: the local model loads on first use. The
+    embedder is behind a small cache (:mod:`.cache`): a run embeds each card as a recall query and
+    again in the judge's batch.
     """
     cfg = config.embeddings
     if cfg.provider == "none":
         return None
+    return CachingEmbedder(_provider(config))
+
+
+def _provider(config: Config) -> Embedder:
+    cfg = config.embeddings
     try:
         if cfg.provider == "openai":
             from dreamer.embeddings.openai import OpenAIEmbedder

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from dreamer.config import Config
+from dreamer.embeddings.cache import CachingEmbedder
 from dreamer.embeddings.factory import make_embedder
 from dreamer.embeddings.local import LocalEmbedder
 from dreamer.embeddings.openai import OpenAIEmbedder
@@ -58,8 +59,8 @@ def config_for(url: str, **extra: object) -> Config:
 
 def embedder_for(url: str, **extra: object) -> OpenAIEmbedder:
     embedder = make_embedder(config_for(url, **extra))
-    assert isinstance(embedder, OpenAIEmbedder)
-    return embedder
+    assert isinstance(embedder, CachingEmbedder) and isinstance(embedder.inner, OpenAIEmbedder)
+    return embedder.inner
 
 
 def free_port() -> int:
