@@ -43,8 +43,11 @@ def _check_config_arguments(parser: argparse.ArgumentParser) -> None:
     ],
 )
 def _check_config(args: argparse.Namespace) -> int:
+    from dreamer.embeddings.factory import check_embeddings
+
     try:
         config = load_command_config(args)
+        check_embeddings(config, str(config_path(args)))
     except ConfigError as exc:
         return print_problems(exc)
     data = config.redacted()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dreamer.config import Config
-from dreamer.embeddings.base import Embedder, EmbeddingsUnavailableError
+from dreamer.embeddings.base import Embedder, EmbeddingsUnavailableError, require_numpy
 from dreamer.embeddings.cache import CachingEmbedder
 from dreamer.errors import ConfigError
 
@@ -20,6 +20,26 @@ def make_embedder(config: Config) -> Embedder | None:
     if cfg.provider == "none":
         return None
     return CachingEmbedder(_provider(config))
+
+
+def check_embeddings(config: Config, source: str = "") -> None:
+    """Raise the :class:`~dreamer.errors.ConfigError` :func:`make_embedder` would raise (a missing
+    package, model package or model directory) without loading a model or opening a connection,
+    so ``check-config``, the daemon's start and its reload refuse it instead of every run failing.
+    ``source`` (the file) starts each problem, as every other configuration error does."""
+    cfg = config.embeddings
+    try:
+        if cfg.provider == "local":
+            _provider(config)
+        elif cfg.provider == "openai":
+            try:
+                require_numpy("embeddings.provider 'openai'")
+            except EmbeddingsUnavailableError as exc:
+                raise ConfigError(f"embeddings.provider: {exc}") from None
+    except ConfigError as exc:
+        if not source:
+            raise
+        raise ConfigError([f"{source}: {problem}" for problem in exc.problems]) from None
 
 
 def _provider(config: Config) -> Embedder:

@@ -35,6 +35,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from dreamer.config import Config, load_config
+from dreamer.embeddings.factory import check_embeddings
 from dreamer.errors import ConfigError, DreamerError, ExitCode
 from dreamer.log import LogFormat, LogLevel, configure_logging, get_logger, is_journal_stream
 from dreamer.service.jobs import JobSpec, PlanDiff, diff_plans, plan_jobs
@@ -197,6 +198,7 @@ class Daemon:
         log.info("reloading configuration", config=str(self.config_path))
         try:
             new_config = load_config(self.config_path)
+            check_embeddings(new_config, str(self.config_path))
             new_plan = plan_jobs(new_config)
             recorder = self.recorder
             if self._open_recorder is not None and new_config.state_dir != self.config.state_dir:
@@ -398,6 +400,7 @@ def run_daemon(
     _quiet_scheduler_logs(log_level or "info")
     try:
         config = load_config(config_path)
+        check_embeddings(config, str(config_path))
     except ConfigError as exc:
         log.error("invalid configuration; not starting", config=str(config_path), problems=exc.problems)
         _say(exc.problems)

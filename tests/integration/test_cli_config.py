@@ -28,6 +28,7 @@ class BadConfig:
     name: str
     key: str  # the key path set to ``value``, which the message must name
     value: Any
+    also: tuple[tuple[str, Any], ...] = ()  # other keys the case needs, set first
 
 
 BAD_CONFIGS = [
@@ -38,16 +39,24 @@ BAD_CONFIGS = [
     BadConfig(
         "missing secret file", "backend.hindsight.api_key_file", "/nonexistent/dreamer/hindsight-api-key"
     ),
+    # Caught before any run: the model directory is checked without loading the model.
+    BadConfig(
+        "missing model directory",
+        "embeddings.model_path",
+        "/nonexistent/dreamer/model",
+        also=(("embeddings.provider", "local"),),
+    ),
 ]
 
 
 def write_bad(path: Path, case: BadConfig) -> Path:
     data = daemon_config(path.parent / "state")
-    *tables, key = case.key.split(".")
-    table = data
-    for name in tables:
-        table = table.setdefault(name, {})
-    table[key] = case.value
+    for dotted, value in (*case.also, (case.key, case.value)):
+        *tables, key = dotted.split(".")
+        table = data
+        for name in tables:
+            table = table.setdefault(name, {})
+        table[key] = value
     return write_toml(path, data)
 
 
