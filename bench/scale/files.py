@@ -70,6 +70,11 @@ def config_text(state_dir: Path) -> str:
     )
 
 
+def new_unit_texts() -> list[str]:
+    """The texts of the profile bank's new units: what the measured run drafts its cards from."""
+    return [varied_text(_UNIT_BASE + OLD_UNITS + k) for k in range(NEW_UNITS)]
+
+
 def card_profile(i: int) -> str:
     return SOURCE_PROFILES[i % len(SOURCE_PROFILES)]
 
@@ -89,9 +94,7 @@ def _sketches(start: int, stop: int) -> list[Sketched]:
     return out
 
 
-def _ledger_cards(
-    start: int, sketches: Sequence[Sketched], now: datetime
-) -> list[LedgerCard]:
+def _ledger_cards(start: int, sketches: Sequence[Sketched], now: datetime) -> list[LedgerCard]:
     """The ledger rows of cards ``start``..: what ``promote.ledger_row`` writes for a promoted card."""
     cards = []
     for offset, (normalized, sketch, words, sizes) in enumerate(sketches):
@@ -153,9 +156,7 @@ async def build(workdir: Path, size: int) -> tuple[Config, Path, Watermark]:
     workers = max(1, min(2, os.cpu_count() or 1))
     # The workers are started (forked) before the store opens its connection and threads.
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures: list[Future[list[Sketched]]] = [
-            pool.submit(_sketches, a, b) for a, b in chunks
-        ]
+        futures: list[Future[list[Sketched]]] = [pool.submit(_sketches, a, b) for a, b in chunks]
         backend = EmbeddedBackend(config.embedded_path)
         try:
             with StateStore.open(config.state_path) as state:
@@ -189,7 +190,7 @@ async def build(workdir: Path, size: int) -> tuple[Config, Path, Watermark]:
                 watermark = state.watermark(PROFILE)
             await backend.retain(
                 PROFILE_BANK,
-                [RetainItem(content=varied_text(_UNIT_BASE + OLD_UNITS + k)) for k in range(NEW_UNITS)],
+                [RetainItem(content=text) for text in new_unit_texts()],
             )
         finally:
             await backend.aclose()

@@ -14,6 +14,7 @@ TARGET_RUN_S = 1.0
 TARGET_PEAK_RSS_MIB = 150.0
 TARGET_FLAT_RATIO = 2.0
 TARGET_WATCHDOG_GAP_S = 1.0
+TARGET_RECALL_MS = 50.0
 
 
 def parse_vm_hwm_mib(status: str) -> float:
@@ -57,6 +58,14 @@ def targets(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             f"{large['peak_rss_mib']:.0f} MiB",
         ),
     ]
+    if large.get("recall_ms") is not None:
+        checks.append(
+            (
+                f"recall at most {TARGET_RECALL_MS:g} ms at {at}",
+                large["recall_ms"] <= TARGET_RECALL_MS,
+                f"{large['recall_ms']:.1f} ms (one tier: {large['recall_one_tier_ms']:.1f} ms)",
+            )
+        )
     if len(rows) > 1:
         ratio = large["run_s"] / small["run_s"] if small["run_s"] > 0 else float("inf")
         checks.append(

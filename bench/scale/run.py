@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,12 +17,13 @@ from typing import Any
 from bench._common import BenchError, progress
 from bench.daemon import Daemon, cpu_seconds, wait_until
 from bench.notify_socket import has
-from bench.scale.files import PROFILE, PROFILE_BANK, build
+from bench.scale.files import GLOBAL_BANK, PROFILE, PROFILE_BANK, build, config_text, new_unit_texts
 from bench.scale.measures import longest_gap, vm_hwm_mib
+from dreamer.backends.embedded import search
 from dreamer.backends.embedded.backend import EmbeddedBackend
-from dreamer.config import Config
+from dreamer.config import Config, load_config
 from dreamer.rollup.candidates import index_words, word_sizes
-from dreamer.rollup.promote import INPUT_FACT_TYPES, ROLLUP_TAG
+from dreamer.rollup.promote import CARD_FACT_TYPES, INPUT_FACT_TYPES, ROLLUP_TAG
 from dreamer.rollup.similarity import profile_text, sketch_of
 from dreamer.state import LedgerCard, StateStore, Watermark
 from dreamer.text import card_document_id, normalize_text
@@ -156,20 +159,53 @@ async def floor_once(config: Config, before: Watermark, repeat: int) -> tuple[fl
     return time.monotonic() - started, len(new)
 
 
+async def recall_ms(config: Config, texts: Sequence[str], *, one_tier: bool) -> float:
+    """Median milliseconds of the run's dedup recall on the global bank, one per text, with the
+    pipeline's arguments; ``one_tier`` searches as before the two-tier plan (every term ranked
+    over all its matches) as the baseline. After one unmeasured recall (the file's pages)."""
+    common = 1 << 62 if one_tier else search.COMMON_MATCHES
+    saved, search.COMMON_MATCHES = search.COMMON_MATCHES, common
+    backend = EmbeddedBackend(config.embedded_path)
+    try:
+
+        async def one(text: str) -> float:
+            started = time.perf_counter()
+            await backend.recall(
+                GLOBAL_BANK,
+                text,
+                budget="low",
+                types=CARD_FACT_TYPES,
+                tags=(ROLLUP_TAG,),
+                tags_match="any_strict",
+                limit=config.rollup.semantic_top_k,
+            )
+            return (time.perf_counter() - started) * 1000
+
+        await one(texts[0])
+        return statistics.median([await one(text) for text in texts])
+    finally:
+        search.COMMON_MATCHES = saved
+        await backend.aclose()
+
+
 async def floor(config: Config, before: Watermark) -> tuple[float, int]:
     runs = [await floor_once(config, before, k) for k in range(FLOOR_REPEATS)]
     return statistics.median(s for s, _ in runs), runs[0][1]
 
 
-def measure(size: int) -> dict[str, Any]:
-    """One row of the table: set up N cards (not timed), the daemon's run, then the floor."""
+def measure(size: int, cache: Path | None = None) -> dict[str, Any]:
+    """One row of the table: set up N cards (not timed; with ``cache``, built once into
+    ``cache/N`` and copied for each measurement), the daemon's run, the floor and the recalls."""
     workdir = Path(tempfile.mkdtemp(prefix=f"dreamer-bench-scale-{size}-"))
     try:
         progress(f"scale {size}: building the global bank and the ledger")
         started = time.monotonic()
-        config, config_path, before = asyncio.run(build(workdir, size))
+        config, config_path, before = asyncio.run(set_up(workdir, size, cache))
         setup_s = time.monotonic() - started
-        progress(f"scale {size}: set up in {setup_s:.1f} s; starting the daemon")
+        progress(f"scale {size}: set up in {setup_s:.1f} s; the recalls, then the daemon")
+        texts = new_unit_texts()
+        recall_tiered = asyncio.run(recall_ms(config, texts, one_tier=False))
+        recall_one_tier = asyncio.run(recall_ms(config, texts, one_tier=True))
         seen = run_daemon(config_path, workdir / "daemon.log", size)
         state_mib, store_mib = file_mib(config.state_path), file_mib(config.embedded_path)
         progress(f"scale {size}: run took {seen.record.get('duration_s')} s; the floor")
@@ -193,8 +229,30 @@ def measure(size: int) -> dict[str, Any]:
         "watchdog_gap_s": seen.watchdog_gap_s,
         "watchdog_pings": seen.pings,
         "floor_s": floor_s,
+        "recall_ms": recall_tiered,
+        "recall_one_tier_ms": recall_one_tier,
         "floor_units": floor_units,
         "run_over_floor": run_s / floor_s if floor_s > 0 else None,
         "ready_s": seen.ready_s,
         "exit_s": seen.exit_s,
     }
+
+
+async def set_up(workdir: Path, size: int, cache: Path | None) -> tuple[Config, Path, Watermark]:
+    """Build the files into ``workdir``, or (with ``cache``) copy them from ``cache/size``, building
+    them there first when they are not there yet."""
+    if cache is None:
+        return await build(workdir, size)
+    built = cache / str(size)
+    if not (built / "built.json").exists():
+        shutil.rmtree(built, ignore_errors=True)
+        await build(built, size)
+        (built / "built.json").write_text(json.dumps({"size": size}))
+    progress(f"scale {size}: copying the files built in {built}")
+    shutil.copytree(built / "state", workdir / "state")
+    config_path = workdir / "dreamer.toml"
+    config_path.write_text(config_text(workdir / "state"), encoding="utf-8")
+    config = load_config(config_path)
+    with StateStore.open(config.state_path) as state:
+        before = state.watermark(PROFILE)
+    return config, config_path, before

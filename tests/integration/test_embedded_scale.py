@@ -19,12 +19,14 @@ import pytest
 
 from dreamer.backends.base import RetainItem, TagsMatch
 from dreamer.backends.embedded.backend import EmbeddedBackend
-from dreamer.backends.embedded.schema import SCHEMA_VERSION
+from dreamer.backends.embedded import search
+from dreamer.backends.embedded.schema import SCHEMA_VERSION, bank_key_range
 from dreamer.backends.embedded.search import (
     STOPWORDS,
     bm25_to_score,
     candidate_limits,
     fts_match_expression,
+    match_plan,
 )
 from dreamer.errors import PermanentBackendError
 
@@ -191,6 +193,80 @@ class TestRankedRecall:
         assert fts_match_expression("The backup of the host") == '"backup" OR "host"'
         assert fts_match_expression("to be or not") == '"to" OR "be" OR "or" OR "not"'
         assert {"the", "and", "of", "to"} <= STOPWORDS
+
+
+def _tier_of(path: Path, bank: str, query: str, limit: int) -> tuple[set[str], set[str]] | None:
+    """(rare terms, common terms) of the query's two-tier plan in the bank, casefolded; None for one tier."""
+    match = fts_match_expression(query)
+    assert match is not None
+    with sqlite3.connect(path) as raw:
+        bank_no = raw.execute("SELECT bank_no FROM banks WHERE bank_id = ?", (bank,)).fetchone()[0]
+        plan = match_plan(raw, match, *bank_key_range(bank_no), limit)
+    if plan.rare is None or plan.common is None:
+        return None
+    terms = [{t.strip('"').casefold() for t in side.split(" OR ")} for side in (plan.rare, plan.common)]
+    return terms[0], terms[1]
+
+
+class TestTieredRecall:
+    """A bank where some query terms are common: rows holding a rarer term first, every score kept."""
+
+    COMMON_AT = 300  # each COMMON word is on about 1,000 of the 3,000 units, each RARE one on about 45
+
+    async def test_every_match_keeps_its_score_and_the_rare_tier_comes_first(
+        self, filled: EmbeddedBackend, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """For 44 queries × 7 tag filters, unlimited and at limit 8: the reference's rows, each with
+        the reference's score (to 1e-12), in the reference's order within each tier."""
+        monkeypatch.setattr(search, "COMMON_MATCHES", self.COMMON_AT)
+        tiered = reordered = 0
+        differing = []
+        for query in QUERIES:
+            tiers = _tier_of(filled.path, "global", query, self.COMMON_AT)
+            for tags, tags_match in FILTERS:
+                reference = _reference(filled.path, "global", query, tags, tags_match, None)
+                by_id = dict(reference)
+                texts = {}
+                expected = [unit_id for unit_id, _ in reference]
+                if tiers is not None:
+                    rare, _ = tiers
+                    with sqlite3.connect(filled.path) as raw:
+                        texts = dict(raw.execute("SELECT id, text FROM units WHERE bank_id = 'global'").fetchall())
+                    # A stable sort: the rare tier first, each tier in the reference's order.
+                    expected.sort(key=lambda unit_id: not rare & set(texts[unit_id].casefold().split()))
+                    tiered += 1
+                    reordered += expected != [unit_id for unit_id, _ in reference]
+                for limit in (None, 8):
+                    hits = await filled.recall(
+                        "global",
+                        query,
+                        max_tokens=10**9,
+                        types=("world", "experience"),
+                        tags=tags,
+                        tags_match=tags_match,
+                        limit=limit,
+                    )
+                    if [hit.id for hit in hits] != expected[:limit] or any(
+                        abs(hit.score - by_id[hit.id]) > 1e-12 for hit in hits
+                    ):
+                        differing.append((query, tags, tags_match, limit))
+        assert differing == []
+        # The comparison covers the two tiers: many queries are cut in two, and some change order.
+        assert tiered >= 100 and reordered >= 10, (tiered, reordered)
+
+    async def test_a_bank_without_common_terms_is_searched_in_one_tier(self, filled: EmbeddedBackend) -> None:
+        """At the default threshold nothing in a 3,000-unit bank is common: one plan, one tier."""
+        assert all(_tier_of(filled.path, "global", q, search.COMMON_MATCHES) is None for q in QUERIES)
+
+    def test_the_plan_counts_matches_in_the_bank_only(self, filled_path: Path) -> None:
+        """A term common in another bank's rows is rare in this one: the count stays in the key range."""
+        match = '"host" OR "w1"'
+        with sqlite3.connect(filled_path) as raw:
+            numbers = dict(raw.execute("SELECT bank_id, bank_no FROM banks").fetchall())
+            in_global = match_plan(raw, match, *bank_key_range(numbers["global"]), 300)
+            in_other = match_plan(raw, match, *bank_key_range(numbers["other"]), 300)
+        assert in_global == search.MatchPlan('"w1"', '"host"')
+        assert in_other == search.MatchPlan(match, None)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import math
 import sqlite3
 import unicodedata
 from collections.abc import Generator, Sequence
+from typing import NamedTuple
 
 from dreamer.backends.base import TagsMatch
 from dreamer.backends.embedded.schema import UNIT_COLUMNS, bank_key_range
@@ -27,12 +28,15 @@ from dreamer.errors import PermanentBackendError
 
 __all__ = [
     "CHARS_PER_TOKEN",
+    "COMMON_MATCHES",
     "MAX_QUERY_TERMS",
     "STOPWORDS",
+    "MatchPlan",
     "bm25_to_score",
     "candidate_limits",
     "estimate_tokens",
     "fts_match_expression",
+    "match_plan",
     "query_terms",
     "search_bank",
     "tags_filter",
@@ -123,16 +127,26 @@ def search_bank(
     tags: Sequence[str] | None,
     tags_match: TagsMatch,
     want: int,
+    common_matches: int | None = None,
 ) -> Generator[sqlite3.Row]:
-    """Rows matching ``match`` in the bank, best BM25 first, ties newest first.
+    """Rows matching ``match`` (an expression of :func:`fts_match_expression`) in the bank, best
+    BM25 first, ties newest first.
 
     Sized for a caller that stops after about ``want`` rows. FTS5 ranks the bank's matches on its own
     (no join) and keeps the best :func:`candidate_limits` of them; only those are joined to
     ``units`` and filtered. When the caller reads past what the candidates yielded, the next pass
-    widens the candidate set (once, then to every match) and carries on where the last one stopped,
-    so the rows are always exactly the first ones of the full ranking. The rowid range confines FTS5
-    to the bank's rows (docs/design/embedded-store.md); ``u.bank_id`` is checked as well, so the
-    range only ever saves work and never decides what matches.
+    widens the candidate set (once, then to every match) and carries on where the last one stopped.
+    The rowid range confines FTS5 to the bank's rows (docs/design/embedded-store.md); ``u.bank_id``
+    is checked as well, so the range only ever saves work and never decides what matches.
+
+    In a large bank, ranking every match of a term that most units hold costs a pass over most of
+    the bank. So when some terms match more than ``common_matches`` of the bank's units (default
+    :data:`COMMON_MATCHES`) and others fewer, the rows come in two tiers (:class:`MatchPlan`): first
+    the rows holding at least one of the rarer terms, then the rows holding only common ones, each
+    tier in BM25 order. Every row keeps the very score the one-tier query gives it (FTS5 computes
+    both, up to float rounding); what changes is that a row holding only common terms comes after
+    the rarer terms' rows even when it would score higher. A bank where no term is that common is
+    searched in one tier, exactly as before.
     """
     tag_sql, tag_params = tags_filter(tags, tags_match)  # an unknown tags_match fails in any bank
     bank = conn.execute("SELECT bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
@@ -147,29 +161,91 @@ def search_bank(
     filter_params.extend(tag_params)
     # Candidates are cut in (rank, newest key) order, the final order (rank, newest created_at, id)
     # among them: the same order, because within a bank keys and created_at both grow in write order.
-    sql = f"""
-        WITH candidates (seq, rank) AS MATERIALIZED (
-            SELECT rowid, bm25(units_fts) FROM units_fts
-            WHERE units_fts MATCH ? AND rowid BETWEEN ? AND ?
-            ORDER BY 2, rowid DESC LIMIT ?
-        )
+    joined = f"""
         SELECT {UNIT_COLUMNS}, c.rank AS rank, c.seq AS seq
         FROM candidates c JOIN units u ON u.seq = c.seq
         WHERE {" AND ".join(where)} {tag_sql}
         ORDER BY c.rank, u.created_at DESC, u.id
         """
-    yielded = 0
-    for limit in candidate_limits(want):
-        rows = conn.execute(sql, [match, first_key, last_key, limit, *filter_params])
-        try:
-            for index, row in enumerate(rows):
-                if index >= yielded:
-                    yielded += 1
-                    yield row
-        finally:
-            rows.close()  # ends the read snapshot now, not when the cursor is collected
-        if limit < 0 or not _more_matches(conn, match, first_key, last_key, limit):
-            return
+    bounds = [first_key, last_key]
+    limit = COMMON_MATCHES if common_matches is None else common_matches
+    plan = match_plan(conn, match, first_key, last_key, limit)
+    # Each tier: its candidates' SQL, their parameters, and the expression whose matches they are.
+    if plan.common is None or plan.rare is None:
+        tiers = [(_RANKED, [match, *bounds], match)]
+    else:
+        mixed = f"({plan.common}) AND ({plan.rare})"
+        only_common = f"({plan.common}) NOT ({plan.rare})"
+        tiers = [
+            (_RARE_FIRST, [plan.rare, *bounds, mixed, *bounds], plan.rare),
+            (_RANKED, [only_common, *bounds], only_common),
+        ]
+    for candidates, params, counted in tiers:
+        yielded = 0
+        for cut in candidate_limits(want):
+            rows = conn.execute(f"WITH {candidates} {joined}", [*params, cut, *filter_params])
+            try:
+                for index, row in enumerate(rows):
+                    if index >= yielded:
+                        yielded += 1
+                        yield row
+            finally:
+                rows.close()  # ends the read snapshot now, not when the cursor is collected
+            if cut < 0 or not _more_matches(conn, counted, first_key, last_key, cut):
+                break
+
+
+#: A term matching more of a bank's units than this is common: in a larger bank, the rows holding
+#: only such terms come after those holding a rarer one (:func:`search_bank`).
+COMMON_MATCHES = 5_000
+
+# The best matches of one expression, by BM25 then newest key: the candidates of one tier.
+_RANKED = """candidates (seq, rank) AS MATERIALIZED (
+            SELECT rowid, bm25(units_fts) FROM units_fts
+            WHERE units_fts MATCH ? AND rowid BETWEEN ? AND ?
+            ORDER BY 2, rowid DESC LIMIT ?
+        )"""
+# The rows holding a rare term, each with its full score: FTS5 scores the rare terms alone on every
+# such row, and all terms on those that also hold a common one (an AND that seeks the common terms'
+# lists at the rare rows instead of reading them). Both expressions hold every phrase at most once
+# and FTS5's BM25 sums per phrase, so a row gets the score of the one-tier expression.
+_RARE_FIRST = """rare (seq, rank) AS MATERIALIZED (
+            SELECT rowid, bm25(units_fts) FROM units_fts WHERE units_fts MATCH ? AND rowid BETWEEN ? AND ?
+        ),
+        mixed (seq, rank) AS MATERIALIZED (
+            SELECT rowid, bm25(units_fts) FROM units_fts WHERE units_fts MATCH ? AND rowid BETWEEN ? AND ?
+        ),
+        candidates (seq, rank) AS MATERIALIZED (
+            SELECT r.seq, coalesce(m.rank, r.rank) FROM rare r LEFT JOIN mixed m ON m.seq = r.seq
+            ORDER BY 2, 1 DESC LIMIT ?
+        )"""
+
+
+class MatchPlan(NamedTuple):
+    """A match expression cut in two: the terms at most ``COMMON_MATCHES`` units of the bank hold
+    (``rare``) and the others (``common``); either is None when no term is of that kind."""
+
+    rare: str | None
+    common: str | None
+
+
+def match_plan(conn: sqlite3.Connection, match: str, first_key: int, last_key: int, limit: int) -> MatchPlan:
+    """Which terms of ``match`` are common in the bank's key range: each term's matches are counted
+    up to ``limit`` + 1, so the count costs at most that many rows of its list."""
+    # fts_match_expression's terms never hold whitespace, so " OR " only ever separates them.
+    phrases = match.split(" OR ")
+    if len(phrases) < 2:
+        return MatchPlan(match, None)
+    rare: list[str] = []
+    common: list[str] = []
+    for phrase in phrases:
+        (count,) = conn.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM units_fts WHERE units_fts MATCH ? AND rowid BETWEEN ? AND ?"
+            " LIMIT ?)",
+            (phrase, first_key, last_key, limit + 1),
+        ).fetchone()
+        (common if count > limit else rare).append(phrase)
+    return MatchPlan(" OR ".join(rare) or None, " OR ".join(common) or None)
 
 
 def _more_matches(conn: sqlite3.Connection, match: str, first_key: int, last_key: int, limit: int) -> bool:
