@@ -14,7 +14,7 @@ Why the rules and thresholds are what they are: docs/design/dedup.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -261,7 +261,6 @@ class _Existing:
             )
         return self._profile
 
-
     @property
     def shingles(self) -> frozenset[str]:
         """The character shingles of the content words, without analysing the whole text."""
@@ -481,6 +480,7 @@ def judge_batch(
     thresholds: DedupThresholds | None = None,
     *,
     semantic: SemanticSimilarity | None = None,
+    pools: Sequence[Collection[str]] | None = None,
 ) -> list[Verdict]:
     """Judge each card in order against the ledger, the batch's earlier cards and its upstream candidates.
 
@@ -493,6 +493,10 @@ def judge_batch(
     backend's `semantic_score` is ignored; a duplicate by it needs `thresholds.embedding` and
     `thresholds.embedding_lexical_floor`. Without it, only upstream candidates with a backend score
     have a semantic route (`thresholds.semantic`).
+
+    `pools`, when given (parallel to `cards`), names the ledger cards each card is compared with
+    (those whose gate it passed): a card's verdict is the same against the whole of `ledger_cards`,
+    except which card a plain `new` verdict names as its nearest. None: every card meets them all.
     """
     limits = thresholds if thresholds is not None else DedupThresholds()
     rule = _SemanticRule.of(semantic, limits)
@@ -503,9 +507,15 @@ def judge_batch(
         exact_index.setdefault(existing.sketch.normalized, existing)
         by_text.setdefault(existing.text, existing)
 
+    position_of = {existing.card_id: k for k, existing in reversed(list(enumerate(ledger)))}
     earlier: list[_Existing] = []
     verdicts: list[Verdict] = []
     for position, card in enumerate(cards):
+        mine = ledger
+        if pools is not None:
+            # In ledger order, as the whole ledger would be walked (the first of equal bests wins).
+            at = sorted({position_of[i] for i in pools[position] if i in position_of})
+            mine = [ledger[k] for k in at]
         if isinstance(upstream_candidates_by_card, Mapping):
             candidates = upstream_candidates_by_card.get(card.card_id, ())
         else:
@@ -514,12 +524,12 @@ def judge_batch(
             )
         upstream = [_upstream(candidate, by_text.get(candidate.text)) for candidate in candidates]
         profile = profile_text(card.text)
-        verdict = _judge_one(profile, exact_index, [*ledger, *earlier, *upstream], limits, rule)
+        verdict = _judge_one(profile, exact_index, [*mine, *earlier, *upstream], limits, rule)
         verdicts.append(verdict)
         repeats = verdict.matched_id if verdict.kind is VerdictKind.DUPLICATE else None
-        mine = _Existing(card.card_id, "earlier batch", card.text, profile=profile, repeats=repeats)
-        earlier.append(mine)
-        by_text.setdefault(card.text, mine)
+        this = _Existing(card.card_id, "earlier batch", card.text, profile=profile, repeats=repeats)
+        earlier.append(this)
+        by_text.setdefault(card.text, this)
         # Promoted cards come first in the index, so an exact repeat names the promoted card.
-        exact_index.setdefault(profile.normalized, mine)
+        exact_index.setdefault(profile.normalized, this)
     return verdicts

@@ -7,6 +7,7 @@ Runs in a worker thread (analysing texts is a run's CPU work). Why: docs/design/
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from dreamer.rollup import dedup
 from dreamer.rollup.candidates import index_words, passes_gate, probe_words, scans, word_sizes
@@ -26,15 +27,24 @@ def index_pending(state: StateStore, upstream_id: str) -> None:
     state.store_index(entries)
 
 
+class Candidates(NamedTuple):
+    """The ledger cards a batch is compared with, and for each new card (in batch order) the ids
+    of those whose gate it passed."""
+
+    cards: list[dedup.CardText]
+    pools: list[set[str]]
+
+
 def indexed_candidates(
     state: StateStore,
     upstream_id: str,
     cards: Sequence[dedup.CardText],
     thresholds: dedup.DedupThresholds,
-) -> list[dedup.CardText]:
+) -> Candidates:
     """The ledger cards of ``upstream_id`` the dedup gate lets through for any of ``cards``, found
-    through the word index (:mod:`.candidates`), in ledger order. The gate is applied here, each
-    card read against the new cards whose ranges held it, so the judge meets only those cards."""
+    through the word index (:mod:`.candidates`), in ledger order, with the cards each new card's
+    gate let through. The gate is applied here, each card read against the new cards whose ranges
+    held it, so the judge meets only those cards, and each new card only its own."""
     sketches = [sketch_of(profile_text(card.text)) for card in cards]
     counts = state.word_counts(set().union(*(probe_words(s) for s in sketches)))
     asked = [scans(sketch, thresholds, counts) for sketch in sketches]
@@ -48,13 +58,17 @@ def indexed_candidates(
     )
     everyone = range(len(sketches))
     out = []
+    pools: list[set[str]] = [set() for _ in sketches]
     for c in ledger:
         sketch = Sketch.loads(c.sketch) or sketch_of(profile_text(c.text))
         # A card the ranges found for one new card and not another cannot pass the other's gate.
         finders = everyone if every_card else found_by.get(c.document_id, everyone)
-        if any(passes_gate(sketches[k], sketch, thresholds) for k in finders):
+        passed = [k for k in finders if passes_gate(sketches[k], sketch, thresholds)]
+        if passed:
             out.append(dedup.CardText(c.document_id, c.text, sketch))
-    return out
+            for k in passed:
+                pools[k].add(c.document_id)
+    return Candidates(out, pools)
 
 
 def judge_against_ledger(
@@ -72,15 +86,20 @@ def judge_against_ledger(
     if not dry_run:
         index_pending(state, upstream_id)
     thresholds = dedup.DedupThresholds()
+    pools: list[set[str]] | None = None
     if state.index_version() not in (None, Sketch.VERSION):
         ledger = [
             dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in state.ledger(upstream_id)
         ]
     else:
-        ledger = indexed_candidates(state, upstream_id, cards, thresholds)
+        ledger, pools = indexed_candidates(state, upstream_id, cards, thresholds)
     if vectors is None:
-        return dedup.judge_batch(cards, ledger, upstream, thresholds)
+        return dedup.judge_batch(cards, ledger, upstream, thresholds, pools=pools)
     have = {card.card_id for card in ledger}
     nearest = state.candidate_cards(vectors.nearest_ids() - have)
     ledger += [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in nearest]
-    return dedup.judge_batch(cards, ledger, upstream, thresholds, semantic=vectors.similarity)
+    if pools is not None:
+        # The embedder's nearest cards face every card of the batch: a pair near in meaning skips the gate.
+        near = {c.document_id for c in nearest}
+        pools = [pool | near for pool in pools]
+    return dedup.judge_batch(cards, ledger, upstream, thresholds, semantic=vectors.similarity, pools=pools)

@@ -347,8 +347,9 @@ class StateStore:
     def unindexed(self, upstream_bank: str) -> list[LedgerCard]:
         """Cards whose words are not in the index yet (written before it existed)."""
         sql = (
-            f"SELECT {_CARD_COLUMNS} FROM ledger WHERE upstream_bank = ? AND indexed = 0 "
-            "ORDER BY promoted_at, document_id"
+            # Told which index to use: for the ORDER BY, SQLite would walk the bank's every card.
+            f"SELECT {_CARD_COLUMNS} FROM ledger INDEXED BY ledger_unindexed "
+            "WHERE upstream_bank = ? AND indexed = 0 ORDER BY promoted_at, document_id"
         )
         return [_card(r) for r in self._conn.execute(sql, (upstream_bank,))]
 

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from dreamer.backends.base import RetainItem, TagsMatch
-from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.embedded import search
+from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.embedded.schema import SCHEMA_VERSION, bank_key_range
 from dreamer.backends.embedded.search import (
     STOPWORDS,
@@ -231,7 +231,9 @@ class TestTieredRecall:
                 if tiers is not None:
                     rare, _ = tiers
                     with sqlite3.connect(filled.path) as raw:
-                        texts = dict(raw.execute("SELECT id, text FROM units WHERE bank_id = 'global'").fetchall())
+                        texts = dict(
+                            raw.execute("SELECT id, text FROM units WHERE bank_id = 'global'").fetchall()
+                        )
                     # A stable sort: the rare tier first, each tier in the reference's order.
                     expected.sort(key=lambda unit_id: not rare & set(texts[unit_id].casefold().split()))
                     tiered += 1

@@ -272,6 +272,27 @@ class TestJudgeBatch:
         assert verdict.kind is VerdictKind.DUPLICATE
         assert verdict.matched_id == "new-count"
 
+    def test_each_card_meets_only_the_ledger_cards_of_its_pool(self) -> None:
+        """With pools, a card is compared with its own pool's ledger cards only (the judge step
+        gives each card those whose gate it passed); an exact repeat is found whatever the pool."""
+        ledger = [
+            CardText("turtles", "Nate has two pet turtles."),
+            CardText("cats", "Gina keeps three cats."),
+        ]
+        cards = [CardText("a", "Nate has two turtles as pets."), CardText("b", "Gina keeps three cats.")]
+        everyone = judge_batch(cards, ledger, {})
+        assert [(v.kind, v.matched_id) for v in everyone] == [
+            (VerdictKind.DUPLICATE, "turtles"),
+            (VerdictKind.DUPLICATE, "cats"),
+        ]
+        pooled = judge_batch(cards, ledger, {}, pools=[{"turtles"}, set()])
+        assert [(v.kind, v.matched_id) for v in pooled] == [
+            (VerdictKind.DUPLICATE, "turtles"),
+            (VerdictKind.DUPLICATE, "cats"),
+        ]
+        elsewhere = judge_batch(cards[:1], ledger, {}, pools=[{"cats"}])
+        assert elsewhere[0].kind is VerdictKind.NEW
+
     def test_every_verdict_has_a_reason(self) -> None:
         """Each verdict, of every kind, carries a human-readable reason for the log."""
         cards = [
