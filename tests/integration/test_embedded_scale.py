@@ -208,6 +208,16 @@ def _tier_of(path: Path, bank: str, query: str, limit: int) -> tuple[set[str], s
     return terms[0], terms[1]
 
 
+#: Queries whose terms FTS5 reads oddly: operators, quotes, a symbol it drops, emoji, a joiner.
+HOSTILE = [
+    'host ™ w7 "w8"',
+    "host AND w9 OR NOT NEAR(w10) *",
+    "backup ^w11 col:w12 -w13",
+    "™ host",
+    "host \u200d w14 😀",
+]
+
+
 class TestTieredRecall:
     """A bank where some query terms are common: rows holding a rarer term first, every score kept."""
 
@@ -221,7 +231,7 @@ class TestTieredRecall:
         monkeypatch.setattr(search, "COMMON_MATCHES", self.COMMON_AT)
         tiered = reordered = 0
         differing = []
-        for query in QUERIES:
+        for query in QUERIES + HOSTILE:
             tiers = _tier_of(filled.path, "global", query, self.COMMON_AT)
             for tags, tags_match in FILTERS:
                 reference = _reference(filled.path, "global", query, tags, tags_match, None)
