@@ -22,7 +22,9 @@ from bench.scale.measures import longest_gap, vm_hwm_mib
 from dreamer.backends.embedded import search
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
+from dreamer.rollup import dedup
 from dreamer.rollup.candidates import index_words, word_sizes
+from dreamer.rollup.judging import indexed_candidates
 from dreamer.rollup.promote import CARD_FACT_TYPES, INPUT_FACT_TYPES, ROLLUP_TAG
 from dreamer.rollup.similarity import profile_text, sketch_of
 from dreamer.state import LedgerCard, StateStore, Watermark
@@ -188,6 +190,15 @@ async def recall_ms(config: Config, texts: Sequence[str], *, one_tier: bool) -> 
         await backend.aclose()
 
 
+def gate_passers(config: Config, texts: Sequence[str]) -> list[int]:
+    """For each new card, how many ledger cards pass its dedup gate (what its verdict must read and
+    compare): counted before the run, through the judge step's own index reads."""
+    cards = [dedup.CardText(card_document_id(PROFILE, text), text) for text in texts]
+    with StateStore.open(config.state_path) as state:
+        _, pools = indexed_candidates(state, GLOBAL_BANK, cards, dedup.DedupThresholds())
+    return [len(pool) for pool in pools]
+
+
 async def floor(config: Config, before: Watermark) -> tuple[float, int]:
     runs = [await floor_once(config, before, k) for k in range(FLOOR_REPEATS)]
     return statistics.median(s for s, _ in runs), runs[0][1]
@@ -204,6 +215,7 @@ def measure(size: int, cache: Path | None = None) -> dict[str, Any]:
         setup_s = time.monotonic() - started
         progress(f"scale {size}: set up in {setup_s:.1f} s; the recalls, then the daemon")
         texts = new_unit_texts()
+        passers = gate_passers(config, texts)
         recall_tiered = asyncio.run(recall_ms(config, texts, one_tier=False))
         recall_one_tier = asyncio.run(recall_ms(config, texts, one_tier=True))
         seen = run_daemon(config_path, workdir / "daemon.log", size)
@@ -229,6 +241,8 @@ def measure(size: int, cache: Path | None = None) -> dict[str, Any]:
         "watchdog_gap_s": seen.watchdog_gap_s,
         "watchdog_pings": seen.pings,
         "floor_s": floor_s,
+        "gate_passers": sum(passers),
+        "gate_passers_max": max(passers),
         "recall_ms": recall_tiered,
         "recall_one_tier_ms": recall_one_tier,
         "floor_units": floor_units,

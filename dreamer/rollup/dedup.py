@@ -30,8 +30,10 @@ from dreamer.rollup.similarity import (
     profile_text,
     sketch_of,
 )
+from dreamer.text import normalize_text
 
 __all__ = [
+    "BatchJudge",
     "CardText",
     "DedupThresholds",
     "InvalidThresholdsError",
@@ -472,6 +474,59 @@ def _upstream(candidate: UpstreamCandidate, same_text: _Existing | None) -> _Exi
     )
 
 
+class BatchJudge:
+    """Judges a batch's cards in order, each against the ledger cards handed in with it, the
+    batch's earlier cards and its upstream candidates (see :func:`judge_batch`).
+
+    A caller that reads each card's own ledger candidates, judges the card and lets them go holds
+    one card's candidates at a time, never the batch's.
+    """
+
+    def __init__(
+        self, thresholds: DedupThresholds | None = None, *, semantic: SemanticSimilarity | None = None
+    ):
+        self.limits = thresholds if thresholds is not None else DedupThresholds()
+        self.rule = _SemanticRule.of(semantic, self.limits)
+        self._earlier: list[_Existing] = []
+        self._earlier_exact: dict[str, _Existing] = {}
+        self._earlier_text: dict[str, _Existing] = {}
+
+    def judge(
+        self,
+        card: CardText,
+        ledger_cards: Sequence[CardText] | Sequence[_Existing],
+        upstream_candidates: Sequence[UpstreamCandidate],
+    ) -> Verdict:
+        """The verdict of the batch's next card; ``ledger_cards`` in ledger order."""
+        ledger = [
+            c if isinstance(c, _Existing) else _Existing(c.card_id, "promoted", c.text, sketch=c.sketch)
+            for c in ledger_cards
+        ]
+        # Promoted cards come first in the index, so an exact repeat names the promoted card.
+        exact_index: dict[str, _Existing] = {}
+        by_text: dict[str, _Existing] = {}
+        for existing in ledger:
+            exact_index.setdefault(existing.sketch.normalized, existing)
+            by_text.setdefault(existing.text, existing)
+        for normalized, existing in self._earlier_exact.items():
+            exact_index.setdefault(normalized, existing)
+        for text, existing in self._earlier_text.items():
+            by_text.setdefault(text, existing)
+        upstream = [_upstream(candidate, by_text.get(candidate.text)) for candidate in upstream_candidates]
+        profile = profile_text(card.text)
+        verdict = _judge_one(
+            profile, exact_index, [*ledger, *self._earlier, *upstream], self.limits, self.rule
+        )
+        repeats = verdict.matched_id if verdict.kind is VerdictKind.DUPLICATE else None
+        this = _Existing(card.card_id, "earlier batch", card.text, profile=profile, repeats=repeats)
+        self._earlier.append(this)
+        if card.text not in by_text:
+            self._earlier_text.setdefault(card.text, this)
+        if profile.normalized not in exact_index:
+            self._earlier_exact.setdefault(profile.normalized, this)
+        return verdict
+
+
 def judge_batch(
     cards: Sequence[CardText],
     ledger_cards: Sequence[CardText],
@@ -498,38 +553,29 @@ def judge_batch(
     (those whose gate it passed): a card's verdict is the same against the whole of `ledger_cards`,
     except which card a plain `new` verdict names as its nearest. None: every card meets them all.
     """
-    limits = thresholds if thresholds is not None else DedupThresholds()
-    rule = _SemanticRule.of(semantic, limits)
+    judge = BatchJudge(thresholds, semantic=semantic)
+    # One analysis of each ledger card, shared by every card that meets it.
     ledger = [_Existing(card.card_id, "promoted", card.text, sketch=card.sketch) for card in ledger_cards]
-    exact_index: dict[str, _Existing] = {}
-    by_text: dict[str, _Existing] = {}
-    for existing in ledger:
-        exact_index.setdefault(existing.sketch.normalized, existing)
-        by_text.setdefault(existing.text, existing)
-
     position_of = {existing.card_id: k for k, existing in reversed(list(enumerate(ledger)))}
-    earlier: list[_Existing] = []
+    exact_at: dict[str, int] = {}
+    for k, existing in enumerate(ledger):
+        exact_at.setdefault(existing.sketch.normalized, k)
     verdicts: list[Verdict] = []
     for position, card in enumerate(cards):
         mine = ledger
         if pools is not None:
-            # In ledger order, as the whole ledger would be walked (the first of equal bests wins).
-            at = sorted({position_of[i] for i in pools[position] if i in position_of})
-            mine = [ledger[k] for k in at]
+            # In ledger order, as the whole ledger would be walked (the first of equal bests wins);
+            # an exact repeat of a ledger card is found whatever the pool.
+            at = {position_of[i] for i in pools[position] if i in position_of}
+            exact = exact_at.get(normalize_text(card.text))
+            if exact is not None:
+                at.add(exact)
+            mine = [ledger[k] for k in sorted(at)]
         if isinstance(upstream_candidates_by_card, Mapping):
             candidates = upstream_candidates_by_card.get(card.card_id, ())
         else:
             candidates = (
                 upstream_candidates_by_card[position] if position < len(upstream_candidates_by_card) else ()
             )
-        upstream = [_upstream(candidate, by_text.get(candidate.text)) for candidate in candidates]
-        profile = profile_text(card.text)
-        verdict = _judge_one(profile, exact_index, [*mine, *earlier, *upstream], limits, rule)
-        verdicts.append(verdict)
-        repeats = verdict.matched_id if verdict.kind is VerdictKind.DUPLICATE else None
-        this = _Existing(card.card_id, "earlier batch", card.text, profile=profile, repeats=repeats)
-        earlier.append(this)
-        by_text.setdefault(card.text, this)
-        # Promoted cards come first in the index, so an exact repeat names the promoted card.
-        exact_index.setdefault(profile.normalized, this)
+        verdicts.append(judge.judge(card, mine, candidates))
     return verdicts

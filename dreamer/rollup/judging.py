@@ -6,7 +6,7 @@ Runs in a worker thread (analysing texts is a run's CPU work). Why: docs/design/
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from dreamer.rollup import dedup
@@ -71,6 +71,26 @@ def indexed_candidates(
     return Candidates(out, pools)
 
 
+def card_candidates(
+    state: StateStore,
+    upstream_id: str,
+    sketch: Sketch,
+    thresholds: dedup.DedupThresholds,
+    counts: Mapping[str, int],
+) -> list[dedup.CardText]:
+    """The ledger cards of ``upstream_id`` that pass the gate of one new card (its ``sketch``),
+    found through the word index, in ledger order; ``counts`` are the word index's card counts of
+    its words (:func:`~.candidates.probe_words`)."""
+    ranges = scans(sketch, thresholds, counts)
+    ids = None if ranges is None else state.scan_index(ranges)
+    out = []
+    for c in state.ledger_candidates(upstream_id, ids=ids, normalized={sketch.normalized}):
+        old = Sketch.loads(c.sketch) or sketch_of(profile_text(c.text))
+        if passes_gate(sketch, old, thresholds):
+            out.append(dedup.CardText(c.document_id, c.text, old))
+    return out
+
+
 def judge_against_ledger(
     state: StateStore,
     upstream_id: str,
@@ -80,26 +100,35 @@ def judge_against_ledger(
     *,
     dry_run: bool,
 ) -> list[dedup.Verdict]:
-    """The verdicts, against the ledger cards the word index names as candidates and, with an
-    embedder, the nearest ledger cards by cosine. A dry run writes nothing: it neither indexes
-    older cards nor trusts an index of another analysis version (it compares with every card)."""
+    """The verdicts, each card against the ledger cards the word index names as its candidates
+    and, with an embedder, the nearest ledger cards by cosine. The cards are judged one at a time,
+    each with its own candidates read, judged and let go, so a run holds one card's candidates at a
+    time, however many the batch's cards find together. A dry run writes nothing: it neither
+    indexes older cards nor trusts an index of another analysis version (it compares with every
+    card)."""
     if not dry_run:
         index_pending(state, upstream_id)
     thresholds = dedup.DedupThresholds()
-    pools: list[set[str]] | None = None
+    judge = dedup.BatchJudge(thresholds, semantic=None if vectors is None else vectors.similarity)
+    # The embedder's nearest cards face every card of the batch: a pair near in meaning skips the gate.
+    near = []
+    if vectors is not None:
+        near = [
+            dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch))
+            for c in state.candidate_cards(vectors.nearest_ids())
+        ]
+    whole: list[dedup.CardText] | None = None
+    counts: Mapping[str, int] = {}
+    sketches = [sketch_of(profile_text(card.text)) for card in cards]
     if state.index_version() not in (None, Sketch.VERSION):
-        ledger = [
+        whole = [
             dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in state.ledger(upstream_id)
         ]
     else:
-        ledger, pools = indexed_candidates(state, upstream_id, cards, thresholds)
-    if vectors is None:
-        return dedup.judge_batch(cards, ledger, upstream, thresholds, pools=pools)
-    have = {card.card_id for card in ledger}
-    nearest = state.candidate_cards(vectors.nearest_ids() - have)
-    ledger += [dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in nearest]
-    if pools is not None:
-        # The embedder's nearest cards face every card of the batch: a pair near in meaning skips the gate.
-        near = {c.document_id for c in nearest}
-        pools = [pool | near for pool in pools]
-    return dedup.judge_batch(cards, ledger, upstream, thresholds, semantic=vectors.similarity, pools=pools)
+        counts = state.word_counts(set().union(*(probe_words(s) for s in sketches)))
+    verdicts = []
+    for card, sketch, hits in zip(cards, sketches, upstream, strict=True):
+        mine = whole if whole is not None else card_candidates(state, upstream_id, sketch, thresholds, counts)
+        found = {c.card_id for c in mine}
+        verdicts.append(judge.judge(card, [*mine, *(c for c in near if c.card_id not in found)], hits))
+    return verdicts

@@ -11,7 +11,7 @@ import pytest
 
 from dreamer.rollup import dedup
 from dreamer.rollup.candidates import NO_CONTENT, index_words, probe_words, scans, word_sizes
-from dreamer.rollup.judging import indexed_candidates
+from dreamer.rollup.judging import indexed_candidates, judge_against_ledger
 from dreamer.rollup.similarity import jaccard_index, profile_text, sketch_of
 from dreamer.state import LedgerCard, StateStore, Watermark
 from dreamer.text import card_document_id, normalize_text
@@ -124,11 +124,18 @@ def test_indexed_verdicts_equal_full_scan_verdicts(tmp_path: Path, seed: int) ->
             shared += any(len(pool) < len(indexed) for pool in pools)
             full = dedup.judge_batch(batch, full_ledger, [], thresholds)
             fast = dedup.judge_batch(batch, indexed, [], thresholds, pools=pools)
-            for card, a, b in zip(batch, full, fast, strict=True):
+            # The run's own judge step: each card's candidates read, judged and let go in turn.
+            streamed = judge_against_ledger(state, "global", batch, [[] for _ in batch], None, dry_run=False)
+            for card, a, b, c in zip(batch, full, fast, streamed, strict=True):
                 kinds.add(a.kind)
-                assert (a.kind, a.matched_id, a.changed) == (b.kind, b.matched_id, b.changed), card.text
-                if a.kind is not dedup.VerdictKind.NEW or a.changed:
-                    assert (a.reason, a.scores) == (b.reason, b.scores), card.text
+                for other in (b, c):
+                    assert (a.kind, a.matched_id, a.changed) == (
+                        other.kind,
+                        other.matched_id,
+                        other.changed,
+                    ), card.text
+                    if a.kind is not dedup.VerdictKind.NEW or a.changed:
+                        assert (a.reason, a.scores) == (other.reason, other.scores), card.text
     assert {"duplicate", "conflict", "new"} <= kinds
     assert narrowed > len(batches) // 2, "the index should narrow most batches' ledger"
     assert shared > len(batches) // 4, "each card should meet fewer cards than its batch's candidates"
