@@ -23,8 +23,8 @@ from dreamer.backends.embedded import search
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
 from dreamer.rollup import dedup
-from dreamer.rollup.candidates import index_words, word_sizes
-from dreamer.rollup.judging import indexed_candidates
+from dreamer.rollup.candidates import index_words, probe_words, word_sizes
+from dreamer.rollup.judging import card_candidates
 from dreamer.rollup.promote import CARD_FACT_TYPES, INPUT_FACT_TYPES, ROLLUP_TAG
 from dreamer.rollup.similarity import profile_text, sketch_of
 from dreamer.state import LedgerCard, StateStore, Watermark
@@ -192,11 +192,12 @@ async def recall_ms(config: Config, texts: Sequence[str], *, one_tier: bool) -> 
 
 def gate_passers(config: Config, texts: Sequence[str]) -> list[int]:
     """For each new card, how many ledger cards pass its dedup gate (what its verdict must read and
-    compare): counted before the run, through the judge step's own index reads."""
-    cards = [dedup.CardText(card_document_id(PROFILE, text), text) for text in texts]
+    compare): counted before the run, through the judge step's own reads."""
+    thresholds = dedup.DedupThresholds()
+    sketches = [sketch_of(profile_text(text)) for text in texts]
     with StateStore.open(config.state_path) as state:
-        _, pools = indexed_candidates(state, GLOBAL_BANK, cards, dedup.DedupThresholds())
-    return [len(pool) for pool in pools]
+        counts = state.word_counts(set().union(*(probe_words(s) for s in sketches)))
+        return [len(card_candidates(state, GLOBAL_BANK, s, thresholds, counts)) for s in sketches]
 
 
 async def floor(config: Config, before: Watermark) -> tuple[float, int]:

@@ -14,7 +14,7 @@ Why the rules and thresholds are what they are: docs/design/dedup.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -30,7 +30,6 @@ from dreamer.rollup.similarity import (
     profile_text,
     sketch_of,
 )
-from dreamer.text import normalize_text
 
 __all__ = [
     "BatchJudge",
@@ -535,47 +534,30 @@ def judge_batch(
     thresholds: DedupThresholds | None = None,
     *,
     semantic: SemanticSimilarity | None = None,
-    pools: Sequence[Collection[str]] | None = None,
 ) -> list[Verdict]:
     """Judge each card in order against the ledger, the batch's earlier cards and its upstream candidates.
 
     `upstream_candidates_by_card` maps a card id to its recalled candidates, or is a sequence
     parallel to `cards`. The earlier card of the batch wins: a later repeat is a duplicate of it
-    (or of whatever it repeats). Returns one verdict per card, in the order of `cards`.
+    (or of whatever it repeats). Returns one verdict per card, in the order of `cards`. Every card
+    meets every ledger card; the run's judge step gives each card its own (:class:`BatchJudge`).
 
     `semantic`, when given, is the embedder's cosine of two texts (`SemanticSimilarity`): it is
     the semantic signal against ledger cards, earlier cards and upstream candidates alike, and the
     backend's `semantic_score` is ignored; a duplicate by it needs `thresholds.embedding` and
     `thresholds.embedding_lexical_floor`. Without it, only upstream candidates with a backend score
     have a semantic route (`thresholds.semantic`).
-
-    `pools`, when given (parallel to `cards`), names the ledger cards each card is compared with
-    (those whose gate it passed): a card's verdict is the same against the whole of `ledger_cards`,
-    except which card a plain `new` verdict names as its nearest. None: every card meets them all.
     """
     judge = BatchJudge(thresholds, semantic=semantic)
-    # One analysis of each ledger card, shared by every card that meets it.
+    # One analysis of each ledger card, shared by every card.
     ledger = [_Existing(card.card_id, "promoted", card.text, sketch=card.sketch) for card in ledger_cards]
-    position_of = {existing.card_id: k for k, existing in reversed(list(enumerate(ledger)))}
-    exact_at: dict[str, int] = {}
-    for k, existing in enumerate(ledger):
-        exact_at.setdefault(existing.sketch.normalized, k)
     verdicts: list[Verdict] = []
     for position, card in enumerate(cards):
-        mine = ledger
-        if pools is not None:
-            # In ledger order, as the whole ledger would be walked (the first of equal bests wins);
-            # an exact repeat of a ledger card is found whatever the pool.
-            at = {position_of[i] for i in pools[position] if i in position_of}
-            exact = exact_at.get(normalize_text(card.text))
-            if exact is not None:
-                at.add(exact)
-            mine = [ledger[k] for k in sorted(at)]
         if isinstance(upstream_candidates_by_card, Mapping):
             candidates = upstream_candidates_by_card.get(card.card_id, ())
         else:
             candidates = (
                 upstream_candidates_by_card[position] if position < len(upstream_candidates_by_card) else ()
             )
-        verdicts.append(judge.judge(card, mine, candidates))
+        verdicts.append(judge.judge(card, ledger, candidates))
     return verdicts

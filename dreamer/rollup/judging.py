@@ -7,7 +7,6 @@ Runs in a worker thread (analysing texts is a run's CPU work). Why: docs/design/
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
 
 from dreamer.rollup import dedup
 from dreamer.rollup.candidates import index_words, passes_gate, probe_words, scans, word_sizes
@@ -25,50 +24,6 @@ def index_pending(state: StateStore, upstream_id: str) -> None:
         sketch = Sketch.loads(card.sketch) or sketch_of(profile_text(card.text))
         entries[card.document_id] = (sketch.dumps(), index_words(sketch), word_sizes(sketch))
     state.store_index(entries)
-
-
-class Candidates(NamedTuple):
-    """The ledger cards a batch is compared with, and for each new card (in batch order) the ids
-    of those whose gate it passed."""
-
-    cards: list[dedup.CardText]
-    pools: list[set[str]]
-
-
-def indexed_candidates(
-    state: StateStore,
-    upstream_id: str,
-    cards: Sequence[dedup.CardText],
-    thresholds: dedup.DedupThresholds,
-) -> Candidates:
-    """The ledger cards of ``upstream_id`` the dedup gate lets through for any of ``cards``, found
-    through the word index (:mod:`.candidates`), in ledger order, with the cards each new card's
-    gate let through. The gate is applied here, each card read against the new cards whose ranges
-    held it, so the judge meets only those cards, and each new card only its own."""
-    sketches = [sketch_of(profile_text(card.text)) for card in cards]
-    counts = state.word_counts(set().union(*(probe_words(s) for s in sketches)))
-    asked = [scans(sketch, thresholds, counts) for sketch in sketches]
-    found_by: dict[str, list[int]] = {}
-    for k, ranges in enumerate(asked):
-        for document_id in state.scan_index(ranges or ()):
-            found_by.setdefault(document_id, []).append(k)
-    every_card = any(ranges is None for ranges in asked)  # a threshold of 0: every card passes
-    ledger = state.ledger_candidates(
-        upstream_id, ids=None if every_card else found_by, normalized={s.normalized for s in sketches}
-    )
-    everyone = range(len(sketches))
-    out = []
-    pools: list[set[str]] = [set() for _ in sketches]
-    for c in ledger:
-        sketch = Sketch.loads(c.sketch) or sketch_of(profile_text(c.text))
-        # A card the ranges found for one new card and not another cannot pass the other's gate.
-        finders = everyone if every_card else found_by.get(c.document_id, everyone)
-        passed = [k for k in finders if passes_gate(sketches[k], sketch, thresholds)]
-        if passed:
-            out.append(dedup.CardText(c.document_id, c.text, sketch))
-            for k in passed:
-                pools[k].add(c.document_id)
-    return Candidates(out, pools)
 
 
 def card_candidates(

@@ -11,7 +11,7 @@ import pytest
 
 from dreamer.rollup import dedup
 from dreamer.rollup.candidates import NO_CONTENT, index_words, probe_words, scans, word_sizes
-from dreamer.rollup.judging import indexed_candidates, judge_against_ledger
+from dreamer.rollup.judging import card_candidates, judge_against_ledger
 from dreamer.rollup.similarity import jaccard_index, profile_text, sketch_of
 from dreamer.state import LedgerCard, StateStore, Watermark
 from dreamer.text import card_document_id, normalize_text
@@ -103,7 +103,7 @@ def test_indexed_verdicts_equal_full_scan_verdicts(tmp_path: Path, seed: int) ->
     thresholds = dedup.DedupThresholds()
     full_ledger = [dedup.CardText(r.document_id, r.text) for r in rows]
     kinds: set[str] = set()
-    narrowed = shared = 0
+    narrowed = 0
     with StateStore.open(tmp_path / "state.sqlite3") as state:
         state.record_run_start("seed", "rollup:p", T0)
         state.commit_rollup(
@@ -119,26 +119,20 @@ def test_indexed_verdicts_equal_full_scan_verdicts(tmp_path: Path, seed: int) ->
             finished_at=T0,
         )
         for batch in batches:
-            indexed, pools = indexed_candidates(state, "global", batch, thresholds)
-            narrowed += len(indexed) < len(rows)
-            shared += any(len(pool) < len(indexed) for pool in pools)
             full = dedup.judge_batch(batch, full_ledger, [], thresholds)
-            fast = dedup.judge_batch(batch, indexed, [], thresholds, pools=pools)
             # The run's own judge step: each card's candidates read, judged and let go in turn.
             streamed = judge_against_ledger(state, "global", batch, [[] for _ in batch], None, dry_run=False)
-            for card, a, b, c in zip(batch, full, fast, streamed, strict=True):
+            sketches = [sketch_of(profile_text(card.text)) for card in batch]
+            counts = state.word_counts(set().union(*(probe_words(s) for s in sketches)))
+            met = [card_candidates(state, "global", s, thresholds, counts) for s in sketches]
+            narrowed += all(len(cards) < len(rows) for cards in met)
+            for card, a, b in zip(batch, full, streamed, strict=True):
                 kinds.add(a.kind)
-                for other in (b, c):
-                    assert (a.kind, a.matched_id, a.changed) == (
-                        other.kind,
-                        other.matched_id,
-                        other.changed,
-                    ), card.text
-                    if a.kind is not dedup.VerdictKind.NEW or a.changed:
-                        assert (a.reason, a.scores) == (other.reason, other.scores), card.text
+                assert (a.kind, a.matched_id, a.changed) == (b.kind, b.matched_id, b.changed), card.text
+                if a.kind is not dedup.VerdictKind.NEW or a.changed:
+                    assert (a.reason, a.scores) == (b.reason, b.scores), card.text
     assert {"duplicate", "conflict", "new"} <= kinds
-    assert narrowed > len(batches) // 2, "the index should narrow most batches' ledger"
-    assert shared > len(batches) // 4, "each card should meet fewer cards than its batch's candidates"
+    assert narrowed > len(batches) // 2, "the index should narrow most cards' ledger"
 
 
 def test_a_card_without_content_words_finds_the_others_without_any() -> None:

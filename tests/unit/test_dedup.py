@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from dreamer.rollup import dedup
 from dreamer.rollup.dedup import (
+    BatchJudge,
     CardText,
     DedupThresholds,
     InvalidThresholdsError,
@@ -272,26 +273,19 @@ class TestJudgeBatch:
         assert verdict.kind is VerdictKind.DUPLICATE
         assert verdict.matched_id == "new-count"
 
-    def test_each_card_meets_only_the_ledger_cards_of_its_pool(self) -> None:
-        """With pools, a card is compared with its own pool's ledger cards only (the judge step
-        gives each card those whose gate it passed); an exact repeat is found whatever the pool."""
-        ledger = [
-            CardText("turtles", "Nate has two pet turtles."),
-            CardText("cats", "Gina keeps three cats."),
-        ]
-        cards = [CardText("a", "Nate has two turtles as pets."), CardText("b", "Gina keeps three cats.")]
-        everyone = judge_batch(cards, ledger, {})
-        assert [(v.kind, v.matched_id) for v in everyone] == [
-            (VerdictKind.DUPLICATE, "turtles"),
-            (VerdictKind.DUPLICATE, "cats"),
-        ]
-        pooled = judge_batch(cards, ledger, {}, pools=[{"turtles"}, set()])
-        assert [(v.kind, v.matched_id) for v in pooled] == [
-            (VerdictKind.DUPLICATE, "turtles"),
-            (VerdictKind.DUPLICATE, "cats"),
-        ]
-        elsewhere = judge_batch(cards[:1], ledger, {}, pools=[{"cats"}])
-        assert elsewhere[0].kind is VerdictKind.NEW
+    def test_a_batch_judge_compares_each_card_with_the_ledger_cards_it_is_given(self) -> None:
+        """The run's judge step hands each card its own candidates: a card meets those and the
+        batch's earlier cards, and a later repeat of an earlier card points at what that one repeats."""
+        turtles = CardText("turtles", "Nate has two pet turtles.")
+        judge = BatchJudge()
+        first = judge.judge(CardText("a", "Nate has two turtles as pets."), [turtles], [])
+        assert (first.kind, first.matched_id) == (VerdictKind.DUPLICATE, "turtles")
+        alone = judge.judge(CardText("b", "Gina keeps three cats."), [], [])
+        assert alone.kind is VerdictKind.NEW
+        again = judge.judge(CardText("c", "Nate has two turtles as pets."), [], [])
+        assert (again.kind, again.matched_id) == (VerdictKind.DUPLICATE, "turtles")
+        other = BatchJudge().judge(CardText("a", "Nate has two turtles as pets."), [], [])
+        assert other.kind is VerdictKind.NEW
 
     def test_every_verdict_has_a_reason(self) -> None:
         """Each verdict, of every kind, carries a human-readable reason for the log."""
