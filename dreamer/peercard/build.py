@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_BUDGET_CHARS",
     "DEFAULT_MAX_ENTRIES",
     "DEFAULT_MAX_ENTRY_CHARS",
+    "LOOKAHEAD",
     "build_peer_card",
     "polished_peer_card",
 ]
@@ -31,6 +32,9 @@ DEFAULT_MAX_ENTRY_CHARS = 200
 DEFAULT_BUDGET_CHARS = 1375
 #: Shortest entry limit accepted: room for the longest marker and a few words.
 MIN_ENTRY_CHARS = 20
+#: After the first entry too big for what is left of the budget, how many more cards are looked at
+#: for smaller entries that still fit; the cards after them are not read (docs/design/peer-card.md).
+LOOKAHEAD = 100
 #: Kinds that describe something passing; listed last, so they are the first to fall off the budget.
 _TRANSIENT_KINDS = frozenset({"event"})
 
@@ -67,7 +71,9 @@ def build_peer_card(
         (*format_entry(card.text, KIND_MARKERS.get(card.kind.lower()), max_entry_chars), card.document_id)
         for card in ordered
     )
-    return _bounded_card(profile, candidates, max_entries=max_entries, budget_chars=budget_chars)
+    return _bounded_card(
+        profile, candidates, max_entries=max_entries, budget_chars=budget_chars, total=len(ordered)
+    )
 
 
 def polished_peer_card(
@@ -84,7 +90,13 @@ def polished_peer_card(
         (*format_entry(entry.text, entry.mark, max_entry_chars), _closest_document(entry.text, card))
         for entry in entries
     )
-    return _bounded_card(card.profile, candidates, max_entries=max_entries, budget_chars=card.budget_chars)
+    return _bounded_card(
+        card.profile,
+        candidates,
+        max_entries=max_entries,
+        budget_chars=card.budget_chars,
+        total=len(entries),
+    )
 
 
 def _closest_document(text: str, card: PeerCard) -> str:
@@ -99,27 +111,48 @@ def _closest_document(text: str, card: PeerCard) -> str:
 
 
 def _bounded_card(
-    profile: str | None, candidates: Iterable[tuple[str, str, str]], *, max_entries: int, budget_chars: int
+    profile: str | None,
+    candidates: Iterable[tuple[str, str, str]],
+    *,
+    max_entries: int,
+    budget_chars: int,
+    total: int,
 ) -> PeerCard | None:
-    """Entries ``(entry, dedup key, document id)`` taken in order within the bounds; None when empty."""
+    """Entries ``(entry, dedup key, document id)`` taken in order within the bounds; None when empty.
+
+    ``candidates`` is read lazily and holds ``total`` items. It is read no further once the card
+    holds ``max_entries`` entries, or :data:`LOOKAHEAD` items after the first entry too big for what
+    is left of the budget; the items not read are counted in ``left_out`` with those that did not fit.
+    """
     entries: list[str] = []
     document_ids: list[str] = []
     seen: set[str] = set()
     used = 0
     left_out = 0
-    for entry, key, document_id in candidates:
+    looked = 0
+    first_misfit: int | None = None
+    items = iter(candidates)
+    while len(entries) < max_entries and (first_misfit is None or looked - first_misfit < LOOKAHEAD):
+        item = next(items, None)
+        if item is None:
+            break
+        looked += 1
+        entry, key, document_id = item
         # Two facts cut to the same visible entry would be the same line twice.
         shown = "shown:" + " ".join(entry.casefold().split())
         if not key or key in seen or shown in seen:
             continue
         seen.update((key, shown))
         cost = len(entry) + (len(ENTRY_DELIMITER) if entries else 0)
-        if len(entries) >= max_entries or used + cost > budget_chars:
+        if used + cost > budget_chars:
             left_out += 1
+            if first_misfit is None:
+                first_misfit = looked
             continue
         entries.append(entry)
         document_ids.append(document_id)
         used += cost
+    left_out += max(0, total - looked)
     if not entries:
         return None
     return PeerCard(profile, tuple(entries), tuple(document_ids), budget_chars, left_out)

@@ -19,7 +19,8 @@ from dreamer.backends.base import ReflectResult
 from dreamer.config import Config
 from dreamer.errors import PolicyError
 from dreamer.hermes.memory.entries import ENTRY_DELIMITER, parse_entries
-from dreamer.peercard.build import build_peer_card, polished_peer_card
+from dreamer.peercard import build as peercard_build
+from dreamer.peercard.build import LOOKAHEAD, build_peer_card, polished_peer_card
 from dreamer.peercard.card import PeerCard, render_peer_card
 from dreamer.peercard.entry import KIND_MARKERS, neutralise
 from dreamer.peercard.polish import (
@@ -238,6 +239,41 @@ class TestSelection:
         built = build([big, small, first], budget_chars=budget)
         assert built.entries == ("IDENTITY: First card is here.", "Tiny.")
         assert built.chars == budget and built.left_out == 1
+
+    def test_smaller_entries_are_sought_only_within_the_lookahead(self) -> None:
+        """After the first entry too big for the budget, LOOKAHEAD more cards are looked at for a
+        smaller one; a short card ranked after them is not read, and every card not shown is left out."""
+        head = card("First card is here.", doc="head", reinforcements=10**6)
+        big = [
+            card(f"Big card {i} " + "x" * 150, doc=f"big{i}", reinforcements=10**5 - i) for i in range(200)
+        ]
+        near = card("Near.", doc="near", reinforcements=10**5 - LOOKAHEAD + 2)
+        far = card("Far.", doc="far", reinforcements=1)
+        # Room for "Far." too: only the lookahead keeps it out.
+        budget = len("First card is here.") + 2 * len(ENTRY_DELIMITER) + len("Near.") + len("Far.")
+        built = build([far, *big, near, head], budget_chars=budget)
+        assert built.entries == ("First card is here.", "Near.")
+        assert built.left_out == 200 + 1
+
+    def test_the_cards_read_do_not_grow_with_the_profile(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A full card stops reading: of 5,000 cards, only those up to the lookahead past the first
+        misfit are formatted, the rest are counted in left_out."""
+        formatted = 0
+        real = peercard_build.format_entry
+
+        def counting(*args: Any, **kwargs: Any) -> tuple[str, str]:
+            nonlocal formatted
+            formatted += 1
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(peercard_build, "format_entry", counting)
+        cards = [
+            card(f"Fact number {i} about the homelab and its backups.", doc=f"d{i}") for i in range(5000)
+        ]
+        built = build(cards)
+        shown = len(built.entries)
+        assert formatted <= shown + 1 + LOOKAHEAD
+        assert shown + built.left_out == 5000
 
     def test_at_most_max_entries(self) -> None:
         """No more than max_entries entries, the rest counted as left out."""
@@ -522,7 +558,6 @@ class TestRefresh:
             with pytest.raises(PolicyError, match=r"unknown profile 'nope' \(known: coder, research\)"):
                 await refresh_peer_cards(refresh_config(tmp_path), state, profiles=["nope"])
 
-
     async def test_no_path_reads_no_ledger(self, tmp_path: Path) -> None:
         """A card with no configured path is neither read nor built: after every run of a daemon
         without peer-card paths, refreshing costs nothing."""
@@ -597,7 +632,6 @@ class TestPolishRequest:
         item = polish_schema(MARKS)["properties"]["entries"]["items"]
         assert item["required"] == ["text", "mark"]
         assert item["properties"]["mark"]["enum"] == [*MARKS, NO_MARK]
-
 
     def test_schema_is_the_plain_polish_schema(self) -> None:
         """The schema generated from the model is the plain one reflect has always been sent."""
