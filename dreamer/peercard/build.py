@@ -6,9 +6,10 @@ entries the same way. The rules and why: ``docs/design/peer-card.md``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from datetime import datetime
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Protocol
 
+from dreamer.cardrank import RankKey, rank_key
 from dreamer.config import ConflictPolicy
 from dreamer.hermes.memory.entries import ENTRY_DELIMITER
 from dreamer.peercard.card import PeerCard
@@ -35,8 +36,25 @@ MIN_ENTRY_CHARS = 20
 #: After the first entry too big for what is left of the budget, how many more cards are looked at
 #: for smaller entries that still fit; the cards after them are not read (docs/design/peer-card.md).
 LOOKAHEAD = 100
-#: Kinds that describe something passing; listed last, so they are the first to fall off the budget.
-_TRANSIENT_KINDS = frozenset({"event"})
+
+
+class RankedCards(Protocol):
+    """Where a peer card's cards come from: its members in rank order (``dreamer.cardrank``), the
+    cards that supersede them, and how many there are. A list of cards in memory
+    (:func:`build_peer_card`) or the state file's rank rows (``peercard.refresh``)."""
+
+    def members(self) -> Iterator[Sequence[LedgerCard]]:
+        """The card's members (a profile's cards, or every card of the bank), in rank order, a
+        chunk at a time."""
+        ...
+
+    def newer(self, document_ids: Sequence[str]) -> Mapping[str, Sequence[LedgerCard]]:
+        """For each of ``document_ids`` that some card supersedes, the cards that do."""
+        ...
+
+    def count(self, *, superseded: bool) -> int:
+        """How many members there are (``superseded`` False: those no card supersedes)."""
+        ...
 
 
 def build_peer_card(
@@ -48,7 +66,30 @@ def build_peer_card(
     max_entry_chars: int = DEFAULT_MAX_ENTRY_CHARS,
     budget_chars: int = DEFAULT_BUDGET_CHARS,
 ) -> PeerCard | None:
-    """The peer card of ``profile`` (None: the global card) from ledger cards, or None when empty."""
+    """The peer card of ``profile`` (None: the global card) from ledger cards, or None when empty.
+
+    Supersession is read across every card given: a newer card of another profile still counts."""
+    return peer_card(
+        _CardsInMemory(cards, profile),
+        profile=profile,
+        policy=policy,
+        max_entries=max_entries,
+        max_entry_chars=max_entry_chars,
+        budget_chars=budget_chars,
+    )
+
+
+def peer_card(
+    source: RankedCards,
+    *,
+    profile: str | None,
+    policy: ConflictPolicy,
+    max_entries: int = DEFAULT_MAX_ENTRIES,
+    max_entry_chars: int = DEFAULT_MAX_ENTRY_CHARS,
+    budget_chars: int = DEFAULT_BUDGET_CHARS,
+) -> PeerCard | None:
+    """The peer card of ``profile`` (None: the global card) from its ranked cards, or None when
+    empty. Cards are read from ``source`` only as far as the card's bounds need them."""
     if max_entries < 1 or budget_chars < 1:
         raise ValueError(
             f"max_entries and budget_chars must be at least 1 (got {max_entries}, {budget_chars})"
@@ -57,23 +98,63 @@ def build_peer_card(
         raise ValueError(f"max_entry_chars must be at least {MIN_ENTRY_CHARS} (got {max_entry_chars})")
     if policy not in ("recency_wins", "keep_both"):
         raise ValueError(f"unknown conflict policy {policy!r}; use recency_wins or keep_both")
-
-    # Supersession is read across every card given: a newer card of another profile still counts.
-    newer_of: dict[str, list[LedgerCard]] = {}
-    for card in cards:
-        if card.supersedes and card.supersedes != card.document_id:
-            newer_of.setdefault(card.supersedes, []).append(card)
-    mine = [c for c in cards if profile is None or c.profile == profile or profile in c.profiles]
-    if policy == "recency_wins":
-        mine = [c for c in mine if c.document_id not in newer_of]
-    ordered = _keep_newer_first(sorted(mine, key=_rank), newer_of)
     candidates = (
         (*format_entry(card.text, KIND_MARKERS.get(card.kind.lower()), max_entry_chars), card.document_id)
-        for card in ordered
+        for card in _ordered(source, profile, keep_both=policy == "keep_both")
     )
-    return _bounded_card(
-        profile, candidates, max_entries=max_entries, budget_chars=budget_chars, total=len(ordered)
-    )
+    total = source.count(superseded=policy == "keep_both")
+    return _bounded_card(profile, candidates, max_entries=max_entries, budget_chars=budget_chars, total=total)
+
+
+def _ordered(source: RankedCards, profile: str | None, *, keep_both: bool) -> Iterator[LedgerCard]:
+    """The members in rank order, lazily; a superseded card is dropped (``recency_wins``) or kept
+    with the cards that supersede it just before it, when they would rank after it (``keep_both``)."""
+    placed: set[str] = set()
+
+    def place(
+        card: LedgerCard, path: frozenset[str], newer_of: Mapping[str, Sequence[LedgerCard]]
+    ) -> Iterator[LedgerCard]:
+        if card.document_id in placed or card.document_id in path:
+            return
+        for newer in sorted(newer_of.get(card.document_id, ()), key=_rank):
+            if profile is None or newer.profile == profile or profile in newer.profiles:
+                yield from place(newer, path | {card.document_id}, source.newer([newer.document_id]))
+        if card.document_id not in placed:
+            placed.add(card.document_id)
+            yield card
+
+    for chunk in source.members():
+        newer_of = source.newer([card.document_id for card in chunk])
+        for card in chunk:
+            if not keep_both:
+                if card.document_id not in newer_of:
+                    yield card
+                continue
+            yield from place(card, frozenset(), newer_of)
+
+
+class _CardsInMemory:
+    """:class:`RankedCards` over a list of cards: the members, and every card for supersession."""
+
+    def __init__(self, cards: Sequence[LedgerCard], profile: str | None) -> None:
+        self._members = sorted(
+            (c for c in cards if profile is None or c.profile == profile or profile in c.profiles), key=_rank
+        )
+        self._newer: dict[str, list[LedgerCard]] = {}
+        for card in cards:
+            if card.supersedes and card.supersedes != card.document_id:
+                self._newer.setdefault(card.supersedes, []).append(card)
+
+    def members(self) -> Iterator[Sequence[LedgerCard]]:
+        yield self._members
+
+    def newer(self, document_ids: Sequence[str]) -> Mapping[str, Sequence[LedgerCard]]:
+        return {i: self._newer[i] for i in document_ids if i in self._newer}
+
+    def count(self, *, superseded: bool) -> int:
+        if superseded:
+            return len(self._members)
+        return sum(1 for c in self._members if c.document_id not in self._newer)
 
 
 def polished_peer_card(
@@ -158,41 +239,5 @@ def _bounded_card(
     return PeerCard(profile, tuple(entries), tuple(document_ids), budget_chars, left_out)
 
 
-def _rank(card: LedgerCard) -> tuple[int, int, int, float, str]:
-    kind = card.kind.lower()
-    tier = 0 if kind in KIND_MARKERS else (2 if kind in _TRANSIENT_KINDS else 1)
-    return (
-        tier,
-        -card.reinforcements,
-        -len(set(card.source_ids)),
-        -_timestamp(card.promoted_at),
-        card.document_id,
-    )
-
-
-def _timestamp(moment: datetime) -> float:
-    try:
-        return moment.timestamp()
-    except (OverflowError, OSError, ValueError):
-        return 0.0
-
-
-def _keep_newer_first(ranked: list[LedgerCard], newer_of: dict[str, list[LedgerCard]]) -> list[LedgerCard]:
-    """Put each kept card that supersedes another just before it, when it would rank after it."""
-    present = {c.document_id for c in ranked}
-    out: list[LedgerCard] = []
-    placed: set[str] = set()
-
-    def place(card: LedgerCard, path: frozenset[str]) -> None:
-        if card.document_id in placed or card.document_id in path:
-            return
-        for newer in sorted(newer_of.get(card.document_id, ()), key=_rank):
-            if newer.document_id in present:
-                place(newer, path | {card.document_id})
-        if card.document_id not in placed:
-            placed.add(card.document_id)
-            out.append(card)
-
-    for card in ranked:
-        place(card, frozenset())
-    return out
+def _rank(card: LedgerCard) -> RankKey:
+    return rank_key(card.kind, card.reinforcements, card.source_ids, card.promoted_at, card.document_id)

@@ -7,7 +7,7 @@ usable. Why the card as built is written first: ``docs/design/peer-card.md``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +17,7 @@ import structlog
 from dreamer.backends.base import MemoryBackend
 from dreamer.config import Config
 from dreamer.errors import DreamerError, PolicyError
-from dreamer.peercard.build import build_peer_card, polished_peer_card
+from dreamer.peercard.build import peer_card, polished_peer_card
 from dreamer.peercard.card import GLOBAL_CARD_NAME, PeerCard
 from dreamer.peercard.entry import MARKERS
 from dreamer.peercard.polish import PolishRejected, reflect_polish
@@ -25,7 +25,7 @@ from dreamer.peercard.write import write_peer_card
 from dreamer.retry import RetryPolicy
 from dreamer.rollup.promote import ROLLUP_TAG
 from dreamer.slot import SlotLock
-from dreamer.state import StateStore
+from dreamer.state import GLOBAL_SCOPE, LedgerCard, RankPosition, StateStore
 
 __all__ = ["peer_cards", "refresh_peer_cards"]
 
@@ -67,14 +67,46 @@ def peer_cards(
         profile = config.profiles[name]
         if with_path_only and profile.peer_card_path is None:
             continue
-        ledger = state.profile_cards(config.bank_id(config.upstream_alias(name)), name)
-        card = build_peer_card(ledger, profile=name, policy=profile.conflict_policy, **bounds)
+        ranks = _LedgerRanks(state, config.bank_id(config.upstream_alias(name)), name)
+        card = peer_card(ranks, profile=name, policy=profile.conflict_policy, **bounds)
         out.append((name, profile.peer_card_path, card))
     if include_global and not (with_path_only and settings.global_path is None):
-        ledger = state.ledger(config.bank_id(config.topology.global_bank))
-        card = build_peer_card(ledger, profile=None, policy="recency_wins", **bounds)
+        ranks = _LedgerRanks(state, config.bank_id(config.topology.global_bank), GLOBAL_SCOPE)
+        card = peer_card(ranks, profile=None, policy="recency_wins", **bounds)
         out.append((GLOBAL_CARD_NAME, settings.global_path, card))
     return out
+
+
+class _LedgerRanks:
+    """A peer card's cards from the state file's rank rows (:class:`~.build.RankedCards`): read a
+    chunk at a time in rank order, as far as the card's bounds need them."""
+
+    #: Cards read at a time: a card of the default bounds is usually filled from the first chunk.
+    CHUNK = 64
+
+    def __init__(self, state: StateStore, upstream_bank: str, scope: str) -> None:
+        self._state = state
+        self._bank = upstream_bank
+        self._scope = scope
+
+    def members(self) -> Iterator[Sequence[LedgerCard]]:
+        after: RankPosition | None = None
+        while True:
+            cards, after = self._state.ranked_chunk(self._bank, self._scope, after, self.CHUNK)
+            if cards:
+                yield cards
+            if after is None:
+                return
+
+    def newer(self, document_ids: Sequence[str]) -> Mapping[str, Sequence[LedgerCard]]:
+        out: dict[str, list[LedgerCard]] = {}
+        for card in self._state.superseding(document_ids):
+            if card.upstream_bank == self._bank and card.supersedes and card.supersedes != card.document_id:
+                out.setdefault(card.supersedes, []).append(card)
+        return out
+
+    def count(self, *, superseded: bool) -> int:
+        return self._state.ranked_count(self._bank, self._scope, superseded=superseded)
 
 
 async def refresh_peer_cards(

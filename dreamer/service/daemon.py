@@ -44,6 +44,7 @@ from dreamer.service.notify import Notifier, watchdog_interval_s
 from dreamer.service.runner import JobRunner, RunRecorder, RunResult, default_runner, execute_job
 from dreamer.service.status import ReloadRecord, format_status
 from dreamer.state import StateStore
+from dreamer.state.schema import needs_upgrade
 
 log = get_logger("dreamer.daemon")
 
@@ -55,6 +56,8 @@ def _utcnow() -> datetime:
 # After the drain timeout, cancelled jobs get this long to run their cleanup (release the slot lock,
 # write the run record) before the process exits regardless.
 CANCEL_GRACE_S = 10.0
+#: How long an upgrade of the state file at start may take before READY (asked of systemd).
+STATE_UPGRADE_TIMEOUT_US = 30 * 60 * 1_000_000
 
 
 def _problems_text(exc: ConfigError) -> str:
@@ -416,6 +419,15 @@ def run_daemon(
         _quiet_scheduler_logs(level)
 
     apply_logging(config)
+    notifier = Notifier.from_environ()
+    if needs_upgrade(config.state_path):
+        # The upgrade runs in one transaction before READY: about a minute per million ledger cards
+        # for schema 5. Ask systemd for the time, or TimeoutStartSec would kill it and the restart
+        # would begin again from the start, every time.
+        log.info("upgrading the state file before starting", path=str(config.state_path))
+        notifier.send(
+            {"EXTEND_TIMEOUT_USEC": STATE_UPGRADE_TIMEOUT_US, "STATUS": "upgrading the state file"}
+        )
     try:
         store = _open_state(config)
     except Exception as exc:
@@ -430,7 +442,7 @@ def run_daemon(
         config_path,
         runner=runner or default_runner(),
         recorder=store,
-        notifier=Notifier.from_environ(),
+        notifier=notifier,
         open_recorder=_open_state,
         on_config=apply_logging,
     )

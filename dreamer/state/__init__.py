@@ -12,6 +12,7 @@ from __future__ import annotations
 from dreamer.state.records import (
     CandidateCard,
     LedgerCard,
+    RankPosition,
     Reinforcement,
     RunRecord,
     RunTotal,
@@ -20,14 +21,16 @@ from dreamer.state.records import (
     Watermark,
     WordScan,
 )
-from dreamer.state.schema import APPLICATION_ID, SCHEMA_VERSION
+from dreamer.state.schema import APPLICATION_ID, GLOBAL_SCOPE, SCHEMA_VERSION
 from dreamer.state.store import StateStore
 
 __all__ = [
     "APPLICATION_ID",
+    "GLOBAL_SCOPE",
     "SCHEMA_VERSION",
     "CandidateCard",
     "LedgerCard",
+    "RankPosition",
     "Reinforcement",
     "RunRecord",
     "RunTotal",

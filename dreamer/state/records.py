@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
+#: Where a peer card's reading stopped in its scope's rank order: the last rank row read.
+RankPosition = tuple[int, int, int, float, str]
+
 
 def iso(ts: datetime | None) -> str | None:
     if ts is None:

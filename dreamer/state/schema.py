@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import datetime
 from pathlib import Path
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
+from dreamer.cardrank import rank_key
 from dreamer.errors import StateFileError
 
 #: ``PRAGMA application_id`` of a Dreamer state file ("DRMR"): tells it from another program's.
 APPLICATION_ID = 0x44524D52
 #: ``PRAGMA user_version`` this code writes; a file of a newer version is refused, never misread.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _TABLES = frozenset({"runs", "watermarks", "ledger"})
 #: Every table a Dreamer state file has ever held: a file with only these is one of ours.
 _KNOWN_TABLES = _TABLES | {
@@ -30,6 +33,7 @@ _KNOWN_TABLES = _TABLES | {
     "meta",
     "ledger_vectors",
     "ledger_word_counts",
+    "ledger_rank",
 }
 
 _SCHEMA = """
@@ -97,7 +101,6 @@ CREATE TABLE IF NOT EXISTS meta (
 """
 
 
-
 # Each ledger card's embedding (schema 3), with the model it was made by: vectors of two models are
 # never compared. ``seq`` only grows (AUTOINCREMENT, a replaced vector gets a new one), so a reader
 # that keeps the vectors in memory reads only the rows written since it last looked.
@@ -129,6 +132,71 @@ _COUNT_TRIGGER = (
     "INSERT INTO ledger_word_counts (word, cards) VALUES (new.word, 1) "
     "ON CONFLICT(word) DO UPDATE SET cards = cards + 1; END"
 )
+
+# Each card's place in its peer cards' order (schema 5, ``dreamer.cardrank``): one row per scope, the
+# bank's global card ('') and each profile the card belongs to (its ``ledger_profiles``), keyed so
+# that the primary key's order is the peer card's. A peer card reads its first rows and stops.
+_RANKS = """
+CREATE TABLE IF NOT EXISTS ledger_rank (
+    upstream_bank      TEXT NOT NULL,
+    scope              TEXT NOT NULL,
+    tier               INTEGER NOT NULL,
+    neg_reinforcements INTEGER NOT NULL,
+    neg_sources        INTEGER NOT NULL,
+    neg_promoted       REAL NOT NULL,
+    document_id        TEXT NOT NULL,
+    PRIMARY KEY (upstream_bank, scope, tier, neg_reinforcements, neg_sources, neg_promoted, document_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS ledger_rank_by_document ON ledger_rank (document_id, scope);
+CREATE INDEX IF NOT EXISTS ledger_profiles_by_document ON ledger_profiles (document_id);
+"""
+#: The scope of a bank's global card in ``ledger_rank``; a profile's card uses the profile's name.
+GLOBAL_SCOPE = ""
+
+
+# A card's ledger fields that rank it, and the profiles it belongs to (a JSON list).
+_RANK_SOURCE = (
+    "SELECT l.document_id, l.upstream_bank, l.kind, l.source_ids, l.reinforcements, l.promoted_at, "
+    "(SELECT json_group_array(p.profile) FROM ledger_profiles p WHERE p.document_id = l.document_id) "
+    "FROM ledger l"
+)
+_PUT_RANK = (
+    "INSERT INTO ledger_rank (upstream_bank, scope, tier, neg_reinforcements, neg_sources, "
+    "neg_promoted, document_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+
+
+def _rank_rows(row: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """One card's rank rows from its ``_RANK_SOURCE`` row: its bank's, then one per profile."""
+    document_id, bank, kind, source_ids, reinforcements, promoted_at, profiles = row
+    tier, neg_reinforcements, neg_sources, neg_promoted, _ = rank_key(
+        kind, reinforcements, json.loads(source_ids), datetime.fromisoformat(promoted_at), document_id
+    )
+    return [
+        (bank, scope, tier, neg_reinforcements, neg_sources, neg_promoted, document_id)
+        for scope in dict.fromkeys((GLOBAL_SCOPE, *json.loads(profiles or "[]")))
+    ]
+
+
+def rerank(conn: sqlite3.Connection, document_id: str) -> None:
+    """Rewrite a card's rank rows from what the ledger now says of it (its row and its profiles),
+    in the caller's transaction: after it is promoted, reinforced or gains a profile."""
+    row = conn.execute(_RANK_SOURCE + " WHERE l.document_id = ?", (document_id,)).fetchone()
+    conn.execute("DELETE FROM ledger_rank WHERE document_id = ?", (document_id,))
+    if row is not None:
+        conn.executemany(_PUT_RANK, _rank_rows(row))
+
+
+def _fill_ranks(conn: sqlite3.Connection) -> None:
+    """Every card's rank rows (the upgrade to schema 5), read and written a batch at a time."""
+    batch: list[tuple[Any, ...]] = []
+    for row in conn.execute(_RANK_SOURCE):
+        batch += _rank_rows(row)
+        if len(batch) >= 10_000:
+            conn.executemany(_PUT_RANK, batch)
+            batch.clear()
+    conn.executemany(_PUT_RANK, batch)
+
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -170,7 +238,7 @@ def create(path: Path) -> None:
     try:
         conn = sqlite3.connect(tmp)
         try:
-            conn.executescript(_SCHEMA + _INDEXES + _VECTORS + _WORD_RANGES)
+            conn.executescript(_SCHEMA + _INDEXES + _VECTORS + _WORD_RANGES + _RANKS)
             conn.execute(_COUNT_TRIGGER)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -184,6 +252,23 @@ def create(path: Path) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
+
+
+def needs_upgrade(path: Path) -> bool:
+    """Whether opening the state file at ``path`` will upgrade it first (an older schema); False
+    when it does not exist or cannot be read (opening it then says why)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        has_tables = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' LIMIT 1").fetchone()
+        return has_tables is not None and int(version) < SCHEMA_VERSION
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
 
 
 def check_identity(conn: sqlite3.Connection, path: Path) -> None:
@@ -229,6 +314,7 @@ def upgrade(conn: sqlite3.Connection) -> None:
     Version 1: no word index; its cards are marked unindexed and the next roll-up indexes them.
     Version 2: no vectors; with an embedder configured, roll-ups embed the cards lazily.
     Version 3: no size-ordered word indexes nor word counts; both are built from the word index.
+    Version 4: no rank rows for the peer cards; every card's are written from its ledger row.
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -257,6 +343,10 @@ def upgrade(conn: sqlite3.Connection) -> None:
                 "INSERT OR IGNORE INTO ledger_profiles SELECT json_each.value, ledger.document_id "
                 "FROM ledger, json_each(ledger.profiles)"
             )
+            ranked = "SELECT 1 FROM sqlite_master WHERE name = 'ledger_rank'"
+            if conn.execute(ranked).fetchone() is None:
+                _run_script(conn, _RANKS)
+                _fill_ranks(conn)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -272,5 +362,3 @@ def _run_script(conn: sqlite3.Connection, script: str) -> None:
     for statement in script.split(";"):
         if statement.strip():
             conn.execute(statement)
-
-

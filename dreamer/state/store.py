@@ -23,6 +23,7 @@ from dreamer.errors import RunBusyError, StateFileError
 from dreamer.state.records import (
     CandidateCard,
     LedgerCard,
+    RankPosition,
     Reinforcement,
     RunRecord,
     RunTotal,
@@ -33,7 +34,7 @@ from dreamer.state.records import (
     iso,
     parse_time,
 )
-from dreamer.state.schema import check_identity, create, state_errors
+from dreamer.state.schema import check_identity, create, rerank, state_errors
 
 _END_RUN = "UPDATE runs SET finished_at = ?, outcome = ?, detail = ?, counts = ? WHERE run_id = ?"
 
@@ -284,6 +285,54 @@ class StateStore:
             f"OR supersedes IN mine) ORDER BY promoted_at, document_id"
         )
         return [_card(r) for r in self._conn.execute(sql, (upstream_bank, profile))]
+
+    @state_errors
+    def ranked_chunk(
+        self, upstream_bank: str, scope: str, after: RankPosition | None, limit: int
+    ) -> tuple[list[LedgerCard], RankPosition | None]:
+        """The next ``limit`` cards of a peer card's ``scope`` (a profile, or ``GLOBAL_SCOPE``
+        for the bank's every card) in rank order (``dreamer.cardrank``), after ``after``, and the
+        position to read on from (None at the end). Read through the rank rows' primary key, so a
+        chunk costs its own cards, however many the scope holds."""
+        columns = "tier, neg_reinforcements, neg_sources, neg_promoted, document_id"
+        sql = f"SELECT {columns} FROM ledger_rank WHERE upstream_bank = ? AND scope = ?"
+        params: list[Any] = [upstream_bank, scope]
+        if after is not None:
+            sql += f" AND ({columns}) > (?, ?, ?, ?, ?)"
+            params.extend(after)
+        rows = self._conn.execute(f"{sql} ORDER BY {columns} LIMIT ?", [*params, limit]).fetchall()
+        if not rows:
+            return [], None
+        ids = [r[4] for r in rows]
+        by_id = {
+            card.document_id: card
+            for card in (
+                _card(r)
+                for r in self._conn.execute(
+                    f"SELECT {_CARD_COLUMNS} FROM ledger WHERE document_id IN ({_marks(ids)})", ids
+                )
+            )
+        }
+        last = rows[-1]
+        return [by_id[i] for i in ids if i in by_id], (last[0], last[1], last[2], last[3], last[4])
+
+    @state_errors
+    def ranked_count(self, upstream_bank: str, scope: str, *, superseded: bool) -> int:
+        """How many cards a peer card's ``scope`` holds (``superseded`` False: those that no card
+        of the bank supersedes). Counts the scope's rank rows and the bank's supersessions only."""
+        (total,) = self._conn.execute(
+            "SELECT count(*) FROM ledger_rank WHERE upstream_bank = ? AND scope = ?", (upstream_bank, scope)
+        ).fetchone()
+        if superseded:
+            return int(total)
+        (gone,) = self._conn.execute(
+            "SELECT count(DISTINCT l.supersedes) FROM ledger l INDEXED BY ledger_by_supersedes "
+            "WHERE l.supersedes IS NOT NULL AND l.supersedes != l.document_id AND l.upstream_bank = ?1 "
+            "AND EXISTS (SELECT 1 FROM ledger_rank r WHERE r.document_id = l.supersedes "
+            "AND r.scope = ?2 AND r.upstream_bank = ?1)",
+            (upstream_bank, scope),
+        ).fetchone()
+        return int(total) - int(gone)
 
     @state_errors
     def superseding(self, document_ids: Iterable[str]) -> list[LedgerCard]:
@@ -560,6 +609,7 @@ class StateStore:
                     "INSERT OR IGNORE INTO ledger_profiles (profile, document_id) VALUES (?, ?)",
                     [(name, card.document_id) for name in dict.fromkeys((card.profile, *card.profiles))],
                 )
+                rerank(conn, card.document_id)
             for r in reinforced:
                 row = conn.execute(
                     "SELECT source_ids, profiles FROM ledger WHERE document_id = ?", (r.document_id,)
@@ -584,6 +634,7 @@ class StateStore:
                         r.document_id,
                     ),
                 )
+                rerank(conn, r.document_id)
             conn.execute(
                 _END_RUN,
                 (now, outcome, detail, json.dumps(dict(counts)), run_id),

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from dreamer.state import SCHEMA_VERSION, StateStore
 from tests.support.daemon_harness import (
     DaemonProcess,
     NotifySocket,
@@ -88,6 +89,34 @@ class TestStartup:
             assert stop(daemon, notify) == 0
         stopping = notify.wait_for(has("STOPPING", "1"))
         assert ready < stopping
+
+    @pytest.mark.parametrize("older", [True, False])
+    def test_an_older_state_file_asks_systemd_for_time_to_upgrade(
+        self, tmp_path: Path, notify: NotifySocket, older: bool
+    ) -> None:
+        """Opening a state file of an older schema upgrades it before READY=1 (a minute per million
+        cards): the daemon first asks for EXTEND_TIMEOUT_USEC, so TimeoutStartSec cannot kill it
+        midway. A current file asks for nothing."""
+        state_dir = tmp_path / "state"
+        state_dir.mkdir()
+        StateStore.open(state_dir / "state.sqlite3").close()
+        if older:
+            with sqlite3.connect(state_dir / "state.sqlite3") as raw:
+                raw.execute("DROP TABLE ledger_rank")
+                raw.execute("PRAGMA user_version = 4")
+        config = write_config(tmp_path / "config.toml", state_dir)
+        with DaemonProcess(
+            run_args(config), log_path=tmp_path / "out.log", env={"NOTIFY_SOCKET": notify.path}
+        ) as daemon:
+            ready = notify.wait_for(has("READY", "1"), what="READY=1")
+            asked = [i for i in range(ready) if "EXTEND_TIMEOUT_USEC" in notify.fields(i)]
+            assert stop(daemon, notify) == 0
+        if older:
+            assert len(asked) == 1 and int(notify.fields(asked[0])["EXTEND_TIMEOUT_USEC"]) >= 600_000_000
+            with sqlite3.connect(state_dir / "state.sqlite3") as raw:
+                assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        else:
+            assert asked == []
 
     def test_jobs_run_with_context_and_are_recorded(self, tmp_path: Path, notify: NotifySocket) -> None:
         """Each run logs start and finish with profile, bank and its own run id, and lands in the state DB."""
