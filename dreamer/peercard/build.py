@@ -1,7 +1,9 @@
 """Building a peer card (pure): which ledger cards, in what order, within what bounds.
 
-`build_peer_card` makes a card from the promotion ledger; `polished_peer_card` bounds a polish's
-entries the same way. The rules and why: ``docs/design/peer-card.md``.
+`peer_card` makes a card from its cards in rank order (:class:`RankedCards`: the state file's rank
+rows, or cards in memory for `build_peer_card`), reading them only as far as the bounds need;
+`polished_peer_card` bounds a polish's entries the same way. The rules and why:
+``docs/design/peer-card.md``.
 """
 
 from __future__ import annotations
