@@ -14,7 +14,7 @@ import os
 import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -167,10 +167,23 @@ _PUT_RANK = (
 
 
 def _rank_rows(row: Sequence[Any]) -> list[tuple[Any, ...]]:
-    """One card's rank rows from its ``_RANK_SOURCE`` row: its bank's, then one per profile."""
+    """One card's rank rows from its ``_RANK_SOURCE`` row: its bank's, then one per profile.
+
+    A damaged value (a time or a source list that does not parse) ranks as the oldest card without
+    sources rather than failing the commit or the upgrade: the card itself is reported as damaged
+    where it is read (``state_errors``)."""
     document_id, bank, kind, source_ids, reinforcements, promoted_at, profiles = row
+    try:
+        sources = json.loads(source_ids)
+        set(sources)  # as the card reads back (``_card``): the list as stored
+    except (TypeError, ValueError):
+        sources = []
+    try:
+        promoted = datetime.fromisoformat(promoted_at)
+    except (TypeError, ValueError):
+        promoted = datetime.fromtimestamp(0, UTC)
     tier, neg_reinforcements, neg_sources, neg_promoted, _ = rank_key(
-        kind, reinforcements, json.loads(source_ids), datetime.fromisoformat(promoted_at), document_id
+        str(kind), int(reinforcements or 0), sources, promoted, document_id
     )
     return [
         (bank, scope, tier, neg_reinforcements, neg_sources, neg_promoted, document_id)

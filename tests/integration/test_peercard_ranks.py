@@ -200,3 +200,27 @@ def test_a_card_reads_its_first_chunk_only(tmp_path: Path) -> None:
             steps.append(count)
     # The count of the scope's rows grows with it (an index range); nothing else does.
     assert steps[1] < 2 * steps[0], steps
+
+
+@pytest.mark.parametrize(
+    "damage", ["promoted_at = 'not a time'", "source_ids = '[never closed'", "source_ids = '[[1], 2]'"]
+)
+def test_a_damaged_card_does_not_stop_the_upgrade(tmp_path: Path, damage: str) -> None:
+    """A card whose time or source list does not parse is ranked as the oldest card without sources,
+    so the upgrade completes and keeps every row; reading that card is what reports the damage."""
+    path = tmp_path / "state.sqlite3"
+    with StateStore.open(path) as state:
+        _grow(state, random.Random(5), runs=6)
+    with sqlite3.connect(path) as raw:
+        raw.execute(f"UPDATE ledger SET {damage} WHERE document_id = 'doc-1'")
+        raw.execute("DROP TABLE ledger_rank")
+        raw.execute("PRAGMA user_version = 4")
+        before = raw.execute("SELECT count(*) FROM ledger").fetchone()[0]
+    with StateStore.open(path):
+        pass
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert raw.execute("SELECT count(*) FROM ledger").fetchone()[0] == before
+        ranked = {r[0] for r in raw.execute("SELECT DISTINCT document_id FROM ledger_rank")}
+        everyone = {r[0] for r in raw.execute("SELECT document_id FROM ledger")}
+    assert ranked == everyone
