@@ -9,6 +9,7 @@ as the ledger rows and the run record of the promotion it covers. The room's mod
 
 from __future__ import annotations
 
+from dreamer.state.ranks import GLOBAL_SCOPE
 from dreamer.state.records import (
     CandidateCard,
     LedgerCard,
@@ -21,7 +22,7 @@ from dreamer.state.records import (
     Watermark,
     WordScan,
 )
-from dreamer.state.schema import APPLICATION_ID, GLOBAL_SCOPE, SCHEMA_VERSION
+from dreamer.state.schema import APPLICATION_ID, SCHEMA_VERSION
 from dreamer.state.store import StateStore
 
 __all__ = [

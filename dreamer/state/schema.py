@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import sqlite3
 import uuid
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
-from dreamer.cardrank import rank_key
 from dreamer.errors import StateFileError
+from dreamer.state.ranks import RANKS, fill_ranks
 
 #: ``PRAGMA application_id`` of a Dreamer state file ("DRMR"): tells it from another program's.
 APPLICATION_ID = 0x44524D52
@@ -133,84 +131,6 @@ _COUNT_TRIGGER = (
     "ON CONFLICT(word) DO UPDATE SET cards = cards + 1; END"
 )
 
-# Each card's place in its peer cards' order (schema 5, ``dreamer.cardrank``): one row per scope, the
-# bank's global card ('') and each profile the card belongs to (its ``ledger_profiles``), keyed so
-# that the primary key's order is the peer card's. A peer card reads its first rows and stops.
-_RANKS = """
-CREATE TABLE IF NOT EXISTS ledger_rank (
-    upstream_bank      TEXT NOT NULL,
-    scope              TEXT NOT NULL,
-    tier               INTEGER NOT NULL,
-    neg_reinforcements INTEGER NOT NULL,
-    neg_sources        INTEGER NOT NULL,
-    neg_promoted       REAL NOT NULL,
-    document_id        TEXT NOT NULL,
-    PRIMARY KEY (upstream_bank, scope, tier, neg_reinforcements, neg_sources, neg_promoted, document_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS ledger_rank_by_document ON ledger_rank (document_id, scope);
-CREATE INDEX IF NOT EXISTS ledger_profiles_by_document ON ledger_profiles (document_id);
-"""
-#: The scope of a bank's global card in ``ledger_rank``; a profile's card uses the profile's name.
-GLOBAL_SCOPE = ""
-
-
-# A card's ledger fields that rank it, and the profiles it belongs to (a JSON list).
-_RANK_SOURCE = (
-    "SELECT l.document_id, l.upstream_bank, l.kind, l.source_ids, l.reinforcements, l.promoted_at, "
-    "(SELECT json_group_array(p.profile) FROM ledger_profiles p WHERE p.document_id = l.document_id) "
-    "FROM ledger l"
-)
-_PUT_RANK = (
-    "INSERT INTO ledger_rank (upstream_bank, scope, tier, neg_reinforcements, neg_sources, "
-    "neg_promoted, document_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
-)
-
-
-def _rank_rows(row: Sequence[Any]) -> list[tuple[Any, ...]]:
-    """One card's rank rows from its ``_RANK_SOURCE`` row: its bank's, then one per profile.
-
-    A damaged value (a time or a source list that does not parse) ranks as the oldest card without
-    sources rather than failing the commit or the upgrade: the card itself is reported as damaged
-    where it is read (``state_errors``)."""
-    document_id, bank, kind, source_ids, reinforcements, promoted_at, profiles = row
-    try:
-        sources = json.loads(source_ids)
-        set(sources)  # as the card reads back (``_card``): the list as stored
-    except (TypeError, ValueError):
-        sources = []
-    try:
-        promoted = datetime.fromisoformat(promoted_at)
-    except (TypeError, ValueError):
-        promoted = datetime.fromtimestamp(0, UTC)
-    tier, neg_reinforcements, neg_sources, neg_promoted, _ = rank_key(
-        str(kind), int(reinforcements or 0), sources, promoted, document_id
-    )
-    return [
-        (bank, scope, tier, neg_reinforcements, neg_sources, neg_promoted, document_id)
-        for scope in dict.fromkeys((GLOBAL_SCOPE, *json.loads(profiles or "[]")))
-    ]
-
-
-def rerank(conn: sqlite3.Connection, document_id: str) -> None:
-    """Rewrite a card's rank rows from what the ledger now says of it (its row and its profiles),
-    in the caller's transaction: after it is promoted, reinforced or gains a profile."""
-    row = conn.execute(_RANK_SOURCE + " WHERE l.document_id = ?", (document_id,)).fetchone()
-    conn.execute("DELETE FROM ledger_rank WHERE document_id = ?", (document_id,))
-    if row is not None:
-        conn.executemany(_PUT_RANK, _rank_rows(row))
-
-
-def _fill_ranks(conn: sqlite3.Connection) -> None:
-    """Every card's rank rows (the upgrade to schema 5), read and written a batch at a time."""
-    batch: list[tuple[Any, ...]] = []
-    for row in conn.execute(_RANK_SOURCE):
-        batch += _rank_rows(row)
-        if len(batch) >= 10_000:
-            conn.executemany(_PUT_RANK, batch)
-            batch.clear()
-    conn.executemany(_PUT_RANK, batch)
-
-
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
 
@@ -251,7 +171,7 @@ def create(path: Path) -> None:
     try:
         conn = sqlite3.connect(tmp)
         try:
-            conn.executescript(_SCHEMA + _INDEXES + _VECTORS + _WORD_RANGES + _RANKS)
+            conn.executescript(_SCHEMA + _INDEXES + _VECTORS + _WORD_RANGES + RANKS)
             conn.execute(_COUNT_TRIGGER)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -358,8 +278,8 @@ def upgrade(conn: sqlite3.Connection) -> None:
             )
             ranked = "SELECT 1 FROM sqlite_master WHERE name = 'ledger_rank'"
             if conn.execute(ranked).fetchone() is None:
-                _run_script(conn, _RANKS)
-                _fill_ranks(conn)
+                _run_script(conn, RANKS)
+                fill_ranks(conn)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")

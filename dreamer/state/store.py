@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamer.errors import RunBusyError, StateFileError
+from dreamer.state.ranks import ranked_chunk, ranked_count, rerank
 from dreamer.state.records import (
     CandidateCard,
     LedgerCard,
@@ -34,7 +35,8 @@ from dreamer.state.records import (
     iso,
     parse_time,
 )
-from dreamer.state.schema import check_identity, create, rerank, state_errors
+from dreamer.state.rows import CARD_COLUMNS, card_from_row, chunks, marks
+from dreamer.state.schema import check_identity, create, state_errors
 
 _END_RUN = "UPDATE runs SET finished_at = ?, outcome = ?, detail = ?, counts = ? WHERE run_id = ?"
 
@@ -52,42 +54,6 @@ _CANDIDATE = "SELECT document_id, promoted_at, text, sketch FROM ledger WHERE "
 _BY_ID = _CANDIDATE + "+upstream_bank = ? AND document_id IN (SELECT value FROM json_each(?))"
 _BY_TEXT = _CANDIDATE + "upstream_bank = ? AND normalized IN (SELECT value FROM json_each(?))"
 _UNINDEXED = _CANDIDATE + "upstream_bank = ? AND indexed = 0"
-
-_CARD_COLUMNS = (
-    "document_id, profile, upstream_bank, text, normalized, kind, source_ids, profiles, "
-    "reinforcements, promoted_at, last_seen_at, supersedes, run_id, sketch"
-)
-# SQLite's default limit on one statement's parameters is 32766; stay far below it.
-_CHUNK = 500
-
-
-def _card(r: Sequence[Any]) -> LedgerCard:
-    return LedgerCard(
-        document_id=r[0],
-        profile=r[1],
-        upstream_bank=r[2],
-        text=r[3],
-        normalized=r[4],
-        kind=r[5],
-        source_ids=tuple(json.loads(r[6])),
-        profiles=tuple(json.loads(r[7])),
-        reinforcements=r[8],
-        promoted_at=parse_time(r[9]) or datetime.min,
-        last_seen_at=parse_time(r[10]) or datetime.min,
-        supersedes=r[11],
-        run_id=r[12],
-        sketch=r[13],
-    )
-
-
-def _chunks(values: Sequence[str]) -> Iterator[list[str]]:
-    for start in range(0, len(values), _CHUNK):
-        yield list(values[start : start + _CHUNK])
-
-
-def _marks(values: Sequence[object]) -> str:
-    return ", ".join("?" * len(values))
-
 
 def _index_card(
     conn: sqlite3.Connection, document_id: str, words: Iterable[str], sizes: tuple[int, int]
@@ -267,13 +233,13 @@ class StateStore:
     def ledger(self, upstream_bank: str | None = None) -> list[LedgerCard]:
         """Every card (of one upstream bank), in promotion order. A whole-ledger read: the roll-up
         itself reads only :meth:`ledger_candidates`."""
-        sql = f"SELECT {_CARD_COLUMNS} FROM ledger"
+        sql = f"SELECT {CARD_COLUMNS} FROM ledger"
         args: tuple[str, ...] = ()
         if upstream_bank is not None:
             sql += " WHERE upstream_bank = ?"
             args = (upstream_bank,)
         sql += " ORDER BY promoted_at, document_id"
-        return [_card(r) for r in self._conn.execute(sql, args).fetchall()]
+        return [card_from_row(r) for r in self._conn.execute(sql, args).fetchall()]
 
     @state_errors
     def profile_cards(self, upstream_bank: str, profile: str) -> list[LedgerCard]:
@@ -281,58 +247,22 @@ class StateStore:
         that supersedes one of them; in promotion order."""
         sql = (
             f"WITH mine AS (SELECT document_id FROM ledger_profiles WHERE profile = ?2) "
-            f"SELECT {_CARD_COLUMNS} FROM ledger WHERE upstream_bank = ?1 AND (document_id IN mine "
+            f"SELECT {CARD_COLUMNS} FROM ledger WHERE upstream_bank = ?1 AND (document_id IN mine "
             f"OR supersedes IN mine) ORDER BY promoted_at, document_id"
         )
-        return [_card(r) for r in self._conn.execute(sql, (upstream_bank, profile))]
+        return [card_from_row(r) for r in self._conn.execute(sql, (upstream_bank, profile))]
 
     @state_errors
     def ranked_chunk(
         self, upstream_bank: str, scope: str, after: RankPosition | None, limit: int
     ) -> tuple[list[LedgerCard], RankPosition | None]:
-        """The next ``limit`` cards of a peer card's ``scope`` (a profile, or ``GLOBAL_SCOPE``
-        for the bank's every card) in rank order (``dreamer.cardrank``), after ``after``, and the
-        position to read on from (None at the end). Read through the rank rows' primary key, so a
-        chunk costs its own cards, however many the scope holds."""
-        columns = "tier, neg_reinforcements, neg_sources, neg_promoted, document_id"
-        sql = f"SELECT {columns} FROM ledger_rank WHERE upstream_bank = ? AND scope = ?"
-        params: list[Any] = [upstream_bank, scope]
-        if after is not None:
-            sql += f" AND ({columns}) > (?, ?, ?, ?, ?)"
-            params.extend(after)
-        rows = self._conn.execute(f"{sql} ORDER BY {columns} LIMIT ?", [*params, limit]).fetchall()
-        if not rows:
-            return [], None
-        ids = [r[4] for r in rows]
-        by_id = {
-            card.document_id: card
-            for card in (
-                _card(r)
-                for r in self._conn.execute(
-                    f"SELECT {_CARD_COLUMNS} FROM ledger WHERE document_id IN ({_marks(ids)})", ids
-                )
-            )
-        }
-        last = rows[-1]
-        return [by_id[i] for i in ids if i in by_id], (last[0], last[1], last[2], last[3], last[4])
+        """The next ``limit`` cards of a peer card's ``scope`` in rank order (:mod:`.ranks`)."""
+        return ranked_chunk(self._conn, upstream_bank, scope, after, limit)
 
     @state_errors
     def ranked_count(self, upstream_bank: str, scope: str, *, superseded: bool) -> int:
-        """How many cards a peer card's ``scope`` holds (``superseded`` False: those that no card
-        of the bank supersedes). Counts the scope's rank rows and the bank's supersessions only."""
-        (total,) = self._conn.execute(
-            "SELECT count(*) FROM ledger_rank WHERE upstream_bank = ? AND scope = ?", (upstream_bank, scope)
-        ).fetchone()
-        if superseded:
-            return int(total)
-        (gone,) = self._conn.execute(
-            "SELECT count(DISTINCT l.supersedes) FROM ledger l INDEXED BY ledger_by_supersedes "
-            "WHERE l.supersedes IS NOT NULL AND l.supersedes != l.document_id AND l.upstream_bank = ?1 "
-            "AND EXISTS (SELECT 1 FROM ledger_rank r WHERE r.document_id = l.supersedes "
-            "AND r.scope = ?2 AND r.upstream_bank = ?1)",
-            (upstream_bank, scope),
-        ).fetchone()
-        return int(total) - int(gone)
+        """How many cards a peer card's ``scope`` holds (:mod:`.ranks`)."""
+        return ranked_count(self._conn, upstream_bank, scope, superseded=superseded)
 
     @state_errors
     def superseding(self, document_ids: Iterable[str]) -> list[LedgerCard]:
@@ -340,12 +270,12 @@ class StateStore:
         ``supersedes``: the read side asks this for the hits of one recall."""
         ids = sorted(set(document_ids))
         out: list[LedgerCard] = []
-        for chunk in _chunks(ids):
+        for chunk in chunks(ids):
             sql = (
-                f"SELECT {_CARD_COLUMNS} FROM ledger WHERE supersedes IN ({_marks(chunk)}) "
+                f"SELECT {CARD_COLUMNS} FROM ledger WHERE supersedes IN ({marks(chunk)}) "
                 "ORDER BY promoted_at, document_id"
             )
-            out.extend(_card(r) for r in self._conn.execute(sql, chunk))
+            out.extend(card_from_row(r) for r in self._conn.execute(sql, chunk))
         return out
 
     @state_errors
@@ -397,10 +327,10 @@ class StateStore:
         """Cards whose words are not in the index yet (written before it existed)."""
         sql = (
             # Told which index to use: for the ORDER BY, SQLite would walk the bank's every card.
-            f"SELECT {_CARD_COLUMNS} FROM ledger INDEXED BY ledger_unindexed "
+            f"SELECT {CARD_COLUMNS} FROM ledger INDEXED BY ledger_unindexed "
             "WHERE upstream_bank = ? AND indexed = 0 ORDER BY promoted_at, document_id"
         )
-        return [_card(r) for r in self._conn.execute(sql, (upstream_bank,))]
+        return [card_from_row(r) for r in self._conn.execute(sql, (upstream_bank,))]
 
     @state_errors
     def index_version(self) -> str | None:
@@ -432,8 +362,8 @@ class StateStore:
     def existing_documents(self, document_ids: Iterable[str]) -> set[str]:
         """Which of these document ids the ledger holds."""
         found: set[str] = set()
-        for chunk in _chunks(sorted(set(document_ids))):
-            sql = f"SELECT document_id FROM ledger WHERE document_id IN ({_marks(chunk)})"
+        for chunk in chunks(sorted(set(document_ids))):
+            sql = f"SELECT document_id FROM ledger WHERE document_id IN ({marks(chunk)})"
             found.update(r[0] for r in self._conn.execute(sql, chunk))
         return found
 
