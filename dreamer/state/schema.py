@@ -11,6 +11,7 @@ import contextlib
 import functools
 import os
 import sqlite3
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -191,7 +192,8 @@ def needs_upgrade(path: Path) -> bool:
     """Whether opening the state file at ``path`` will upgrade it first (an older schema); False
     when it does not exist or cannot be read (opening it then says why)."""
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        # Read-only, and quoted: a "?" or "#" in a directory name must not end the path.
+        conn = sqlite3.connect(f"file:{urllib.parse.quote(str(path))}?mode=ro", uri=True)
     except sqlite3.Error:
         return False
     try:

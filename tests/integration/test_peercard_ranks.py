@@ -20,6 +20,7 @@ from dreamer.config import ConflictPolicy
 from dreamer.peercard.build import build_peer_card, peer_card
 from dreamer.peercard.refresh import _LedgerRanks
 from dreamer.state import GLOBAL_SCOPE, SCHEMA_VERSION, LedgerCard, Reinforcement, StateStore, Watermark
+from dreamer.state.schema import needs_upgrade
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 PROFILES = ("research", "homelab", "coder")
@@ -224,3 +225,20 @@ def test_a_damaged_card_does_not_stop_the_upgrade(tmp_path: Path, damage: str) -
         ranked = {r[0] for r in raw.execute("SELECT DISTINCT document_id FROM ledger_rank")}
         everyone = {r[0] for r in raw.execute("SELECT document_id FROM ledger")}
     assert ranked == everyone
+
+
+def test_needs_upgrade_reads_the_version_without_touching_the_file(tmp_path: Path) -> None:
+    """What the daemon asks before READY: True only for a state file of an older schema, in a
+    directory whose name holds URI characters too; a missing file is not created, garbage is no."""
+    folder = tmp_path / "odd?#name %20"
+    folder.mkdir()
+    path = folder / "state.sqlite3"
+    assert needs_upgrade(path) is False and not path.exists()
+    StateStore.open(path).close()
+    assert needs_upgrade(path) is False
+    with sqlite3.connect(path) as raw:
+        raw.execute("DROP TABLE ledger_rank")
+        raw.execute("PRAGMA user_version = 4")
+    assert needs_upgrade(path) is True
+    (folder / "garbage").write_bytes(b"not a database " * 100)
+    assert needs_upgrade(folder / "garbage") is False
