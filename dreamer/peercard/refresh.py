@@ -43,9 +43,9 @@ def peer_cards(
     """``(name, configured path, card)`` for each profile and (unless excluded) the global card.
 
     ``profiles`` None means every enabled profile; ``card`` is None when it would be empty. Reads
-    the local ledger only: a profile's card reads its own cards and the cards that supersede them,
-    the global card the whole ledger. With ``with_path_only``, cards without a configured path are
-    neither read nor built. The global card drops superseded cards, which follows each profile's
+    the local ledger only, in one snapshot: each card reads its scope's cards (a profile's, or the
+    global bank's) in rank order only as far as it shows them, and the cards that supersede those.
+    With ``with_path_only``, cards without a configured path are neither read nor built. The global card drops superseded cards, which follows each profile's
     own policy (``docs/design/peer-card.md``).
     """
     settings = config.peer_card
@@ -62,6 +62,19 @@ def peer_cards(
         "max_entry_chars": settings.max_entry_chars,
         "budget_chars": settings.budget_chars,
     }
+    with state.snapshot():  # cards read in chunks, all from one ledger whatever commits meanwhile
+        return _built(config, state, names, include_global, with_path_only, bounds)
+
+
+def _built(
+    config: Config,
+    state: StateStore,
+    names: Sequence[str],
+    include_global: bool,
+    with_path_only: bool,
+    bounds: Mapping[str, int],
+) -> list[tuple[str, Path | None, PeerCard | None]]:
+    settings = config.peer_card
     out: list[tuple[str, Path | None, PeerCard | None]] = []
     for name in names:
         profile = config.profiles[name]

@@ -132,6 +132,20 @@ class StateStore:
                     conn.execute("ROLLBACK")
             raise
 
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Reads in one snapshot of the file: a read transaction, so what another process commits
+        meanwhile is not seen halfway (a peer card read in chunks sees one ledger)."""
+        if self._conn.in_transaction:
+            yield
+            return
+        self._conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("COMMIT")
+
     def close(self) -> None:
         self._conn.close()
 

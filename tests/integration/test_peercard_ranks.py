@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from dreamer.config import ConflictPolicy
+from dreamer.config import ConflictPolicy, load_config
 from dreamer.peercard.build import build_peer_card, peer_card
-from dreamer.peercard.refresh import _LedgerRanks
+from dreamer.peercard.refresh import _LedgerRanks, peer_cards
 from dreamer.state import GLOBAL_SCOPE, SCHEMA_VERSION, LedgerCard, Reinforcement, StateStore, Watermark
 from dreamer.state.schema import needs_upgrade
 
@@ -242,3 +242,62 @@ def test_needs_upgrade_reads_the_version_without_touching_the_file(tmp_path: Pat
     assert needs_upgrade(path) is True
     (folder / "garbage").write_bytes(b"not a database " * 100)
     assert needs_upgrade(folder / "garbage") is False
+
+
+def test_a_card_is_read_from_one_snapshot_while_another_process_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A card is read in chunks of 5; another process commits, between the first and the second
+    chunk, a card that ranks sixth. It is not seen halfway: the card is that of the ledger as it
+    was when the reading began (without the snapshot, the new card would be its sixth entry)."""
+    path = tmp_path / "state.sqlite3"
+
+    def card(i: int, reinforcements: int) -> LedgerCard:
+        return LedgerCard(
+            document_id=f"c{i}",
+            profile="research",
+            upstream_bank="global",
+            text=f"Card {i} of the research profile.",
+            normalized=f"card {i}",
+            profiles=("research",),
+            reinforcements=reinforcements,
+            promoted_at=T0,
+            last_seen_at=T0,
+            run_id="seed",
+        )
+
+    with StateStore.open(path) as state:
+        _commit(state, 0, [card(i, 100 - 2 * i) for i in range(40)], [])
+        before = build_peer_card(state.ledger("global"), profile=None, policy="recency_wins", max_entries=30)
+        real = state.ranked_chunk
+        committed = []
+
+        def chunk_then_commit(*args: Any) -> Any:
+            out = real(*args)
+            if not committed:
+                with StateStore.open(path) as other:
+                    _commit(other, 1, [card(99, 100 - 2 * 5 + 1)], [])
+                committed.append(True)
+            return out
+
+        monkeypatch.setattr(state, "ranked_chunk", chunk_then_commit)
+        monkeypatch.setattr(_LedgerRanks, "CHUNK", 5)
+        read = peer_cards_of(state, tmp_path)
+        monkeypatch.undo()
+        after = build_peer_card(state.ledger("global"), profile=None, policy="recency_wins", max_entries=30)
+    assert committed and before is not None and after is not None
+    assert after.entries[5] == "Card 99 of the research profile."
+    assert read == before != after
+
+
+def peer_cards_of(state: StateStore, folder: Path) -> Any:
+    """The global card as ``peer_cards`` reads it (one snapshot), bounded to 30 entries."""
+    config_path = folder / "config.toml"
+    config_path.write_text(
+        f'state_dir = "{folder}"\n[banks.global]\nbank_id = "global"\n[banks.shared]\nbank_id = "shared"\n'
+        '[banks.research]\nbank_id = "r"\naccess = "read_write"\n'
+        '[profiles.research]\nbank = "research"\n[peer_card]\nmax_entries = 30\n',
+        encoding="utf-8",
+    )
+    [(_, _, card)] = peer_cards(load_config(config_path), state, profiles=[])
+    return card
