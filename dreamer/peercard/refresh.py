@@ -45,8 +45,9 @@ def peer_cards(
     ``profiles`` None means every enabled profile; ``card`` is None when it would be empty. Reads
     the local ledger only, in one snapshot: each card reads its scope's cards (a profile's, or the
     global bank's) in rank order only as far as it shows them, and the cards that supersede those.
-    With ``with_path_only``, cards without a configured path are neither read nor built. The global card drops superseded cards, which follows each profile's
-    own policy (``docs/design/peer-card.md``).
+    With ``with_path_only``, cards without a configured path are neither read nor built. The global
+    card drops superseded cards, which follows each profile's own policy
+    (``docs/design/peer-card.md``).
     """
     settings = config.peer_card
     if profiles is None:
