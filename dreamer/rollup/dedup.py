@@ -495,8 +495,10 @@ class BatchJudge:
         card: CardText,
         ledger_cards: Sequence[CardText] | Sequence[_Existing],
         upstream_candidates: Sequence[UpstreamCandidate],
+        profile: TextProfile | None = None,
     ) -> Verdict:
-        """The verdict of the batch's next card; ``ledger_cards`` in ledger order."""
+        """The verdict of the batch's next card; ``ledger_cards`` in ledger order. ``profile`` is
+        the card's analysis when the caller made it already (``profile_text(card.text)``)."""
         ledger = [
             c if isinstance(c, _Existing) else _Existing(c.card_id, "promoted", c.text, sketch=c.sketch)
             for c in ledger_cards
@@ -512,7 +514,8 @@ class BatchJudge:
         for text, existing in self._earlier_text.items():
             by_text.setdefault(text, existing)
         upstream = [_upstream(candidate, by_text.get(candidate.text)) for candidate in upstream_candidates]
-        profile = profile_text(card.text)
+        if profile is None:
+            profile = profile_text(card.text)
         verdict = _judge_one(
             profile, exact_index, [*ledger, *self._earlier, *upstream], self.limits, self.rule
         )

@@ -74,7 +74,8 @@ def judge_against_ledger(
         ]
     whole: list[dedup.CardText] | None = None
     counts: Mapping[str, int] = {}
-    sketches = [sketch_of(profile_text(card.text)) for card in cards]
+    profiles = [profile_text(card.text) for card in cards]  # each card analysed once
+    sketches = [sketch_of(profile) for profile in profiles]
     if state.index_version() not in (None, Sketch.VERSION):
         whole = [
             dedup.CardText(c.document_id, c.text, Sketch.loads(c.sketch)) for c in state.ledger(upstream_id)
@@ -82,8 +83,10 @@ def judge_against_ledger(
     else:
         counts = state.word_counts(set().union(*(probe_words(s) for s in sketches)))
     verdicts = []
-    for card, sketch, hits in zip(cards, sketches, upstream, strict=True):
+    for card, profile, sketch, hits in zip(cards, profiles, sketches, upstream, strict=True):
         mine = whole if whole is not None else card_candidates(state, upstream_id, sketch, thresholds, counts)
         found = {c.card_id for c in mine}
-        verdicts.append(judge.judge(card, [*mine, *(c for c in near if c.card_id not in found)], hits))
+        verdicts.append(
+            judge.judge(card, [*mine, *(c for c in near if c.card_id not in found)], hits, profile)
+        )
     return verdicts
