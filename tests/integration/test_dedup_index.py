@@ -87,6 +87,23 @@ def ledger_row(text: str, i: int) -> LedgerCard:
     )
 
 
+def promote_all(state: StateStore, rows: list[LedgerCard]) -> None:
+    """Promote ``rows`` in one committed run, as a roll-up would."""
+    state.record_run_start("seed", "rollup:p", T0)
+    state.commit_rollup(
+        profile="p",
+        bank_id="b",
+        watermark=Watermark(T0),
+        promoted=rows,
+        reinforced=[],
+        run_id="seed",
+        outcome="promoted",
+        detail="",
+        counts={},
+        finished_at=T0,
+    )
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_indexed_verdicts_equal_full_scan_verdicts(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
@@ -105,19 +122,7 @@ def test_indexed_verdicts_equal_full_scan_verdicts(tmp_path: Path, seed: int) ->
     kinds: set[str] = set()
     narrowed = 0
     with StateStore.open(tmp_path / "state.sqlite3") as state:
-        state.record_run_start("seed", "rollup:p", T0)
-        state.commit_rollup(
-            profile="p",
-            bank_id="b",
-            watermark=Watermark(T0),
-            promoted=rows,
-            reinforced=[],
-            run_id="seed",
-            outcome="promoted",
-            detail="",
-            counts={},
-            finished_at=T0,
-        )
+        promote_all(state, rows)
         for batch in batches:
             full = dedup.judge_batch(batch, full_ledger, [], thresholds)
             # The run's own judge step: each card's candidates read, judged and let go in turn.
@@ -156,19 +161,7 @@ def test_every_pair_the_gate_passes_is_a_candidate(tmp_path: Path) -> None:
     by_id = {r.document_id: sketch_of(profile_text(r.text)) for r in rows}
     passed = 0
     with StateStore.open(tmp_path / "state.sqlite3") as state:
-        state.record_run_start("seed", "rollup:p", T0)
-        state.commit_rollup(
-            profile="p",
-            bank_id="b",
-            watermark=Watermark(T0),
-            promoted=rows,
-            reinforced=[],
-            run_id="seed",
-            outcome="promoted",
-            detail="",
-            counts={},
-            finished_at=T0,
-        )
+        promote_all(state, rows)
         for _ in range(150):
             a = sketch_of(profile_text(" ".join(rng.sample(vocabulary, rng.randint(0, 7))) + " it."))
             asked = scans(a, thresholds, state.word_counts(probe_words(a)))
@@ -209,18 +202,6 @@ def test_asking_for_unindexed_cards_does_not_read_the_indexed_ones(tmp_path: Pat
     steps = []
     for size in (200, 2000):
         with StateStore.open(tmp_path / f"state-{size}.sqlite3") as state:
-            state.record_run_start("seed", "rollup:p", T0)
-            state.commit_rollup(
-                profile="p",
-                bank_id="b",
-                watermark=Watermark(T0),
-                promoted=[ledger_row(text, i) for i, text in enumerate(synthetic_cards(rng, size))],
-                reinforced=[],
-                run_id="seed",
-                outcome="promoted",
-                detail="",
-                counts={},
-                finished_at=T0,
-            )
+            promote_all(state, [ledger_row(text, i) for i, text in enumerate(synthetic_cards(rng, size))])
             steps.append(_unindexed_steps(state))
     assert steps[1] == steps[0], steps
