@@ -270,6 +270,31 @@ class TestTieredRecall:
         """At the default threshold nothing in a 3,000-unit bank is common: one plan, one tier."""
         assert all(_tier_of(filled.path, "global", q, search.COMMON_MATCHES) is None for q in QUERIES)
 
+    async def test_a_bank_smaller_than_the_threshold_counts_no_term(
+        self, filled: EmbeddedBackend, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """No term can be common in a bank of at most COMMON_MATCHES units (its counter says so):
+        a recall there counts no term's matches; in a larger bank it counts each term once."""
+        statements: list[str] = []
+
+        def trace(conn: sqlite3.Connection) -> None:
+            conn.set_trace_callback(statements.append)
+
+        def untrace(conn: sqlite3.Connection) -> None:
+            conn.set_trace_callback(None)
+
+        counted = []
+        for threshold in (3000, 2999):  # "global" holds 3,000 units
+            monkeypatch.setattr(search, "COMMON_MATCHES", threshold)
+            statements.clear()
+            await filled._call("trace", trace)
+            try:
+                await filled.recall("global", "host backup w7 w8", limit=8)
+            finally:
+                await filled._call("untrace", untrace)
+            counted.append(sum("SELECT count(*) FROM (SELECT 1 FROM units_fts" in q for q in statements))
+        assert counted == [0, 4]
+
     def test_the_plan_counts_matches_in_the_bank_only(self, filled_path: Path) -> None:
         """A term common in another bank's rows is rare in this one: the count stays in the key range."""
         match = '"host" OR "w1"'

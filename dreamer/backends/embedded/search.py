@@ -149,7 +149,7 @@ def search_bank(
     searched in one tier, exactly as before.
     """
     tag_sql, tag_params = tags_filter(tags, tags_match)  # an unknown tags_match fails in any bank
-    bank = conn.execute("SELECT bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
+    bank = conn.execute("SELECT bank_no, unit_count FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
     if bank is None or bank["bank_no"] is None:
         return
     first_key, last_key = bank_key_range(int(bank["bank_no"]))
@@ -169,7 +169,9 @@ def search_bank(
         """
     bounds = [first_key, last_key]
     limit = COMMON_MATCHES if common_matches is None else common_matches
-    plan = match_plan(conn, match, first_key, last_key, limit)
+    # A bank of at most ``limit`` units holds no common term: its terms need not be counted.
+    few = bank["unit_count"] is not None and int(bank["unit_count"]) <= limit
+    plan = MatchPlan(match, None) if few else match_plan(conn, match, first_key, last_key, limit)
     # Each tier: its candidates' SQL, their parameters, and the expression whose matches they are.
     if plan.common is None or plan.rare is None:
         tiers = [(_RANKED, [match, *bounds], match)]
