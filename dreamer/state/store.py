@@ -38,6 +38,9 @@ from dreamer.state.records import (
 from dreamer.state.rows import CARD_COLUMNS, card_from_row, chunks, marks
 from dreamer.state.schema import check_identity, create, state_errors
 
+#: How long an access waits for a lock another process holds.
+LOCK_TIMEOUT_S = 30.0
+
 _END_RUN = "UPDATE runs SET finished_at = ?, outcome = ?, detail = ?, counts = ? WHERE run_id = ?"
 
 
@@ -54,6 +57,7 @@ _CANDIDATE = "SELECT document_id, promoted_at, text, sketch FROM ledger WHERE "
 _BY_ID = _CANDIDATE + "+upstream_bank = ? AND document_id IN (SELECT value FROM json_each(?))"
 _BY_TEXT = _CANDIDATE + "upstream_bank = ? AND normalized IN (SELECT value FROM json_each(?))"
 _UNINDEXED = _CANDIDATE + "upstream_bank = ? AND indexed = 0"
+
 
 def _index_card(
     conn: sqlite3.Connection, document_id: str, words: Iterable[str], sizes: tuple[int, int]
@@ -97,16 +101,26 @@ class StateStore:
         if not path.exists():
             create(path)
         try:
-            conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            conn = sqlite3.connect(
+                path, timeout=LOCK_TIMEOUT_S, isolation_level=None, check_same_thread=False
+            )
         except sqlite3.Error as exc:
             raise StateFileError(f"{path}: cannot open the state file: {exc}") from None
         try:
-            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
             check_identity(conn, path)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
         except sqlite3.DatabaseError as exc:
             conn.close()
+            if isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc)):
+                # A healthy file another process holds (an upgrade takes about a minute per million
+                # cards): never advise moving it aside.
+                raise StateFileError(
+                    f"{path}: the state file stayed locked by another process for {LOCK_TIMEOUT_S:g} s "
+                    f"({exc}); "
+                    "another Dreamer may be upgrading it: wait for it, then run again"
+                ) from None
             raise StateFileError(
                 f"{path}: not a readable state file ({exc}); move it aside and restore it from a "
                 "backup, or point state_dir at a new directory to start over"

@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from dreamer.config import ConflictPolicy, load_config
+from dreamer.errors import StateFileError
 from dreamer.peercard.build import build_peer_card, peer_card
 from dreamer.peercard.refresh import _LedgerRanks, peer_cards
 from dreamer.state import GLOBAL_SCOPE, SCHEMA_VERSION, LedgerCard, Reinforcement, StateStore, Watermark
+from dreamer.state import store as state_store
 from dreamer.state.schema import needs_upgrade
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -301,3 +303,31 @@ def peer_cards_of(state: StateStore, folder: Path) -> Any:
     )
     [(_, _, card)] = peer_cards(load_config(config_path), state, profiles=[])
     return card
+
+
+def test_a_file_locked_by_an_upgrade_elsewhere_is_not_called_damaged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While another process holds the write lock (upgrading the file, say), opening it waits, then
+    says the file is locked and to wait: never to move a healthy file aside; nothing is changed."""
+    path = tmp_path / "state.sqlite3"
+    StateStore.open(path).close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("DROP TABLE ledger_rank")
+        raw.execute("PRAGMA user_version = 4")
+    monkeypatch.setattr(state_store, "LOCK_TIMEOUT_S", 0.3)
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(StateFileError) as caught:
+            StateStore.open(path)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    message = str(caught.value)
+    assert "locked by another process" in message and "wait" in message
+    assert "move it aside" not in message and "restore" not in message
+    assert needs_upgrade(path)  # untouched: the next open upgrades it
+    with StateStore.open(path):
+        pass
+    assert not needs_upgrade(path)
