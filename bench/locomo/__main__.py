@@ -35,6 +35,7 @@ from bench.locomo.data import load_conversations
 from bench.locomo.deciding import CachedEmbedder, decider_precision
 from bench.locomo.replay import Replay, ReplayOptions, build_config
 from bench.pairs.__main__ import PRECISION_TARGET
+from dreamer.rollup import extractive
 from dreamer.rollup.semantic import SemanticJudge
 from dreamer.state import StateStore
 
@@ -134,6 +135,7 @@ def render(result: Mapping[str, Any]) -> str:
     notes = [
         f"conversations {', '.join(result['conversations'])}; {result['cycles']} cycles (sessions); "
         f"backend {result['backend']}; top_n {result['top_n']}; "
+        f"extractive fold share {result.get('cover', '-')}; "
         f"{result['questions']} non-adversarial questions, "
         f"{result['answer_questions']} of categories 1 and 4",
         f"decider (Dreamer's embedder): {result['decider']}; judge: {result['judge']} "
@@ -162,6 +164,11 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             f"--judge {args.judge} is the model Dreamer decides with (--decider): judge with another "
             "model (minilm with --decider static, static with --decider minilm)"
         )
+    if args.cover is not None:
+        if not args.cover > 0:  # NaN too
+            raise BenchError(f"--cover {args.cover}: give a share above 0 (above 1 folds nothing)")
+        # Every caller of extract_cards (the pipeline and the drafts check) reads it at call time.
+        extractive.COVER_SHARE = args.cover
     embedder = CachedEmbedder(make_embedder(args.judge))
     decider = None if args.decider == "none" else CachedEmbedder(make_embedder(args.decider))
     duplicate_precision = decider_precision(Path(args.data), decider)
@@ -204,6 +211,7 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             "decider": decider.description if decider is not None else "none (lexical rules only)",
             "duplicate_precision": duplicate_precision,
             "threshold": args.threshold,
+            "cover": extractive.COVER_SHARE,
             "backend_requests": dict(counter.counts),
             "total_wall_s": time.monotonic() - started,
             "machine": machine_info(),
@@ -245,6 +253,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--threshold", type=float, default=0.90, help="cosine at or above which two cards are near-duplicates"
+    )
+    parser.add_argument(
+        "--cover",
+        type=float,
+        default=None,
+        help="share of a unit's content words a fuller unit of its batch must say for the extractive "
+        f"summariser to fold it into that unit's card (default {extractive.COVER_SHARE}, Dreamer's; "
+        "above 1 nothing is folded); for the curve in docs/benchmarks.md",
     )
     add_backend_arguments(parser)
     return parser.parse_args(argv)

@@ -22,15 +22,20 @@ from typing import Any
 import numpy as np
 
 from bench._common import BenchError, Vectors, machine_line, make_embedder, progress, render_table, report
-from dreamer.rollup import dedup
+from dreamer.rollup import dedup, extractive
+from dreamer.rollup.cards import SourceUnit
 from dreamer.rollup.dedup import CardText, DedupThresholds, SemanticSimilarity, judge_batch
+from dreamer.rollup.extractive import extract_cards
 from dreamer.rollup.similarity import profile_text
+from dreamer.text import content_tokens
 
 #: The curve: embedder thresholds and lexical floors swept.
 THRESHOLDS = (0.70, 0.75, 0.80, 0.85, 0.86, 0.87, 0.88, 0.89, 0.90, 0.92, 0.95)
 FLOORS = (0.0, 0.1, 0.2, 0.3)
 #: Precision of `duplicate` a chosen threshold must reach.
 PRECISION_TARGET = 0.95
+#: The extractive summariser's fold shares swept (above 1: no fold, the restatement clusters alone).
+FOLD_SHARES = (2.0, 1.0, 0.8, 0.7, 0.6, 0.5, 0.4)
 
 Direction = tuple[str, str, str, str]  # new text, promoted text, truth, subtype
 
@@ -112,6 +117,27 @@ def by_subtype(directions: Sequence[Direction], said: Sequence[str]) -> dict[str
     }
 
 
+def fold_curve(directions: Sequence[Direction]) -> list[dict[str, Any]]:
+    """Per fold share: how many labelled pairs, put in one batch (older text first), the extractive
+    summariser turns into one card, per truth, and how many content words those cards lost."""
+    pairs = directions[::2]  # one direction of each pair (the set lists both, in turn)
+    total = Counter(truth for _, _, truth, _ in pairs)
+    curve = []
+    for share in FOLD_SHARES:
+        one_card: Counter[str] = Counter()
+        words_lost = 0
+        for new, old, truth, _ in pairs:
+            cards = extract_cards([SourceUnit("old", old), SourceUnit("new", new)], 2, cover=share)
+            if len(cards) == 1:
+                one_card[truth] += 1
+                said = set(content_tokens(cards[0].text))
+                words_lost += len((set(content_tokens(old)) | set(content_tokens(new))) - said)
+        curve.append(
+            {"share": share, "one_card": dict(one_card), "pairs": dict(total), "words_lost": words_lost}
+        )
+    return curve
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     directions = load_directions(Path(args.data))
     # Each text is analysed once, not once per threshold: the verdicts are the same.
@@ -151,6 +177,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "embedding_lexical_floor": defaults.embedding_lexical_floor,
         },
         "routes": routes,
+        "fold_share": extractive.COVER_SHARE,
+        "fold": fold_curve(directions),
     }
 
 
@@ -227,6 +255,28 @@ def render(result: Mapping[str, Any]) -> str:
                 ["cosine", *(f"floor {f:.1f}" for f in FLOORS)],
                 curve_rows,
                 [choice],
+            )
+        )
+    if "fold" in result:
+        kinds = sorted(result["fold"][0]["pairs"])
+        fold_rows = [
+            [
+                "none" if c["share"] > 1 else f"{c['share']:.1f}",
+                *(f"{c['one_card'].get(k, 0)}/{c['pairs'][k]}" for k in kinds),
+                c["words_lost"],
+            ]
+            for c in result["fold"]
+        ]
+        out.append(
+            render_table(
+                "Extractive fold: labelled pairs (one batch, older first) made one card, by fold share",
+                ["share", *(f"{k} pairs" for k in kinds), "content words lost"],
+                fold_rows,
+                [
+                    f"Dreamer's share: {result['fold_share']}; 'none' is the restatement clusters alone. "
+                    "A fold keeps the folded sentence when it adds a content word, so the words lost "
+                    "are the restatement clusters' (they keep the richest wording)"
+                ],
             )
         )
     for r in result["routes"]:

@@ -2,20 +2,23 @@
 
 Used when the backend's reflect has no LLM (the embedded store) or ``rollup.use_reflect = "never"``.
 Units that restate one fact (by the same lexical rule dedup uses, protected details included)
-collapse into one card that lists all of their ids as sources. Units come in salience order and
-cards keep that order, so the result depends only on the input.
+collapse into one card that lists all of their ids as sources. A unit that a fuller unit of the
+batch covers (`similarity.covered_by`) then joins the fuller one's card, its sentence kept when it
+adds a word. Units come in salience order and cards keep that order, so the result depends only
+on the input.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
 from dreamer.rollup.cards import MAX_CARD_CHARS, CardDraft, SourceUnit, trim_card_text
 from dreamer.rollup.dedup import DedupThresholds, lexical_duplicate
-from dreamer.rollup.similarity import TextProfile, compare, profile_text
+from dreamer.rollup.similarity import TextProfile, compare, covered_by, profile_text
 
 __all__ = [
     "MAX_CARD_CHARS",
@@ -112,19 +115,74 @@ def _restate(a: TextProfile, b: TextProfile, thresholds: DedupThresholds) -> boo
     return lexical_duplicate(forward, thresholds) or lexical_duplicate(compare(b, a), thresholds)
 
 
+#: Share of a unit's content words that a fuller unit of the same batch must say, its protected
+#: details included, for the two to share one card (`covered_by`). Measured: docs/benchmarks.md.
+COVER_SHARE = 0.6
+
+
+@dataclass
+class _Card:
+    """A card being built: its clusters of restatements, its texts and the content words they say."""
+
+    head: TextProfile
+    clusters: list[int]
+    texts: list[str]
+    words: set[str]
+    length: int
+
+
+def _sentence(text: str) -> str:
+    """The text as a sentence to join with others (ending in a stop)."""
+    text = " ".join(text.split())
+    return text if text.endswith((".", "!", "?", "…")) else f"{text}."
+
+
+def _fold_covered(reps: Sequence[TextProfile], cover: float) -> list[_Card]:
+    """Cards from clusters' richest texts: a text whose content words a fuller one says (share
+    ``cover`` or more, every protected detail repeated) joins its card, and its sentence is added
+    to the card only when it says a content word the card does not, within `MAX_CARD_CHARS`."""
+    cards: list[_Card] = []
+    for index in sorted(range(len(reps)), key=lambda i: (-len(reps[i].content_set), i)):
+        rep = reps[index]
+        for card in cards:
+            share = covered_by(rep, card.head)
+            if share is None or share < cover:
+                continue
+            if not rep.content_set <= card.words:
+                sentence = _sentence(rep.text)
+                if card.length + 1 + len(sentence) > MAX_CARD_CHARS:
+                    continue
+                card.texts.append(rep.text)
+                card.words |= rep.content_set
+                card.length += 1 + len(sentence)
+            card.clusters.append(index)
+            break
+        else:
+            cards.append(_Card(rep, [index], [rep.text], set(rep.content_set), len(_sentence(rep.text))))
+    return sorted(cards, key=lambda card: min(card.clusters))
+
+
 def extract_cards(
     units: Sequence[TextUnit],
     max_cards: int,
     thresholds: DedupThresholds | None = None,
+    *,
+    cover: float | None = None,
 ) -> list[CardDraft]:
-    """Turn units (most salient first) into at most `max_cards` cards, one per cluster of paraphrases.
+    """Turn units (most salient first) into at most `max_cards` cards, one per fact.
 
-    A unit joins the first cluster all of whose members it restates, so chains of loose
-    similarity cannot pull unrelated facts together. The card text is the member with the most
-    distinct content words (the earliest on a tie), trimmed to `MAX_CARD_CHARS`.
+    First, units that restate each other cluster: a unit joins the first cluster all of whose
+    members it restates, so chains of loose similarity cannot pull unrelated facts together; the
+    cluster's text is the member with the most distinct content words (the earliest on a tie).
+    Then a cluster whose text a fuller one covers (see `COVER_SHARE`) shares that one's card; its
+    sentence follows the fuller one's when it adds a word, so no word of a unit is lost. Cards keep
+    the salience order of their first unit; each lists the ids of all of its units. ``cover`` is
+    that share (default `COVER_SHARE`; above 1.0 nothing is folded).
     """
     if max_cards < 0:
         raise InvalidExtractionError(f"cannot extract {max_cards} cards: pass 0 or more")
+    if cover is None:
+        cover = COVER_SHARE
     limits = thresholds if thresholds is not None else DedupThresholds()
     clusters: list[list[tuple[TextUnit, TextProfile]]] = []
     for unit in units:
@@ -138,11 +196,13 @@ def extract_cards(
         else:
             clusters.append([(unit, profile)])
 
+    reps = [
+        max(enumerate(cluster), key=lambda item: (len(item[1][1].content_set), -item[0]))[1][1]
+        for cluster in clusters
+    ]
     cards: list[CardDraft] = []
-    for cluster in clusters[:max_cards]:
-        richest, _ = max(enumerate(cluster), key=lambda item: (len(item[1][1].content_set), -item[0]))[1]
-        text = trim_card_text(richest.text)
-        cards.append(
-            CardDraft(text=text, kind=classify(text), source_ids=tuple(unit.id for unit, _ in cluster))
-        )
+    for card in _fold_covered(reps, cover)[:max_cards]:
+        text = trim_card_text(card.texts[0] if len(card.texts) == 1 else " ".join(map(_sentence, card.texts)))
+        sources = tuple(unit.id for index in sorted(card.clusters) for unit, _ in clusters[index])
+        cards.append(CardDraft(text=text, kind=classify(card.head.text), source_ids=sources))
     return cards

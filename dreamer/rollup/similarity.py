@@ -27,6 +27,7 @@ __all__ = [
     "compare",
     "compare_figures",
     "content_shingles",
+    "covered_by",
     "jaccard_index",
     "profile_text",
     "sketch_of",
@@ -323,3 +324,24 @@ def compare(new: TextProfile, old: TextProfile) -> Comparison:
             and not (new.details.of_kind(kind) and old.details.of_kind(kind))
         ),
     )
+
+
+def covered_by(part: TextProfile, whole: TextProfile) -> float | None:
+    """How much of ``part``'s content words ``whole`` says (0..1), or None when ``whole`` cannot
+    be telling the same fact: a protected detail of ``part`` that ``whole`` lacks (a number, date,
+    version, place, path or name it does not repeat), another count of negations, or a role swap.
+
+    ``whole`` may add details of its own: it is the fuller telling ("Caroline attended an LGBTQ
+    support group" is covered by "Caroline attended an LGBTQ support group on 7 May and found it
+    powerful"; "Caroline attended it in 2022" is not).
+    """
+    if not part.content_set:
+        return None
+    for kind in VALUE_DETAILS - {Detail.NEGATION}:
+        if not set(part.details.of_kind(kind)) <= set(whole.details.of_kind(kind)):
+            return None
+    if part.details.negations != whole.details.negations:
+        return None
+    if any(name not in whole.words for name in part.details.names) or _role_swapped(part, whole):
+        return None
+    return len(part.content_set & whole.content_set) / len(part.content_set)

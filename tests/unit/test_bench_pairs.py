@@ -40,3 +40,19 @@ class TestPairsBench:
         [route] = result["routes"]
         assert route["duplicate"]["precision"] >= 0.95
         assert route["conflict"]["recall"] == 1.0
+
+    @requires_locomo
+    def test_fold_curve_on_the_dataset(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """The fold curve: every labelled pair counted once per share, more pairs made one card as
+        the share falls, no conflict pair folded, and no word lost by the fold itself (the losses
+        are the restatement clusters', the same at every share)."""
+        assert main(["--data", str(require_data()), "--routes", "lexical", "--json"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        curve = result["fold"]
+        assert [c["share"] for c in curve] == sorted((c["share"] for c in curve), reverse=True)
+        assert all(sum(c["pairs"].values()) == result["pairs"] for c in curve)
+        merged = [sum(c["one_card"].values()) for c in curve]
+        assert merged == sorted(merged) and merged[0] < merged[-1]
+        assert all(c["one_card"].get("conflict", 0) == 0 for c in curve)
+        assert len({c["words_lost"] for c in curve}) == 1
+        assert result["fold_share"] in [c["share"] for c in curve]

@@ -21,7 +21,7 @@ from dreamer.rollup.extractive import (
     trim_card_text,
 )
 from dreamer.rollup.salience import SalienceInput
-from tests.locomo import Ref, ref_id, sentence
+from tests.locomo import Ref, ref_id, require_data, sentence
 
 #: Three wordings of one mentoring fact (an event, an observation, a summary sentence).
 MENTORING: tuple[Ref, Ref, Ref] = (
@@ -84,13 +84,115 @@ class TestExtractCards:
         ]
 
     def test_no_chaining_through_an_intermediate_unit(self) -> None:
-        """A unit close to one member but not to all of a cluster starts its own card."""
+        """A unit close to one member but covered by no card starts its own card."""
+        units = [
+            SourceUnit("a", "Nate feeds his turtles lettuce, carrots and apples."),
+            SourceUnit("b", "Nate feeds his turtles lettuce, carrots, apples, pears and grapes."),
+            SourceUnit("c", "Nate feeds his turtles melons, plums, figs and grapes."),
+        ]
+        assert [card.source_ids for card in extract_cards(units, max_cards=10)] == [("a", "b"), ("c",)]
+
+    def test_a_unit_a_fuller_unit_covers_shares_its_card_and_keeps_its_new_words(self) -> None:
+        """A unit whose words a fuller unit of the batch mostly says joins that unit's card; the
+        word the fuller one lacks ("melons") stays in the card as the unit's own sentence."""
         units = [
             SourceUnit("a", "Nate feeds his turtles lettuce, carrots and apples."),
             SourceUnit("b", "Nate feeds his turtles lettuce, carrots, apples, pears and grapes."),
             SourceUnit("c", "Nate feeds his turtles carrots, apples, pears, grapes and melons."),
         ]
-        assert [card.source_ids for card in extract_cards(units, max_cards=10)] == [("a", "b"), ("c",)]
+        [card] = extract_cards(units, max_cards=10)
+        assert card.source_ids == ("a", "b", "c")
+        assert card.text == (
+            "Nate feeds his turtles lettuce, carrots, apples, pears and grapes. "
+            "Nate feeds his turtles carrots, apples, pears, grapes and melons."
+        )
+
+    def test_a_covered_unit_adding_no_word_leaves_the_fuller_text_alone(self) -> None:
+        """A shorter telling whose every content word the fuller one says adds only its id."""
+        units = [
+            SourceUnit("short", "Melanie says that pottery is relaxing"),
+            SourceUnit(
+                "full", "Melanie made a plate in pottery class and finds pottery relaxing and creative."
+            ),
+        ]
+        [card] = extract_cards(units, max_cards=10)
+        assert card.source_ids == ("short", "full")
+        assert card.text == units[1].text
+
+    @pytest.mark.parametrize(
+        ("short", "why"),
+        [
+            ("Caroline joined a mentorship program in 2022.", "a date the fuller text lacks"),
+            ("Caroline did not join a mentorship program for LGBTQ youth.", "a negation"),
+            ("Melanie joined a mentorship program for LGBTQ youth.", "another person"),
+            ("Caroline joined 3 mentorship programs for LGBTQ youth.", "a number the fuller text lacks"),
+        ],
+    )
+    def test_a_detail_the_fuller_unit_lacks_keeps_the_card_apart(self, short: str, why: str) -> None:
+        """Coverage never hides a protected detail: the shorter unit keeps its own card."""
+        units = [
+            SourceUnit(
+                "full", "Caroline joined a mentorship program for LGBTQ youth, which she finds rewarding."
+            ),
+            SourceUnit("short", short),
+        ]
+        cards = extract_cards(units, max_cards=10)
+        assert [card.source_ids for card in cards] == [("full",), ("short",)], why
+        assert cards[1].text == short
+
+    def test_a_swapped_role_keeps_the_card_apart(self) -> None:
+        """A swapped role is another fact: "Sam is grateful for Evan's support" is not covered by
+        "Evan is grateful for Sam's support and his help"."""
+        units = [
+            SourceUnit("a", "Evan is grateful for Sam's support and his help with the move."),
+            SourceUnit("b", "Sam is grateful for Evan's support."),
+        ]
+        assert [card.source_ids for card in extract_cards(units, max_cards=10)] == [("a",), ("b",)]
+
+    def test_a_card_never_grows_past_the_limit(self) -> None:
+        """A covered unit whose sentence would push the card past MAX_CARD_CHARS keeps its own card
+        instead of being cut."""
+        head = "Nate feeds his turtles lettuce, carrots, apples, pears and grapes " + "every single day " * 18
+        units = [
+            SourceUnit("head", head.strip() + "."),
+            SourceUnit("more", "Nate feeds his turtles lettuce, carrots, apples, pears and melons."),
+        ]
+        assert len(units[0].text) < MAX_CARD_CHARS < len(units[0].text) + len(units[1].text)
+        cards = extract_cards(units, max_cards=10)
+        assert [card.source_ids for card in cards] == [("head",), ("more",)]
+        assert [card.text for card in cards] == [units[0].text, units[1].text]
+
+    def test_a_covered_unit_keeps_every_content_word(self) -> None:
+        """Units folded in by coverage (none restates another) lose no content word."""
+        from dreamer.text import content_tokens
+
+        batch = [
+            SourceUnit("f1", "Nate feeds his turtles lettuce, carrots, apples, pears and grapes."),
+            SourceUnit("f2", "Nate feeds his turtles pears, grapes and melons."),
+            SourceUnit("f3", "Melanie says that pottery is relaxing"),
+            SourceUnit(
+                "f4", "Melanie made a plate in pottery class and finds pottery relaxing and creative."
+            ),
+            SourceUnit("f5", "Melanie finds pottery relaxing, and her kids love the pottery class too."),
+        ]
+        cards = extract_cards(batch, max_cards=len(batch))
+        assert [card.source_ids for card in cards] == [("f1", "f2"), ("f3", "f4", "f5")]
+        card_of = {i: card for card in cards for i in card.source_ids}
+        for unit in batch:
+            assert set(content_tokens(unit.text)) <= set(content_tokens(card_of[unit.id].text)), unit.text
+
+    def test_every_unit_of_real_sessions_is_listed_once(self) -> None:
+        """On whole LoCoMo sessions, every unit's id is in exactly one card."""
+        from bench.locomo.data import load_conversations
+
+        [conversation] = load_conversations(require_data(), 1)
+        for session in conversation.sessions[:5]:
+            batch = [SourceUnit(f"u{i}", unit.text) for i, unit in enumerate(session.units)]
+            cards = extract_cards(batch, max_cards=len(batch))
+            listed = [i for card in cards for i in card.source_ids]
+            assert sorted(listed) == sorted(u.id for u in batch)
+            assert len(cards) < len(batch)
+            assert all(len(card.text) <= MAX_CARD_CHARS for card in cards)
 
     def test_max_cards_keeps_the_first_clusters(self) -> None:
         """With more clusters than allowed, the clusters of the most salient units are kept."""

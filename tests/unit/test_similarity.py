@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dreamer.details import Detail
-from dreamer.rollup.similarity import Sketch, compare, profile_text, sketch_of
+from dreamer.rollup.similarity import Sketch, compare, covered_by, profile_text, sketch_of
 from tests.labelled_pairs import FRIENDSHIP_ROLE_SWAP, SUBSUMED, TRILOGY_WATCHED, texts
 from tests.locomo import sentence
 
@@ -103,6 +103,46 @@ class TestCompare:
         short, long = (profile_text(text) for text in texts(SUBSUMED))
         assert compare(short, long).containment == 1.0
         assert compare(long, short).containment < 1.0
+
+
+class TestCoveredBy:
+    FULL = "Caroline attended an LGBTQ support group on 7 May and found the stories powerful."
+
+    def test_the_share_of_the_part_the_whole_says(self) -> None:
+        """A shorter telling is covered by the share of its content words the fuller one says."""
+        whole = profile_text(self.FULL)
+        assert covered_by(profile_text("Caroline attended an LGBTQ support group."), whole) == 1.0
+        share = covered_by(profile_text("Caroline attended an LGBTQ support group with friends."), whole)
+        assert share == pytest.approx(5 / 6)
+
+    @pytest.mark.parametrize(
+        "part",
+        [
+            "Caroline attended an LGBTQ support group on 9 May.",
+            "Caroline attended an LGBTQ support group in 2021.",
+            "Caroline never attended an LGBTQ support group.",
+            "Melanie attended an LGBTQ support group.",
+            "Caroline attended 2 LGBTQ support groups.",
+        ],
+    )
+    def test_a_detail_the_whole_lacks_is_never_covered(self, part: str) -> None:
+        """Another date, a year, a negation, a name or a number of the part's own: not covered."""
+        assert covered_by(profile_text(part), profile_text(self.FULL)) is None
+
+    def test_the_whole_may_add_details(self) -> None:
+        """The fuller telling may hold a date (or a name) the shorter one does not mention."""
+        assert covered_by(
+            profile_text("Caroline found the support group stories powerful."), profile_text(self.FULL)
+        )
+
+    def test_a_role_swap_is_never_covered(self) -> None:
+        """Who did what to whom: "Sam is grateful for Evan's support" is not in "Evan is grateful ..."."""
+        part = profile_text("Sam is grateful for Evan's support.")
+        assert covered_by(part, profile_text("Evan is grateful for Sam's support and his help.")) is None
+
+    def test_a_text_without_content_words_is_never_covered(self) -> None:
+        """Nothing to say, nothing covered (no division by zero)."""
+        assert covered_by(profile_text("She did it."), profile_text(self.FULL)) is None
 
 
 class TestSketch:
