@@ -10,6 +10,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dreamer.rollup.extractive import (
     MAX_CARD_CHARS,
@@ -268,3 +270,27 @@ class TestClassify:
     def test_rule_kinds_of_dataset_facts(self, ref: Ref, kind: CardKind) -> None:
         """The same cues decide on real memory facts (the first clause of each, loaded from the dataset)."""
         assert classify(sentence(ref).partition(",")[0]) is kind
+
+
+_WORDS = ["Nate", "Joanna", "turtles", "feeds", "pottery", "2022", "not", "v2.1", "park", "his", "and", "5"]
+
+
+class TestExtractCardsOnAnyText:
+    @settings(max_examples=200, deadline=None)
+    @given(
+        st.lists(
+            st.one_of(
+                st.lists(st.sampled_from(_WORDS), min_size=1, max_size=12).map(" ".join),
+                st.text(max_size=600),
+            ),
+            max_size=25,
+        )
+    )
+    def test_every_unit_is_listed_once_and_no_card_is_too_long(self, texts: list[str]) -> None:
+        """Whatever the texts (hostile, empty, long, near-copies): each non-blank unit's id is in
+        exactly one card, and no card is longer than MAX_CARD_CHARS."""
+        batch = [SourceUnit(f"u{i}", text) for i, text in enumerate(texts)]
+        cards = extract_cards(batch, max_cards=len(batch))
+        listed = [i for card in cards for i in card.source_ids]
+        assert sorted(listed) == sorted(u.id for u in batch if u.text.strip())
+        assert all(0 < len(card.text) <= MAX_CARD_CHARS for card in cards)
