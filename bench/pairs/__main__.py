@@ -274,7 +274,8 @@ def render(result: Mapping[str, Any]) -> str:
                 fold_rows,
                 [
                     f"Dreamer's share: {result['fold_share']}; 'none' is the restatement clusters alone. "
-                    "A fold keeps the folded sentence when it adds a content word, so the words lost "
+                    "A fold keeps the folded sentence unless the fuller one says it outright, "
+                    "so the words lost "
                     "are the restatement clusters' (they keep the richest wording)"
                 ],
             )

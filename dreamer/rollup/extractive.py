@@ -3,9 +3,9 @@
 Used when the backend's reflect has no LLM (the embedded store) or ``rollup.use_reflect = "never"``.
 Units that restate one fact (by the same lexical rule dedup uses, protected details included)
 collapse into one card that lists all of their ids as sources. A unit that a fuller unit of the
-batch covers (`similarity.covered_by`) then joins the fuller one's card, its sentence kept when it
-adds a word. Units come in salience order and cards keep that order, so the result depends only
-on the input.
+batch covers (`similarity.covered_by`) then joins the fuller one's card, its sentence kept unless
+the fuller one says it outright. Units come in salience order and cards keep that order, so the
+result depends only on the input.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Protocol
 
 from dreamer.rollup.cards import MAX_CARD_CHARS, CardDraft, SourceUnit, trim_card_text
 from dreamer.rollup.dedup import DedupThresholds, lexical_duplicate
-from dreamer.rollup.similarity import TextProfile, compare, covered_by, profile_text
+from dreamer.rollup.similarity import TextProfile, compare, covered_by, profile_text, says_outright
 
 __all__ = [
     "MAX_CARD_CHARS",
@@ -139,8 +139,9 @@ def _sentence(text: str) -> str:
 
 def _fold_covered(reps: Sequence[TextProfile], cover: float) -> list[_Card]:
     """Cards from clusters' richest texts: a text whose content words a fuller one says (share
-    ``cover`` or more, every protected detail repeated) joins its card, and its sentence is added
-    to the card only when it says a content word the card does not, within `MAX_CARD_CHARS`."""
+    ``cover`` or more, its protected details repeated: `covered_by`) joins its card, and its
+    sentence is added to the card unless the card's first text says it outright (`says_outright`),
+    within `MAX_CARD_CHARS`; a sentence that does not fit keeps a card of its own."""
     cards: list[_Card] = []
     for index in sorted(range(len(reps)), key=lambda i: (-len(reps[i].content_set), i)):
         rep = reps[index]
@@ -148,7 +149,7 @@ def _fold_covered(reps: Sequence[TextProfile], cover: float) -> list[_Card]:
             share = covered_by(rep, card.head)
             if share is None or share < cover:
                 continue
-            if not rep.content_set <= card.words:
+            if not (rep.content_set <= card.words and says_outright(rep, card.head)):
                 sentence = _sentence(rep.text)
                 if card.length + 1 + len(sentence) > MAX_CARD_CHARS:
                     continue
@@ -175,9 +176,9 @@ def extract_cards(
     members it restates, so chains of loose similarity cannot pull unrelated facts together; the
     cluster's text is the member with the most distinct content words (the earliest on a tie).
     Then a cluster whose text a fuller one covers (see `COVER_SHARE`) shares that one's card; its
-    sentence follows the fuller one's when it adds a word, so no word of a unit is lost. Cards keep
-    the salience order of their first unit; each lists the ids of all of its units. ``cover`` is
-    that share (default `COVER_SHARE`; above 1.0 nothing is folded).
+    sentence follows the fuller one's unless that one says it outright, so no fact of a unit is
+    lost. Cards keep the salience order of their first unit; each lists the ids of all of its
+    units. ``cover`` is that share (default `COVER_SHARE`; above 1.0 nothing is folded).
     """
     if max_cards < 0:
         raise InvalidExtractionError(f"cannot extract {max_cards} cards: pass 0 or more")

@@ -30,6 +30,7 @@ __all__ = [
     "covered_by",
     "jaccard_index",
     "profile_text",
+    "says_outright",
     "sketch_of",
 ]
 
@@ -331,17 +332,34 @@ def covered_by(part: TextProfile, whole: TextProfile) -> float | None:
     be telling the same fact: a protected detail of ``part`` that ``whole`` lacks (a number, date,
     version, place, path or name it does not repeat), another count of negations, or a role swap.
 
-    ``whole`` may add details of its own: it is the fuller telling ("Caroline attended an LGBTQ
-    support group" is covered by "Caroline attended an LGBTQ support group on 7 May and found it
-    powerful"; "Caroline attended it in 2022" is not).
+    ``whole`` may add details of a kind ``part`` has none of: it is the fuller telling ("Caroline
+    attended an LGBTQ support group" is covered by "Caroline attended an LGBTQ support group on 7
+    May and found it powerful"; "Caroline attended it in 2022" is not). Of a kind ``part`` has,
+    ``whole`` must hold the same values and no others: in "Nate has 3 turtles and 2 dogs" the "2"
+    of "Nate has 2 turtles" counts something else.
     """
     if not part.content_set:
         return None
     for kind in VALUE_DETAILS - {Detail.NEGATION}:
-        if not set(part.details.of_kind(kind)) <= set(whole.details.of_kind(kind)):
+        values = set(part.details.of_kind(kind))
+        if values and values != set(whole.details.of_kind(kind)):
             return None
     if part.details.negations != whole.details.negations:
         return None
     if any(name not in whole.words for name in part.details.names) or _role_swapped(part, whole):
         return None
     return len(part.content_set & whole.content_set) / len(part.content_set)
+
+
+def says_outright(part: TextProfile, whole: TextProfile) -> bool:
+    """Whether ``whole`` says ``part`` word for word: ``part``'s normalised text is a run of
+    ``whole``'s words, or ``part`` holds no protected value and no negation and its content words
+    are a run of ``whole``'s content words ("Melanie finds pottery relaxing" in "Melanie made a
+    plate and finds pottery relaxing and creative"). Sharing every word is not enough: "Sam likes
+    tea" is in the words of "Evan likes tea and Sam likes coffee" but not said by it."""
+    if f" {part.normalized} " in f" {whole.normalized} ":
+        return True
+    if part.details.negations or any(values for _, values in part.details.values):
+        return False
+    n = len(part.content)
+    return n > 0 and any(whole.content[i : i + n] == part.content for i in range(len(whole.content) - n + 1))

@@ -109,17 +109,47 @@ class TestExtractCards:
             "Nate feeds his turtles carrots, apples, pears, grapes and melons."
         )
 
-    def test_a_covered_unit_adding_no_word_leaves_the_fuller_text_alone(self) -> None:
-        """A shorter telling whose every content word the fuller one says adds only its id."""
+    def test_a_unit_the_fuller_one_says_outright_adds_only_its_id(self) -> None:
+        """A shorter telling whose content words are a run of the fuller one's adds only its id."""
         units = [
-            SourceUnit("short", "Melanie says that pottery is relaxing"),
+            SourceUnit("short", "Melanie finds pottery relaxing"),
             SourceUnit(
-                "full", "Melanie made a plate in pottery class and finds pottery relaxing and creative."
+                "full", "Melanie finds pottery relaxing and creative since she made a plate in class."
             ),
         ]
         [card] = extract_cards(units, max_cards=10)
         assert card.source_ids == ("short", "full")
         assert card.text == units[1].text
+
+    @pytest.mark.parametrize(
+        ("short", "full"),
+        [
+            ("Sam likes tea.", "Evan likes tea and Sam likes coffee."),
+            ("Joanna likes romance movies.", "Nate likes romance novels and Joanna likes action movies."),
+        ],
+    )
+    def test_sharing_every_word_is_not_saying_it(self, short: str, full: str) -> None:
+        """A unit whose words are all in the fuller text, but not as one run, keeps its sentence:
+        "Sam likes tea" is not what "Evan likes tea and Sam likes coffee" says."""
+        cards = extract_cards([SourceUnit("short", short), SourceUnit("full", full)], max_cards=10)
+        assert [card.source_ids for card in cards] == [("short", "full")]
+        assert cards[0].text == f"{full} {short.rstrip('.')}."
+
+    @pytest.mark.parametrize(
+        ("short", "full"),
+        [
+            ("Nate has 2 turtles.", "Nate has 3 turtles and 2 dogs."),
+            ("Sam moved to Berlin in 2020.", "Sam moved to Paris in 2020 and to Berlin in 2022."),
+            ("Grafana listens on port 3000.", "Grafana listens on port 9090 and Prometheus on port 3000."),
+        ],
+    )
+    def test_a_value_the_fuller_text_binds_to_something_else_keeps_its_own_card(
+        self, short: str, full: str
+    ) -> None:
+        """The fuller text repeats the unit's value among others: which one the unit's fact is about
+        is unclear, so the unit keeps its own card, word for word."""
+        cards = extract_cards([SourceUnit("short", short), SourceUnit("full", full)], max_cards=10)
+        assert sorted(card.text for card in cards) == sorted([short, full])
 
     @pytest.mark.parametrize(
         ("short", "why"),

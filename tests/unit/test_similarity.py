@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dreamer.details import Detail
-from dreamer.rollup.similarity import Sketch, compare, covered_by, profile_text, sketch_of
+from dreamer.rollup.similarity import Sketch, compare, covered_by, profile_text, says_outright, sketch_of
 from tests.labelled_pairs import FRIENDSHIP_ROLE_SWAP, SUBSUMED, TRILOGY_WATCHED, texts
 from tests.locomo import sentence
 
@@ -140,9 +140,43 @@ class TestCoveredBy:
         part = profile_text("Sam is grateful for Evan's support.")
         assert covered_by(part, profile_text("Evan is grateful for Sam's support and his help.")) is None
 
+    def test_a_value_the_whole_holds_among_others_is_not_covered(self) -> None:
+        """ "Nate has 2 turtles" is not covered by "Nate has 3 turtles and 2 dogs": the 2 counts dogs."""
+        part = profile_text("Nate has 2 turtles.")
+        assert covered_by(part, profile_text("Nate has 3 turtles and 2 dogs.")) is None
+        assert covered_by(part, profile_text("Nate has 2 turtles and a dog.")) == 1.0
+
     def test_a_text_without_content_words_is_never_covered(self) -> None:
         """Nothing to say, nothing covered (no division by zero)."""
         assert covered_by(profile_text("She did it."), profile_text(self.FULL)) is None
+
+
+class TestSaysOutright:
+    @pytest.mark.parametrize(
+        ("part", "whole"),
+        [
+            ("Melanie finds pottery relaxing", "Melanie finds pottery relaxing and creative."),
+            ("Nate has 2 turtles", "Last year Nate has 2 turtles, he said."),
+            ("Sam does not like tea", "Everyone knows Sam does not like tea."),
+        ],
+    )
+    def test_a_run_of_the_whole_is_said(self, part: str, whole: str) -> None:
+        """The part's words (or, without values and negations, its content words) as one run."""
+        assert says_outright(profile_text(part), profile_text(whole))
+
+    @pytest.mark.parametrize(
+        ("part", "whole"),
+        [
+            ("Sam likes tea", "Evan likes tea and Sam likes coffee."),
+            ("Sam does not like tea", "Sam likes tea, not coffee."),
+            ("Nate has 2 turtles", "Nate has turtles: 2 of them."),
+            ("", "Anything at all."),
+        ],
+    )
+    def test_sharing_the_words_is_not_saying_it(self, part: str, whole: str) -> None:
+        """All the words, in another order or bound elsewhere, or a value or negation outside the
+        exact run, or no words at all: not said."""
+        assert not says_outright(profile_text(part), profile_text(whole))
 
 
 class TestSketch:
