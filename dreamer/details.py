@@ -239,6 +239,8 @@ class ProtectedDetails:
     residual_tokens: tuple[str, ...]
     #: Each name with the parts it plays, in order of first appearance (`NameRole`).
     name_roles: tuple[tuple[str, frozenset[NameRole]], ...] = ()
+    #: What each negation negates (`_negated`): its next content word, stemmed, sorted.
+    negated: tuple[str, ...] = ()
 
     @property
     def subject_names(self) -> frozenset[str]:
@@ -357,10 +359,36 @@ def _extract_numbers(text: str, found: dict[Detail, list[str]]) -> str:
     return text
 
 
-def _count_negations(text: str) -> int:
+def _is_negation(word: str) -> bool:
+    return word in _NEGATION_WORDS or word.endswith("n't")
+
+
+def _negation_words(text: str) -> list[str]:
     folded = unicodedata.normalize("NFKC", text).casefold().replace("’", "'").replace("ʼ", "'")
-    words = _NEGATION_TOKEN.findall(folded)
-    return sum(1 for word in words if word in _NEGATION_WORDS or word.endswith("n't"))
+    return _NEGATION_TOKEN.findall(folded)
+
+
+def _count_negations(text: str) -> int:
+    return sum(1 for word in _negation_words(text) if _is_negation(word))
+
+
+#: How many words after a negation its negated word may be ("does not really like" -> "like").
+_NEGATION_REACH = 3
+
+
+def _negated(text: str) -> tuple[str, ...]:
+    """What each negation negates: the first content word after it within `_NEGATION_REACH`
+    words, stemmed, sorted ("" when none is that near). "Sam does not like tea" negates "like";
+    "Sam likes tea, not coffee" negates "coffee": the same count of negations, another fact."""
+    words = _negation_words(text)
+    negated = []
+    for index, word in enumerate(words):
+        if not _is_negation(word):
+            continue
+        after = [w for w in words[index + 1 : index + 1 + _NEGATION_REACH] if not _is_negation(w)]
+        targets = [t for w in after for t in content_tokens(w)]
+        negated.append(targets[0] if targets else "")
+    return tuple(sorted(negated))
 
 
 @functools.lru_cache(maxsize=8192)
@@ -431,6 +459,7 @@ def protected_details(text: str) -> ProtectedDetails:
     return ProtectedDetails(
         values=values,
         negations=_count_negations(body),
+        negated=_negated(body),
         names=names,
         name_groups=name_groups,
         residual_tokens=tuple(content_tokens(rest)),

@@ -72,6 +72,21 @@ class TestProtectedDetails:
         """Negation words and "n't" contractions are counted."""
         assert protected_details(text).negations == count
 
+    @pytest.mark.parametrize(
+        ("text", "negated"),
+        [
+            ("Sam does not like tea.", ("tea",)),
+            ("Sam likes tea, not coffee.", ("coffe",)),
+            ("Sam doesn't really like tea", ("tea",)),
+            ("Nate never lost and won't lose.", ("lose", "lost")),
+            ("No.", ("",)),
+            ("Joanna is allergic to dairy.", ()),
+        ],
+    )
+    def test_what_each_negation_negates(self, text: str, negated: tuple[str, ...]) -> None:
+        """Each negation's next content word (stemmed, within three words), sorted."""
+        assert protected_details(text).negated == negated
+
     def test_subject_is_the_first_group_of_names(self) -> None:
         """ "Nate and Joanna" together are the subject; later names are not."""
         details = protected_details("Nate and Joanna caught up with Sam at Door Dash.")

@@ -172,6 +172,12 @@ class TestExtractCards:
         assert [card.source_ids for card in cards] == [("full",), ("short",)], why
         assert cards[1].text == short
 
+    def test_a_negation_on_another_word_keeps_the_card_apart(self) -> None:
+        """ "Sam does not like tea" is no restatement of "Sam likes tea, not coffee", nor covered."""
+        units = [SourceUnit("a", "Sam likes tea, not coffee."), SourceUnit("b", "Sam does not like tea.")]
+        cards = extract_cards(units, max_cards=10)
+        assert [card.text for card in cards] == [units[0].text, units[1].text]
+
     def test_a_swapped_role_keeps_the_card_apart(self) -> None:
         """A swapped role is another fact: "Sam is grateful for Evan's support" is not covered by
         "Evan is grateful for Sam's support and his help"."""

@@ -105,6 +105,19 @@ class TestCompare:
         assert compare(long, short).containment < 1.0
 
 
+class TestNegationScope:
+    def test_the_same_count_of_negations_on_other_words_is_a_changed_negation(self) -> None:
+        """ "Sam does not like tea" / "Sam likes tea, not coffee": one negation each, another fact."""
+        first, second = profile_text("Sam does not like tea."), profile_text("Sam likes tea, not coffee.")
+        assert Detail.NEGATION in compare(first, second).changed
+        assert covered_by(first, second) is None
+
+    def test_a_negation_reworded_is_no_change(self) -> None:
+        """ "doesn't" / "does not" before the same word negate the same thing."""
+        first, second = profile_text("Sam doesn't drink coffee."), profile_text("Sam does not drink coffee.")
+        assert Detail.NEGATION not in compare(first, second).changed
+
+
 class TestCoveredBy:
     FULL = "Caroline attended an LGBTQ support group on 7 May and found the stories powerful."
 
