@@ -4,19 +4,17 @@ verdicts, on generated cards that share words, numbers, dates and hosts in every
 from __future__ import annotations
 
 import random
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from dreamer.rollup import dedup
-from dreamer.rollup.candidates import NO_CONTENT, index_words, probe_words, scans, word_sizes
+from dreamer.rollup.candidates import NO_CONTENT, index_words, probe_words, scans
 from dreamer.rollup.judging import card_candidates, judge_against_ledger
 from dreamer.rollup.similarity import jaccard_index, profile_text, sketch_of
-from dreamer.state import LedgerCard, StateStore, Watermark
-from dreamer.text import card_document_id, normalize_text
+from dreamer.state import StateStore
+from tests.support.ledger import commit_run, sketched_row
 
-T0 = datetime(2026, 11, 1, tzinfo=UTC)
 HOSTS = ["atlas", "hermes-mon", "nas01", "gpu-box"]
 SERVICES = ["Grafana", "Nextcloud", "restic", "nginx", "Postgres", "Jellyfin"]
 VERBS = ["runs", "listens", "backs up", "restarts", "upgrades"]
@@ -70,47 +68,13 @@ def overlapping_cards(rng: random.Random, ledger: list[str], vocabulary: list[st
     return texts
 
 
-def ledger_row(text: str, i: int) -> LedgerCard:
-    sketch = sketch_of(profile_text(text))
-    return LedgerCard(
-        document_id=card_document_id("p", text) + f"-{i}",
-        profile="p",
-        upstream_bank="global",
-        text=text,
-        normalized=normalize_text(text),
-        promoted_at=T0 + timedelta(seconds=i),
-        last_seen_at=T0,
-        run_id="seed",
-        sketch=sketch.dumps(),
-        words=tuple(sorted(index_words(sketch))),
-        word_sizes=word_sizes(sketch),
-    )
-
-
-def promote_all(state: StateStore, rows: list[LedgerCard]) -> None:
-    """Promote ``rows`` in one committed run, as a roll-up would."""
-    state.record_run_start("seed", "rollup:p", T0)
-    state.commit_rollup(
-        profile="p",
-        bank_id="b",
-        watermark=Watermark(T0),
-        promoted=rows,
-        reinforced=[],
-        run_id="seed",
-        outcome="promoted",
-        detail="",
-        counts={},
-        finished_at=T0,
-    )
-
-
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_indexed_verdicts_equal_full_scan_verdicts(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     vocabulary = pseudo_words(rng, 400)
     word_cards = [" ".join(rng.sample(vocabulary, rng.randint(3, 9))) + "." for _ in range(300)]
     ledger_texts = synthetic_cards(rng, 200) + word_cards
-    rows = [ledger_row(text, i) for i, text in enumerate(ledger_texts)]
+    rows = [sketched_row(text, i, suffix=f"-{i}") for i, text in enumerate(ledger_texts)]
     new_texts = synthetic_cards(rng, 60) + overlapping_cards(rng, word_cards, vocabulary, 200)
     rng.shuffle(new_texts)
     batches = [
@@ -122,7 +86,7 @@ def test_indexed_verdicts_equal_full_scan_verdicts(tmp_path: Path, seed: int) ->
     kinds: set[str] = set()
     narrowed = 0
     with StateStore.open(tmp_path / "state.sqlite3") as state:
-        promote_all(state, rows)
+        commit_run(state, rows)
         for batch in batches:
             full = dedup.judge_batch(batch, full_ledger, [], thresholds)
             # The run's own judge step: each card's candidates read, judged and let go in turn.
@@ -157,11 +121,11 @@ def test_every_pair_the_gate_passes_is_a_candidate(tmp_path: Path) -> None:
     thresholds = dedup.DedupThresholds()
     lexical = min(thresholds.lexical_jaccard, thresholds.containment_jaccard, thresholds.shingle_jaccard)
     texts = sorted({" ".join(sorted(rng.sample(vocabulary, rng.randint(0, 7)))) + " it." for _ in range(600)})
-    rows = [ledger_row(text, i) for i, text in enumerate(texts)]
+    rows = [sketched_row(text, i, suffix=f"-{i}") for i, text in enumerate(texts)]
     by_id = {r.document_id: sketch_of(profile_text(r.text)) for r in rows}
     passed = 0
     with StateStore.open(tmp_path / "state.sqlite3") as state:
-        promote_all(state, rows)
+        commit_run(state, rows)
         for _ in range(150):
             a = sketch_of(profile_text(" ".join(rng.sample(vocabulary, rng.randint(0, 7))) + " it."))
             asked = scans(a, thresholds, state.word_counts(probe_words(a)))
@@ -202,6 +166,9 @@ def test_asking_for_unindexed_cards_does_not_read_the_indexed_ones(tmp_path: Pat
     steps = []
     for size in (200, 2000):
         with StateStore.open(tmp_path / f"state-{size}.sqlite3") as state:
-            promote_all(state, [ledger_row(text, i) for i, text in enumerate(synthetic_cards(rng, size))])
+            commit_run(
+                state,
+                [sketched_row(text, i, suffix=f"-{i}") for i, text in enumerate(synthetic_cards(rng, size))],
+            )
             steps.append(_unindexed_steps(state))
     assert steps[1] == steps[0], steps

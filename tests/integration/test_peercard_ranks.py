@@ -23,6 +23,7 @@ from dreamer.peercard.refresh import _LedgerRanks, peer_cards
 from dreamer.state import GLOBAL_SCOPE, SCHEMA_VERSION, LedgerCard, Reinforcement, StateStore, Watermark
 from dreamer.state import store as state_store
 from dreamer.state.schema import needs_upgrade
+from tests.support.ledger import commit_run
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 PROFILES = ("research", "homelab", "coder")
@@ -31,19 +32,13 @@ BANKS = ("global", "other")
 
 
 def _commit(state: StateStore, run: int, promoted: list[LedgerCard], reinforced: list[Reinforcement]) -> None:
-    run_id = f"run-{run}"
-    state.record_run_start(run_id, "rollup:p", T0)
-    state.commit_rollup(
-        profile="research",
-        bank_id="b",
-        watermark=Watermark(T0 + timedelta(seconds=run)),
-        promoted=promoted,
+    commit_run(
+        state,
+        promoted,
         reinforced=reinforced,
-        run_id=run_id,
-        outcome="promoted",
-        detail="",
-        counts={},
-        finished_at=T0,
+        run_id=f"run-{run}",
+        profile="research",
+        watermark=Watermark(T0 + timedelta(seconds=run)),
     )
 
 

@@ -22,6 +22,7 @@ from dreamer.state import (
     Watermark,
     schema,
 )
+from tests.support.ledger import commit_run
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -47,20 +48,7 @@ def card(i: int, *, vec: StoredVector | None = None) -> LedgerCard:
 
 
 def commit(store: StateStore, cards: list[LedgerCard], run: str, expected: Watermark | None = None) -> None:
-    store.record_run_start(run, "rollup:p", NOW)
-    store.commit_rollup(
-        profile="p",
-        bank_id="b",
-        watermark=Watermark(NOW),
-        promoted=cards,
-        reinforced=[],
-        run_id=run,
-        outcome="promoted",
-        detail="",
-        counts={},
-        finished_at=NOW,
-        expected=expected,
-    )
+    commit_run(store, cards, run_id=run, at=NOW, expected=expected)
 
 
 def test_upgrade_from_schema_2_keeps_every_row(tmp_path: Path) -> None:

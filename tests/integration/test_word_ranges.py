@@ -4,50 +4,16 @@ cards hold each word, and the upgrade of a schema-3 file that builds both."""
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from dreamer.rollup import dedup
-from dreamer.rollup.candidates import index_words, passes_gate, probe_words, scans, word_sizes
+from dreamer.rollup.candidates import passes_gate, probe_words, scans
 from dreamer.rollup.similarity import profile_text, sketch_of
-from dreamer.state import APPLICATION_ID, SCHEMA_VERSION, LedgerCard, StateStore, Watermark, schema
-from dreamer.text import card_document_id, normalize_text
+from dreamer.state import APPLICATION_ID, SCHEMA_VERSION, StateStore, schema
+from dreamer.text import card_document_id
+from tests.support.ledger import T0, commit_run, sketched_row
 
-T0 = datetime(2026, 11, 1, tzinfo=UTC)
 FRAME = "The {a} service on host {b} keeps its {c} cache on port {port} since build {i}."
-
-
-def row(text: str, i: int) -> LedgerCard:
-    sketch = sketch_of(profile_text(text))
-    return LedgerCard(
-        document_id=card_document_id("p", text),
-        profile="p",
-        upstream_bank="global",
-        text=text,
-        normalized=normalize_text(text),
-        promoted_at=T0 + timedelta(seconds=i),
-        last_seen_at=T0,
-        run_id="seed",
-        sketch=sketch.dumps(),
-        words=tuple(sorted(index_words(sketch))),
-        word_sizes=word_sizes(sketch),
-    )
-
-
-def commit(state: StateStore, rows: list[LedgerCard], run_id: str = "seed") -> None:
-    state.record_run_start(run_id, "rollup:p", T0)
-    state.commit_rollup(
-        profile="p",
-        bank_id="b",
-        watermark=Watermark(T0),
-        promoted=rows,
-        reinforced=[],
-        run_id=run_id,
-        outcome="promoted",
-        detail="",
-        counts={},
-        finished_at=T0,
-    )
 
 
 def counted(state: StateStore) -> dict[str, int]:
@@ -64,8 +30,8 @@ def test_word_counts_follow_every_commit_and_an_index_reset(tmp_path: Path) -> N
     texts = [FRAME.format(a=f"w{i % 7}", b=f"h{i % 3}", c="zz", port=80 + i % 2, i=i) for i in range(40)]
     with StateStore.open(tmp_path / "state.sqlite3") as state:
         state.use_index_version("s1")
-        commit(state, [row(t, i) for i, t in enumerate(texts[:30])])
-        commit(state, [row(t, i) for i, t in enumerate(texts[20:], start=20)], run_id="again")
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(texts[:30])])
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(texts[20:], start=20)], run_id="again")
         assert counted(state) == grouped(state)
         assert counted(state)["servic"] == 40
         assert state.word_counts(["servic", "zz", "never-seen"]) == {"servic": 40, "zz": 40}
@@ -87,7 +53,7 @@ def test_a_common_word_is_read_only_for_cards_short_enough_to_pass_through_it(tm
     new = FRAME.format(a="alpha7x", b="beta7x", c="gamma7y", port=1007, i=9999)
     thresholds = dedup.DedupThresholds()
     with StateStore.open(tmp_path / "state.sqlite3") as state:
-        commit(state, [row(t, i) for i, t in enumerate(texts)])
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(texts)])
         sketch = sketch_of(profile_text(new))
         asked = scans(sketch, thresholds, state.word_counts(probe_words(sketch)))
         assert asked is not None
@@ -121,7 +87,7 @@ def test_upgrade_from_schema_3_builds_the_ranges_and_counts_keeping_every_row(tm
         }
     with StateStore.open(path) as state:
         assert counted(state) == grouped(state) and counted(state)["card"] == 30
-        commit(state, [row("Card thirty.", 30)])
+        commit_run(state, [sketched_row("Card thirty.", 30)])
         assert state.word_counts(["card"]) == {"card": 31}
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
@@ -144,7 +110,7 @@ def test_wrong_word_counts_cost_reads_but_lose_no_card(tmp_path: Path) -> None:
     new = FRAME.format(a="alpha7x", b="beta7x", c="gamma7y", port=1007, i=9999)
     thresholds = dedup.DedupThresholds()
     with StateStore.open(tmp_path / "state.sqlite3") as state:
-        commit(state, [row(t, i) for i, t in enumerate(frame_cards)])
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(frame_cards)])
         state._conn.execute("UPDATE ledger_word_counts SET cards = 1000000 - cards")
         sketch = sketch_of(profile_text(new))
         asked = scans(sketch, thresholds, state.word_counts(probe_words(sketch)))

@@ -35,6 +35,7 @@ from dreamer.peercard.refresh import refresh_peer_cards
 from dreamer.peercard.write import write_peer_card
 from dreamer.state import LedgerCard, StateStore, Watermark
 from tests.support.configs import config_data, parsed
+from tests.support.ledger import commit_run
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 RULE = "═" * 46
@@ -483,17 +484,14 @@ def refresh_config(tmp_path: Path, **peer_card: Any) -> Config:
 
 
 def promote(state: StateStore, cards: Sequence[LedgerCard]) -> None:
-    state.commit_rollup(
+    commit_run(
+        state,
+        cards,
+        run_id="run-1",
         profile="research",
         bank_id="private__hermes__research",
         watermark=Watermark(),
-        promoted=cards,
-        reinforced=[],
-        run_id="run-1",
-        outcome="promoted",
-        detail="",
-        counts={},
-        finished_at=T0,
+        at=T0,
     )
 
 

@@ -1,0 +1,63 @@
+"""Ledger rows for tests that seed a real state file: a sketched, indexed row as a roll-up writes
+it, and one committed run that promotes (and reinforces) cards."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+from dreamer.rollup.candidates import index_words, word_sizes
+from dreamer.rollup.similarity import profile_text, sketch_of
+from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
+from dreamer.text import card_document_id, normalize_text
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+
+def sketched_row(text: str, i: int, *, suffix: str = "") -> LedgerCard:
+    """A ledger row of profile "p" for ``text``, promoted ``i`` seconds after `T0`, with the
+    sketch and word-index entries a roll-up stores; ``suffix`` makes repeated texts distinct."""
+    sketch = sketch_of(profile_text(text))
+    return LedgerCard(
+        document_id=card_document_id("p", text) + suffix,
+        profile="p",
+        upstream_bank="global",
+        text=text,
+        normalized=normalize_text(text),
+        promoted_at=T0 + timedelta(seconds=i),
+        last_seen_at=T0,
+        run_id="seed",
+        sketch=sketch.dumps(),
+        words=tuple(sorted(index_words(sketch))),
+        word_sizes=word_sizes(sketch),
+    )
+
+
+def commit_run(
+    state: StateStore,
+    promoted: Sequence[LedgerCard],
+    *,
+    reinforced: Sequence[Reinforcement] = (),
+    run_id: str = "seed",
+    profile: str = "p",
+    bank_id: str = "b",
+    watermark: Watermark | None = None,
+    at: datetime = T0,
+    expected: Watermark | None = None,
+) -> None:
+    """One run of ``profile`` that started and committed ``promoted`` and ``reinforced`` at ``at``
+    (the watermark moves to ``watermark``, by default ``at``; ``expected`` as `commit_rollup`)."""
+    state.record_run_start(run_id, f"rollup:{profile}", at)
+    state.commit_rollup(
+        profile=profile,
+        bank_id=bank_id,
+        watermark=watermark if watermark is not None else Watermark(at),
+        promoted=list(promoted),
+        reinforced=list(reinforced),
+        run_id=run_id,
+        outcome="promoted",
+        detail="",
+        counts={},
+        finished_at=at,
+        expected=expected,
+    )
