@@ -230,7 +230,6 @@ class ProtectedDetails:
     """The details of one text that a duplicate must repeat exactly, each kind as a sorted multiset."""
 
     values: tuple[tuple[Detail, tuple[str, ...]], ...]
-    negations: int
     #: Capitalised names in order of first appearance, case-folded.
     names: tuple[str, ...]
     #: Names grouped where joined by "and" ("Nate and Joanna"), in order.
@@ -241,6 +240,11 @@ class ProtectedDetails:
     name_roles: tuple[tuple[str, frozenset[NameRole]], ...] = ()
     #: What each negation negates (`_negated`): its next content word, stemmed, sorted.
     negated: tuple[str, ...] = ()
+
+    @property
+    def negations(self) -> int:
+        """How many negations the text holds ("not", "never", "n't", ...)."""
+        return len(self.negated)
 
     @property
     def subject_names(self) -> frozenset[str]:
@@ -363,24 +367,19 @@ def _is_negation(word: str) -> bool:
     return word in _NEGATION_WORDS or word.endswith("n't")
 
 
-def _negation_words(text: str) -> list[str]:
-    folded = unicodedata.normalize("NFKC", text).casefold().replace("’", "'").replace("ʼ", "'")
-    return _NEGATION_TOKEN.findall(folded)
 
 
-def _count_negations(text: str) -> int:
-    return sum(1 for word in _negation_words(text) if _is_negation(word))
-
-
-#: How many words after a negation its negated word may be ("does not really like" -> "like").
+#: How many words after a negation its negated word may be ("does not really drink" -> "drink").
 _NEGATION_REACH = 3
 
 
 def _negated(text: str) -> tuple[str, ...]:
     """What each negation negates: the first content word after it within `_NEGATION_REACH`
-    words, stemmed, sorted ("" when none is that near). "Sam does not like tea" negates "like";
-    "Sam likes tea, not coffee" negates "coffee": the same count of negations, another fact."""
-    words = _negation_words(text)
+    words, stemmed, sorted ("" when none is that near). "Sam does not like tea" negates "tea" ("like"
+    is a stopword), "Sam likes tea, not coffee" negates "coffee": one negation each, another fact.
+    Their count is the text's number of negations."""
+    folded = unicodedata.normalize("NFKC", text).casefold().replace("’", "'").replace("ʼ", "'")
+    words = _NEGATION_TOKEN.findall(folded)
     negated = []
     for index, word in enumerate(words):
         if not _is_negation(word):
@@ -458,7 +457,6 @@ def protected_details(text: str) -> ProtectedDetails:
     values = tuple((kind, tuple(sorted(found[kind]))) for kind in Detail if found[kind])
     return ProtectedDetails(
         values=values,
-        negations=_count_negations(body),
         negated=_negated(body),
         names=names,
         name_groups=name_groups,

@@ -273,7 +273,7 @@ def _changed_details(new: TextProfile, old: TextProfile) -> tuple[Detail, ...]:
     for kind in VALUE_DETAILS - {Detail.NEGATION}:
         if new.details.of_kind(kind) != old.details.of_kind(kind):
             changed.add(kind)
-    if new.details.negations != old.details.negations or new.details.negated != old.details.negated:
+    if new.details.negated != old.details.negated:  # another count, or another negated word
         changed.add(Detail.NEGATION)
     if _role_swapped(new, old):
         changed.add(Detail.ROLE)
@@ -344,7 +344,7 @@ def covered_by(part: TextProfile, whole: TextProfile) -> float | None:
         values = set(part.details.of_kind(kind))
         if values and values != set(whole.details.of_kind(kind)):
             return None
-    if part.details.negations != whole.details.negations or part.details.negated != whole.details.negated:
+    if part.details.negated != whole.details.negated:
         return None
     if any(name not in whole.words for name in part.details.names) or _role_swapped(part, whole):
         return None
