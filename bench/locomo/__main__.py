@@ -157,6 +157,20 @@ def render(result: Mapping[str, Any]) -> str:
 
 
 async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
+    """The benchmark's result; ``--cover`` sets the extractive fold share for this run only."""
+    if args.cover is not None and not args.cover > 0:  # NaN too
+        raise BenchError(f"--cover {args.cover}: give a share above 0 (above 1 folds nothing)")
+    default = extractive.COVER_SHARE
+    if args.cover is not None:
+        # Every caller of extract_cards (the pipeline and the drafts check) reads it at call time.
+        extractive.COVER_SHARE = args.cover
+    try:
+        return await _run(args)
+    finally:
+        extractive.COVER_SHARE = default  # restored
+
+
+async def _run(args: argparse.Namespace) -> dict[str, Any]:
     limit = 1 if args.quick else args.conversations
     conversations = load_conversations(Path(args.data), limit)
     if args.decider == args.judge:
@@ -164,11 +178,6 @@ async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             f"--judge {args.judge} is the model Dreamer decides with (--decider): judge with another "
             "model (minilm with --decider static, static with --decider minilm)"
         )
-    if args.cover is not None:
-        if not args.cover > 0:  # NaN too
-            raise BenchError(f"--cover {args.cover}: give a share above 0 (above 1 folds nothing)")
-        # Every caller of extract_cards (the pipeline and the drafts check) reads it at call time.
-        extractive.COVER_SHARE = args.cover
     embedder = CachedEmbedder(make_embedder(args.judge))
     decider = None if args.decider == "none" else CachedEmbedder(make_embedder(args.decider))
     duplicate_precision = decider_precision(Path(args.data), decider)

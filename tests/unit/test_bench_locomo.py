@@ -307,6 +307,23 @@ class TestJudgeAndDecider:
         assert main(["--data", str(data), "--decider", "static", "--judge", "static"]) == 2
         assert "judge with another model" in capsys.readouterr().err
 
+    def test_cover_sets_the_fold_share_for_the_run_only(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """--cover is the run's fold share (reported), the module's default is back afterwards, and
+        a share of 0 or less exits 2."""
+        from dreamer.rollup import extractive
+
+        data = tmp_path / "data"
+        data.mkdir()
+        (data / "7.json").write_text(json.dumps(fixture_conversation()), encoding="utf-8")
+        default = extractive.COVER_SHARE
+        assert main(["--data", str(data), "--json", "--cover", "2"]) == 0
+        assert json.loads(capsys.readouterr().out)["cover"] == 2.0
+        assert default == extractive.COVER_SHARE
+        assert main(["--data", str(data), "--cover", "0"]) == 2
+        assert "give a share above 0" in capsys.readouterr().err
+
     def test_cached_embedder_embeds_each_text_once(self) -> None:
         """Repeated texts are embedded once; the cosine of a text with itself is 1."""
         seen: list[str] = []
