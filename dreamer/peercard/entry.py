@@ -68,15 +68,24 @@ def format_entry(text: str, marker: str | None, max_chars: int) -> tuple[str, st
     return _trim(prefix + text, max_chars, keep=len(prefix)), key
 
 
+_SENTENCE_END = re.compile(r"[.!?] ")
+
+
 def _trim(entry: str, max_chars: int, *, keep: int) -> str:
-    """``entry`` cut to ``max_chars`` on a word boundary with an ellipsis; the first ``keep`` chars stay."""
+    """``entry`` cut to ``max_chars`` with an ellipsis, after its last whole sentence that fits
+    (a card of several sentences keeps its first ones whole), else on a word boundary; the first
+    ``keep`` chars stay."""
     if len(entry) <= max_chars:
         return entry
     room = max_chars - len(ELLIPSIS)
     cut = entry[:room]
+    ends = [m.start() + 1 for m in _SENTENCE_END.finditer(entry, 0, room + 1)]
     space = cut.rfind(" ")
-    # Cut at the last word boundary unless that throws away more than half of what fits.
-    if space > keep and space >= room // 2:
+    # Cut after the last sentence, else at the last word boundary, unless that throws away more
+    # than half of what fits.
+    if ends and ends[-1] > keep and ends[-1] >= room // 2:
+        cut = cut[: ends[-1]]
+    elif space > keep and space >= room // 2:
         cut = cut[:space]
     cut = cut.rstrip(" ,;:.-–—")
     if len(cut) <= keep:

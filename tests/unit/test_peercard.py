@@ -227,6 +227,14 @@ class TestSelection:
         assert len(entry) <= 60 and entry.endswith("collects…")
         assert entry.startswith("IDENTITY: Evan collects")
 
+    def test_a_card_of_several_sentences_keeps_its_first_ones_whole(self) -> None:
+        """A folded card over the limit is cut after its last whole sentence that fits, not in the
+        middle of the next one."""
+        first = "Caroline chose an adoption agency that helps LGBTQ+ folks because of its inclusivity."
+        text = f"{first} Caroline explains that she chose that agency because it supports the community."
+        (entry,) = build([card(text, kind="fact")], max_entry_chars=120).entries
+        assert entry == f"{first[:-1]}…"
+
     def test_entry_is_one_line(self) -> None:
         """Line breaks and runs of spaces inside a card become single spaces."""
         assert build([card("Evan\n\nlikes   tea.\r\n")]).entries == ("Evan likes tea.",)
