@@ -118,8 +118,48 @@ def reflect_query(units: Sequence[SourceUnit], directive: str, max_cards: int) -
     if directive.strip():
         lines.append(f"Profile directive: {directive.strip()}")
     lines.append("New memories:")
-    lines.extend(f"- [{u.id}] {trim_card_text(u.text, 600)}" for u in units)
+    lines.extend(f"- [{u.id}] {' '.join(u.text.split())}" for u in units)
     return "\n".join(lines)
+
+
+#: A sentence ends at ".", "!", "?" or "…" (closing quotes and brackets after it) followed by
+#: space and a capital, a digit or an opening quote: "v2.0", "e.g. this" and "3.5 GB" go on.
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?…])([\"'”’)\]]*)\s+(?=[\"'“‘(\[]?[A-Z0-9À-ÖØ-Þ])")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of a text, whitespace collapsed; a text without a break is one sentence."""
+    collapsed = " ".join(text.split())
+    if not collapsed:
+        return []
+    parts, start = [], 0
+    for match in _SENTENCE_BREAK.finditer(collapsed):
+        parts.append(collapsed[start : match.start() + len(match.group(1))].strip())
+        start = match.end()
+    parts.append(collapsed[start:].strip())
+    return [p for p in parts if p]
+
+
+def split_long(text: str, limit: int = MAX_CARD_CHARS) -> list[str]:
+    """A text cut at sentence boundaries into pieces of at most ``limit`` characters, whitespace
+    collapsed; never inside a sentence: a sentence longer than ``limit`` is a piece of its own,
+    whole. A text within ``limit`` is one piece."""
+    collapsed = " ".join(text.split())
+    if len(collapsed) <= limit:
+        return [collapsed] if collapsed else []
+    pieces: list[str] = []
+    for sentence in sentences(collapsed):
+        if pieces and len(pieces[-1]) + 1 + len(sentence) <= limit:
+            pieces[-1] = f"{pieces[-1]} {sentence}"
+        else:
+            pieces.append(sentence)
+    return pieces
+
+
+def source_pieces(units: Sequence[SourceUnit], limit: int = MAX_CARD_CHARS) -> list[SourceUnit]:
+    """The summariser's input: each unit whole, or a unit longer than ``limit`` as its pieces
+    (`split_long`), each under the unit's id, so that no card has to cut a fact off."""
+    return [SourceUnit(u.id, piece) for u in units for piece in split_long(u.text, limit)]
 
 
 def trim_card_text(text: str, limit: int = MAX_CARD_CHARS) -> str:
@@ -142,8 +182,9 @@ def parse_reflect_cards(
 ) -> list[CardDraft]:
     """Cards from a reflect answer, every one tied to known source units.
 
-    Source ids the model invented are dropped; a card left with none is tied to the unit whose
-    words it shares most (so provenance is never empty). Content-free answers give no cards.
+    Source ids the model invented are dropped; a card left with none keeps no ids, and grounding
+    (`dreamer.rollup.grounding`) gives it the units it holds. Content-free answers give no cards.
+    The text is never cut: grounding rejects a card longer than the cap, so no fact is cut off.
     """
     try:
         answer = CardsAnswer.model_validate(
@@ -156,30 +197,9 @@ def parse_reflect_cards(
     for card in answer.cards:
         if is_content_free(card.text):
             continue
-        card_text = trim_card_text(card.text)
+        card_text = " ".join(card.text.split())
         ids = tuple(dict.fromkeys(i for i in card.source_ids if i in known))
-        if not ids:
-            best = _best_source(card_text, units)
-            if best is None:
-                continue
-            ids = (best,)
         drafts.append(CardDraft(card_text, card.kind, ids))
         if len(drafts) >= max_cards:
             break
     return drafts
-
-
-_WORD = re.compile(r"\w+", re.UNICODE)
-
-
-def _best_source(text: str, units: Sequence[SourceUnit]) -> str | None:
-    words = {w.casefold() for w in _WORD.findall(text)}
-    best_id, best = None, 0.0
-    for u in units:
-        other = {w.casefold() for w in _WORD.findall(u.text)}
-        if not other:
-            continue
-        overlap = len(words & other) / len(words | other)
-        if overlap > best:
-            best_id, best = u.id, overlap
-    return best_id

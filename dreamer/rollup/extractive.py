@@ -27,6 +27,7 @@ __all__ = [
     "SourceUnit",
     "classify",
     "extract_cards",
+    "own_card",
     "trim_card_text",
 ]
 
@@ -203,7 +204,16 @@ def extract_cards(
     ]
     cards: list[CardDraft] = []
     for card in _fold_covered(reps, cover)[:max_cards]:
-        text = trim_card_text(card.texts[0] if len(card.texts) == 1 else " ".join(map(_sentence, card.texts)))
+        # Never cut: the fold keeps a card within the cap, and a longer unit comes in pieces
+        # (`cards.source_pieces`); a single sentence over the cap is kept whole.
+        texts = card.texts
+        text = " ".join(texts[0].split()) if len(texts) == 1 else " ".join(map(_sentence, texts))
         sources = tuple(unit.id for index in sorted(card.clusters) for unit, _ in clusters[index])
         cards.append(CardDraft(text=text, kind=classify(card.head.text), source_ids=sources))
     return cards
+
+
+def own_card(unit: TextUnit) -> CardDraft:
+    """A card of a unit's own text (whitespace collapsed), citing it alone: what a unit no other
+    card holds becomes."""
+    return CardDraft(text=" ".join(unit.text.split()), kind=classify(unit.text), source_ids=(unit.id,))

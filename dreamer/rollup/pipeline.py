@@ -38,8 +38,10 @@ from dreamer.rollup.cards import (
     is_content_free,
     parse_reflect_cards,
     reflect_query,
+    source_pieces,
 )
 from dreamer.rollup.gate import GateDecision, gate
+from dreamer.rollup.grounding import ground_batch
 from dreamer.rollup.judging import judge_against_ledger
 from dreamer.rollup.promote import (
     CARD_FACT_TYPES,
@@ -332,7 +334,7 @@ class Rollup:
 
     async def _draft_cards(self, ctx: RunContext) -> list[CardDraft]:
         pcfg = ctx.settings
-        sources = [SourceUnit(u.id, u.text) for u in ctx.selected]
+        sources = source_pieces([SourceUnit(u.id, u.text) for u in ctx.selected])
         if self.backend.reflect_uses_llm and self.config.rollup.use_reflect == "auto":
             ctx.report.summariser = "reflect"
             query = reflect_query(sources, pcfg.directive, pcfg.top_n)
@@ -347,21 +349,27 @@ class Rollup:
                 ),
                 needs_slot=True,
             )
-            drafts = parse_reflect_cards(result.structured, result.text, sources, pcfg.top_n)
+            drafts = parse_reflect_cards(result.structured, result.text, sources, len(sources))
             if not drafts and is_content_free(result.text):
                 log.info("reflect had nothing to summarise", answer=result.text[:200])
-            cited = {i for d in drafts for i in d.source_ids}
-            uncited = [u for u in sources if u.id not in cited]
-            if uncited:
-                # A unit salience kept is a fact: one the answer cites in no card gets an extractive
-                # card, which the judge merges into a reflect card that already says it.
-                extra = await anyio.to_thread.run_sync(extractive.extract_cards, uncited, len(uncited))
-                log.info("reflect cited no card for some units", units=len(uncited), cards=len(extra))
-                ctx.report.cards_uncited += len(extra)
-                drafts += extra
-            return drafts
+            return await anyio.to_thread.run_sync(self._ground, ctx, drafts, sources, True)
         ctx.report.summariser = "extractive"
-        return await anyio.to_thread.run_sync(extractive.extract_cards, sources, pcfg.top_n)
+        drafts = await anyio.to_thread.run_sync(extractive.extract_cards, sources, len(sources))
+        return await anyio.to_thread.run_sync(self._ground, ctx, drafts, sources, False)
+
+    def _ground(
+        self, ctx: RunContext, drafts: list[CardDraft], sources: list[SourceUnit], model_written: bool
+    ) -> list[CardDraft]:
+        """Grounding (`dreamer.rollup.grounding.ground_batch`), counted in the report; in a worker
+        thread."""
+        grounded = ground_batch(drafts, sources, model_written=model_written)
+        ctx.report.count_grounding(grounded)
+        for rejection in grounded.first.rejected:
+            reason, card = str(rejection.reason), rejection.text[:120]
+            log.info("card rejected", reason=reason, detail=rejection.detail, card=card)
+        if grounded.fallback:
+            log.info("cards drafted for units no card held", cards=len(grounded.fallback))
+        return grounded.cards
 
     async def judge(self, ctx: RunContext) -> None:
         """5. Judge each card (dedup and conflicts) against the ledger and the upstream bank's

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dreamer.outcomes import Outcome
+from dreamer.rollup.grounding import GroundedBatch, Rejection
 
 #: The reason counted for a unit no card cites.
 LEFT_OUT = "not cited by any card"
@@ -64,8 +65,20 @@ class RollupReport:
     units_pending: int = 0
     batches: int = 0
     cards: int = 0
-    #: Cards drafted extractively for units the reflect answer cited in no card.
+    #: Cards drafted extractively (or of a unit's own text) for units no summariser card held.
     cards_uncited: int = 0
+    #: Summariser cards that held what they cited (grounding, `dreamer.rollup.grounding`).
+    cards_accepted: int = 0
+    #: Summariser cards rejected, by reason (`grounding.RejectReason` names).
+    cards_rejected: dict[str, int] = field(default_factory=dict)
+    #: Units a summariser card cited without holding them, carded again.
+    units_recarded: int = 0
+    #: Citations grounding removed (a card cited a unit it did not hold) and added (a card held a
+    #: unit it did not cite).
+    claims_dropped: int = 0
+    claims_added: int = 0
+    #: Each rejected card with its reason (shown by a dry run).
+    rejections: list[Rejection] = field(default_factory=list)
     promoted: int = 0
     reinforced: int = 0
     conflicts: int = 0
@@ -101,6 +114,19 @@ class RollupReport:
         if left_out:
             self.dropped[LEFT_OUT] = self.dropped.get(LEFT_OUT, 0) + left_out
 
+    def count_grounding(self, grounded: GroundedBatch) -> None:
+        """Count what grounding made of a batch's summariser cards."""
+        grounding = grounded.first
+        self.cards_accepted += len(grounding.cards)
+        self.cards_uncited += len(grounded.fallback)
+        self.units_recarded += len(grounded.recarded)
+        self.claims_dropped += grounding.claims_dropped
+        self.claims_added += grounding.claims_added
+        for rejection in grounding.rejected:
+            name = rejection.reason.name.lower()
+            self.cards_rejected[name] = self.cards_rejected.get(name, 0) + 1
+        self.rejections.extend(grounding.rejected)
+
     def counts(self) -> dict[str, int]:
         return {
             "units_seen": self.units_seen,
@@ -113,6 +139,12 @@ class RollupReport:
             "batches": self.batches,
             "cards": self.cards,
             "cards_uncited": self.cards_uncited,
+            "cards_accepted": self.cards_accepted,
+            "cards_rejected": sum(self.cards_rejected.values()),
+            **{f"cards_rejected_{name}": n for name, n in sorted(self.cards_rejected.items())},
+            "units_recarded": self.units_recarded,
+            "claims_dropped": self.claims_dropped,
+            "claims_added": self.claims_added,
             "promoted": self.promoted,
             "reinforced": self.reinforced,
             "conflicts": self.conflicts,
@@ -136,5 +168,7 @@ class RollupReport:
             "watermark_from": self.watermark_from,
             "watermark_to": self.watermark_to,
             "dropped": dict(self.dropped),
+            "rejected": dict(self.cards_rejected),
+            "rejections": [r.to_json() for r in self.rejections],
             "plan": [p.to_json() for p in self.plan],
         }

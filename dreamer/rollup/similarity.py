@@ -30,6 +30,7 @@ __all__ = [
     "covered_by",
     "jaccard_index",
     "profile_text",
+    "role_swapped",
     "says_outright",
     "sketch_of",
 ]
@@ -266,6 +267,11 @@ def _role_swapped(new: TextProfile, old: TextProfile) -> bool:
         return new_groups != old_groups
     # No names: "the dog bit the man" / "the man bit the dog".
     return new.content[:1] != old.content[:1]
+
+
+def role_swapped(new: TextProfile, old: TextProfile) -> bool:
+    """Whether the two texts tell of different people acting on each other (who did what to whom)."""
+    return _role_swapped(new, old)
 
 
 def _changed_details(new: TextProfile, old: TextProfile) -> tuple[Detail, ...]:

@@ -10,6 +10,7 @@ from dreamer.rollup.cards import (
     parse_reflect_cards,
     reflect_query,
 )
+from dreamer.rollup.grounding import RejectReason, ground_cards
 
 UNITS = [
     SourceUnit("u1", "Sam moved the home router to the attic on 7 May 2026."),
@@ -34,19 +35,35 @@ class TestParseReflectCards:
             ("Ada upgraded the NAS disks in 2025.", "event", ("u2",))
         ]
 
-    def test_invented_ids_are_replaced_by_the_best_matching_unit(self) -> None:
-        """A card citing unknown ids is tied to the unit sharing most words, never left without sources."""
+    def test_invented_ids_are_dropped_and_grounding_ties_the_card_by_what_it_holds(self) -> None:
+        """A card citing unknown ids keeps none (an unknown kind reads as a fact); grounding then
+        gives it the units of the batch it holds, and none when it holds none."""
         out = parse_reflect_cards(
             {
                 "cards": [
-                    {"text": "Sam moved the router to the attic.", "kind": "weird", "source_ids": ["zz"]}
+                    {
+                        "text": "Sam moved the router to the attic on 7 May 2026.",
+                        "kind": "weird",
+                        "source_ids": ["zz"],
+                    },
+                    {"text": "Sam moved the router to the attic.", "source_ids": ["zz"]},
                 ]
             },
             "",
             UNITS,
             10,
         )
-        assert out[0].source_ids == ("u1",) and out[0].kind == "fact"
+        assert [(c.source_ids, c.kind) for c in out] == [((), "fact"), ((), "fact")]
+        grounded = ground_cards(out, UNITS)
+        assert [c.source_ids for c in grounded.cards] == [("u1",)]
+        # The second card drops u1's date: it holds no unit, so it cannot claim one.
+        assert [r.reason for r in grounded.rejected] == [RejectReason.HOLDS_NONE]
+
+    def test_a_card_text_is_never_cut(self) -> None:
+        """A card over the cap comes through whole (grounding rejects it rather than cut a fact off)."""
+        text = "Sam moved the router. " * 30 + "Port 9431 is open."
+        out = parse_reflect_cards({"cards": [{"text": text, "source_ids": ["u1"]}]}, "", UNITS, 5)
+        assert out[0].text == " ".join(text.split()) and out[0].text.endswith("9431 is open.")
 
     def test_content_free_answers_give_no_cards(self) -> None:
         """'I don't have information' and empty structures are no cards, not errors."""
@@ -83,14 +100,14 @@ class TestParseReflectCards:
         assert [(c.kind, c.source_ids) for c in out] == [("event", ("u2",))]
 
     def test_missing_kind_and_ids_are_tolerated(self) -> None:
-        """A card without kind reads as a fact; without (or with non-list) source_ids it is tied by words."""
+        """A card without kind reads as a fact; without (or with non-list) source_ids it has none."""
         out = parse_reflect_cards(
             {"cards": [{"text": "Sam moved the router."}, {"text": "Ada's NAS disks", "source_ids": "u2"}]},
             "",
             UNITS,
             5,
         )
-        assert [(c.kind, c.source_ids) for c in out] == [("fact", ("u1",)), ("fact", ("u2",))]
+        assert [(c.kind, c.source_ids) for c in out] == [("fact", ()), ("fact", ())]
 
     def test_a_malformed_answer_is_no_cards(self) -> None:
         """An answer whose cards are not a list, or that has no cards at all, gives no cards."""

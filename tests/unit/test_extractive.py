@@ -251,12 +251,11 @@ class TestExtractCards:
         unit = SalienceInput("s1", "Joanna writes screenplays.", datetime(2022, 1, 21, tzinfo=UTC), 2)
         assert extract_cards([unit], 1)[0].source_ids == ("s1",)
 
-    def test_long_unit_is_trimmed(self) -> None:
-        """A card longer than the limit is cut at a word boundary."""
-        text = "Joanna wrote " + "a long and winding screenplay " * 30
+    def test_a_long_sentence_is_kept_whole(self) -> None:
+        """A card is never cut: a single sentence longer than the cap stays whole."""
+        text = "Joanna wrote " + "a long and winding screenplay " * 30 + "set in 1999."
         card = extract_cards([SourceUnit("long", text)], 1)[0]
-        assert len(card.text) <= MAX_CARD_CHARS
-        assert card.text.endswith("…")
+        assert card.text == " ".join(text.split()) and len(card.text) > MAX_CARD_CHARS
 
     def test_negative_max_cards_is_refused(self) -> None:
         """A negative card count is a typed error."""

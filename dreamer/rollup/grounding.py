@@ -1,0 +1,366 @@
+"""Grounding: a card keeps the units it cites only if it says what they say, and says nothing else.
+
+Pure. Every drafted card, reflect or extractive, is checked both ways before it is judged:
+
+- **held**: a card holds a unit when it repeats every protected detail of the unit (each number,
+  date, version, URL, host and path, each negation, each name) and at least `HOLD_SHARE` of its
+  content words (or of their character shingles, for inflections and typos), without swapping who
+  did what. A unit a card cites but does not hold loses that citation; it joins another card of the
+  batch that holds it, or gets a card of its own. A fact is never "merged" on a citation alone.
+- **invented**: a card may state a protected detail only if a unit it cites states it (leading
+  date clauses included). A card with an invented detail is rejected whole.
+- **fused**: a card holding two units that state one fact with different values ("Nate has 2
+  turtles" / "Nate has 3 turtles") is rejected, so that the judge sees the conflict.
+
+`ground_cards` returns the cards that stand, the rejections with their reasons and the units
+left to card again; `units_not_held` is the invariant the tests and benchmarks check after a run.
+Why: docs/design/rollup.md ("Grounding").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from dreamer.details import VALUE_DETAILS, Detail, ProtectedDetails, protected_details
+from dreamer.rollup import extractive
+from dreamer.rollup.cards import MAX_CARD_CHARS, CardDraft, SourceUnit, sentences
+from dreamer.rollup.similarity import TextProfile, profile_text, role_swapped
+
+__all__ = [
+    "HOLD_SHARE",
+    "GroundedBatch",
+    "Grounding",
+    "RejectReason",
+    "Rejection",
+    "ground_batch",
+    "ground_cards",
+    "held_why_not",
+    "units_not_held",
+]
+
+#: Share of a unit's content words (or of their shingles) a card must say to hold the unit; the
+#: same share the extractive fold asks of a fuller unit (`extractive.COVER_SHARE`).
+HOLD_SHARE = 0.6
+
+#: The value details a card must repeat (negations and names are checked on their own).
+_HELD_KINDS = tuple(kind for kind in Detail if kind in VALUE_DETAILS and kind is not Detail.NEGATION)
+
+
+class RejectReason(StrEnum):
+    """Why a drafted card was not kept (its units are carded again)."""
+
+    INVENTED = "states a detail no unit it cites states"
+    HOLDS_NONE = "holds none of the units it cites"
+    FUSED = "fuses different values of one detail"
+    TOO_LONG = "longer than the card cap"
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A card that was not kept: its text, what it cited, the reason and what showed it."""
+
+    text: str
+    source_ids: tuple[str, ...]
+    reason: RejectReason
+    detail: str
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "text": self.text,
+            "source_ids": list(self.source_ids),
+            "reason": str(self.reason),
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class Grounding:
+    """What grounding made of a batch's drafts."""
+
+    #: The cards that stand, each citing only units it holds (in draft order).
+    cards: list[CardDraft] = field(default_factory=list)
+    rejected: list[Rejection] = field(default_factory=list)
+    #: Units no standing card holds: to be carded again (in input order).
+    unheld: list[SourceUnit] = field(default_factory=list)
+    #: Citations removed because the card did not hold the unit.
+    claims_dropped: int = 0
+    #: Units a standing card held without citing them, now cited by it.
+    claims_added: int = 0
+
+
+class _Analysed:
+    """A text's profile, its details with any leading date clause, and its sentences' profiles."""
+
+    __slots__ = ("_sentences", "full", "profile")
+
+    def __init__(self, text: str) -> None:
+        self.profile = profile_text(text)
+        # "and " keeps a leading date clause ("On 8 May 2023, ...") in the text the details are
+        # read from: a card may repeat the date its unit was told on.
+        self.full: ProtectedDetails = protected_details("and " + text)
+        self._sentences: list[TextProfile] | None = None
+
+    def sentences(self) -> list[TextProfile]:
+        if self._sentences is None:
+            parts = sentences(self.profile.text)
+            self._sentences = [self.profile] if len(parts) <= 1 else [profile_text(p) for p in parts]
+        return self._sentences
+
+
+def _share(part: frozenset[str], whole: frozenset[str]) -> float:
+    return len(part & whole) / len(part) if part else 1.0
+
+
+def held_why_not(card: TextProfile, unit: TextProfile, *, sentences_of: Sequence[TextProfile] = ()) -> str:
+    """ "" when ``card`` holds ``unit``'s fact, else what it misses (for a log line).
+
+    ``sentences_of`` are the card's sentences, when it has several: who did what is read in the
+    sentence that shares most words with the unit.
+    """
+    for kind in _HELD_KINDS:
+        missing = set(unit.details.of_kind(kind)) - set(card.details.of_kind(kind))
+        if missing:
+            return f"does not say its {kind} {sorted(missing)[0]!r}"
+    if Counter(unit.details.negated) - Counter(card.details.negated):
+        return "drops its negation"
+    for name in unit.details.names:
+        if name not in card.words:
+            return f"does not name {name!r}"
+    words = _share(unit.content_set, card.content_set)
+    if words < HOLD_SHARE and _share(unit.shingles, card.shingles) < HOLD_SHARE:
+        return f"says {words:.0%} of its content words (at least {HOLD_SHARE:.0%} needed)"
+    best = max(sentences_of or (card,), key=lambda s: len(unit.content_set & s.content_set))
+    if role_swapped(unit, best):
+        return "swaps who did what to whom"
+    return ""
+
+
+def _invented(card: _Analysed, cited: Sequence[_Analysed]) -> str:
+    """What the card states that none of ``cited`` states, or ""."""
+    for kind in _HELD_KINDS:
+        allowed = {v for u in cited for v in u.full.of_kind(kind)}
+        extra = set(card.full.of_kind(kind)) - allowed
+        if extra:
+            return f"its {kind} {sorted(extra)[0]!r}"
+    if set(card.full.negated) - {n for u in cited for n in u.full.negated}:
+        return "a negation"
+    words = {w for u in cited for w in u.profile.words}
+    for name in card.profile.details.names:
+        if name not in words:
+            return f"the name {name!r}"
+    return ""
+
+
+def _fused(held: Sequence[_Analysed]) -> str:
+    """Two held units telling one fact with different values, or ""."""
+    for i, a in enumerate(held):
+        for b in held[i + 1 :]:
+            changed = _value_change(a.profile, b.profile)
+            if changed:
+                return f"{changed}: {a.profile.text!r} / {b.profile.text!r}"
+    return ""
+
+
+def _value_change(a: TextProfile, b: TextProfile) -> str:
+    """The kind of value two texts about the same subject give differently, everything else the
+    same statement (their words outside protected details overlap by 0.75), or ""."""
+    if a.subject != b.subject:
+        return ""
+    residual_a, residual_b = set(a.details.residual_tokens), set(b.details.residual_tokens)
+    union = residual_a | residual_b
+    if not union or len(residual_a & residual_b) / len(union) < 0.75:
+        return ""
+    for kind in _HELD_KINDS:
+        va, vb = a.details.of_kind(kind), b.details.of_kind(kind)
+        if va and vb and va != vb:
+            return str(kind)
+    return ""
+
+
+def ground_cards(
+    drafts: Sequence[CardDraft],
+    units: Sequence[SourceUnit],
+    *,
+    max_chars: int | None = MAX_CARD_CHARS,
+) -> Grounding:
+    """Check each draft against the units it cites (see the module docstring).
+
+    ``units`` may hold several pieces of one long unit under one id: each piece must be held by a
+    card citing the id. A draft citing no known unit claims the units of the batch it holds. Cards
+    longer than ``max_chars`` (None: no cap) are rejected rather than cut.
+    """
+    analysed: dict[str, _Analysed] = {}
+
+    def analyse(text: str) -> _Analysed:
+        found = analysed.get(text)
+        if found is None:
+            found = analysed[text] = _Analysed(text)
+        return found
+
+    pieces = [(u, analyse(u.text)) for u in units if u.text.strip()]
+    by_id: dict[str, list[tuple[SourceUnit, _Analysed]]] = {}
+    for unit, a in pieces:
+        by_id.setdefault(unit.id, []).append((unit, a))
+
+    out = Grounding()
+    held_pieces: set[int] = set()
+    standing: list[tuple[CardDraft, _Analysed, list[str]]] = []
+    for draft in drafts:
+        if not draft.text.strip():
+            continue
+        ids = [i for i in dict.fromkeys(draft.source_ids) if i in by_id]
+        if max_chars is not None and len(draft.text) > max_chars:
+            out.rejected.append(
+                Rejection(
+                    draft.text, draft.source_ids, RejectReason.TOO_LONG, f"{len(draft.text)} characters"
+                )
+            )
+            continue
+        card = analyse(draft.text)
+        if not ids:
+            # Cited nothing of this batch: it claims what it holds.
+            ids = [
+                i
+                for i, group in by_id.items()
+                if any(
+                    not held_why_not(card.profile, a.profile, sentences_of=card.sentences()) for _, a in group
+                )
+            ]
+        if not ids:
+            out.rejected.append(
+                Rejection(
+                    draft.text, draft.source_ids, RejectReason.HOLDS_NONE, "it holds no unit of the batch"
+                )
+            )
+            continue
+        cited = [a for i in ids for _, a in by_id[i]]
+        invented = _invented(card, cited)
+        if invented:
+            out.rejected.append(
+                Rejection(draft.text, draft.source_ids, RejectReason.INVENTED, f"states {invented}")
+            )
+            continue
+        kept_ids: list[str] = []
+        held: list[_Analysed] = []
+        held_here: list[int] = []
+        for i in ids:
+            for unit, a in by_id[i]:
+                if not held_why_not(card.profile, a.profile, sentences_of=card.sentences()):
+                    held.append(a)
+                    held_here.append(id(unit))
+                    if i not in kept_ids:
+                        kept_ids.append(i)
+                else:
+                    out.claims_dropped += 1
+        if not kept_ids:
+            out.rejected.append(
+                Rejection(
+                    draft.text, draft.source_ids, RejectReason.HOLDS_NONE, "it says none of their facts"
+                )
+            )
+            continue
+        fused = _fused(held)
+        if fused:
+            out.rejected.append(Rejection(draft.text, draft.source_ids, RejectReason.FUSED, fused))
+            continue
+        held_pieces.update(held_here)
+        standing.append((draft, card, kept_ids))
+
+    # A piece no card held may still be held by a standing card that did not cite it.
+    for unit, a in pieces:
+        if id(unit) in held_pieces:
+            continue
+        for _draft, card, kept_ids in standing:
+            if not held_why_not(card.profile, a.profile, sentences_of=card.sentences()) and not _invented(
+                card, [a, *(b for i in kept_ids for _, b in by_id[i])]
+            ):
+                if unit.id not in kept_ids:
+                    kept_ids.append(unit.id)
+                    out.claims_added += 1
+                held_pieces.add(id(unit))
+                break
+        else:
+            out.unheld.append(unit)
+    out.cards = [CardDraft(d.text, d.kind, tuple(ids)) for d, _, ids in standing]
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class GroundedBatch:
+    """A batch's cards after grounding: the summariser's that stand, then the fallback cards."""
+
+    #: What grounding made of the summariser's own drafts.
+    first: Grounding
+    #: Cards for the units no summariser card held.
+    fallback: list[CardDraft]
+    #: Ids of units a summariser card cited without holding, carded again.
+    recarded: frozenset[str]
+
+    @property
+    def cards(self) -> list[CardDraft]:
+        return [*self.first.cards, *self.fallback]
+
+
+def ground_batch(
+    drafts: Sequence[CardDraft], sources: Sequence[SourceUnit], *, model_written: bool
+) -> GroundedBatch:
+    """Ground a batch's drafts (`ground_cards`) and card every unit none of them holds: a model's
+    drafts (``model_written``, capped at `MAX_CARD_CHARS`) leave theirs to the extractive
+    summariser, whose cards are grounded in turn; whatever is still not held gets a card of its
+    own text (`extractive.own_card`), which holds it by construction."""
+    first = ground_cards(drafts, sources, max_chars=MAX_CARD_CHARS if model_written else None)
+    leftover = first.unheld
+    cited = {i for d in drafts for i in d.source_ids}
+    recarded = frozenset(u.id for u in leftover if u.id in cited)
+    fallback: list[CardDraft] = []
+    if leftover and model_written:
+        second = ground_cards(extractive.extract_cards(leftover, len(leftover)), leftover, max_chars=None)
+        fallback, leftover = list(second.cards), second.unheld
+    fallback += [extractive.own_card(u) for u in leftover]
+    return GroundedBatch(first, fallback, recarded)
+
+
+def units_not_held(
+    units: Mapping[str, str] | Iterable[tuple[str, str]],
+    cards: Iterable[tuple[str, Sequence[str]]],
+) -> dict[str, str]:
+    """The invariant "every unit kept": each unit (id, text) whose protected details (values,
+    negations, names) the cards citing its id do not say between them, with what is missing.
+
+    ``cards`` are (text, source ids) pairs, e.g. the ledger after a run. A unit cited by no card
+    is missing whole.
+    """
+    texts: dict[str, list[str]] = {}
+    for text, ids in cards:
+        for i in ids:
+            texts.setdefault(i, []).append(text)
+    missing: dict[str, str] = {}
+    for unit_id, text in units.items() if isinstance(units, Mapping) else units:
+        citing = texts.get(unit_id)
+        if not citing:
+            missing[unit_id] = "cited by no card"
+            continue
+        why = _details_missing(
+            protected_details(text), [protected_details("and " + t) for t in citing], citing
+        )
+        if why:
+            missing[unit_id] = why
+    return missing
+
+
+def _details_missing(unit: ProtectedDetails, cards: Sequence[ProtectedDetails], texts: Sequence[str]) -> str:
+    for kind in _HELD_KINDS:
+        said = {v for c in cards for v in c.of_kind(kind)}
+        lost = set(unit.of_kind(kind)) - said
+        if lost:
+            return f"its {kind} {sorted(lost)[0]!r} is in no card citing it"
+    if Counter(unit.negated) - sum((Counter(c.negated) for c in cards), Counter()):
+        return "its negation is in no card citing it"
+    words = {w for t in texts for w in profile_text(t).words}
+    for name in unit.names:
+        if name not in words:
+            return f"the name {name!r} is in no card citing it"
+    return ""
