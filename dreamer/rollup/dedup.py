@@ -85,6 +85,10 @@ class DedupThresholds:
     conflict_near: float = 0.5
     #: How many upstream candidates the caller should recall per card (the top k, never just one).
     upstream_top_k: int = 8
+    #: Share of the new card's content words the existing card must say for the new card to
+    #: reinforce it: a reinforcement keeps the old text, so the old text must hold the new fact
+    #: (the share grounding asks of a card for each unit, `grounding.HOLD_SHARE`).
+    reinforce_containment: float = 0.6
 
     def __post_init__(self) -> None:
         for name in (
@@ -99,6 +103,7 @@ class DedupThresholds:
             "embedding_lexical_floor",
             "conflict",
             "conflict_near",
+            "reinforce_containment",
         ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
@@ -359,7 +364,7 @@ def _judge_one(
     if exact is not None and not compare(card, exact.profile).changed:
         return _duplicate(exact, "same text, once normalised, as", {"exact": 1.0})
 
-    duplicate, conflict, blocked, nearest = _Best(), _Best(), _Best(), _Best()
+    duplicate, conflict, blocked, nearest, unheld = _Best(), _Best(), _Best(), _Best(), _Best()
     # Below every Jaccard gate a text can be neither duplicate nor conflict: skip the full comparison.
     lexical_gate = min(thresholds.lexical_jaccard, thresholds.containment_jaccard, thresholds.shingle_jaccard)
     residual = frozenset(card.details.residual_tokens)
@@ -399,6 +404,9 @@ def _judge_one(
                 conflict.offer(similarity, existing, comparison, semantic=semantic)
             if lexical or semantic_match:
                 blocked.offer(similarity, existing, comparison, semantic=semantic)
+        elif (lexical or semantic_match) and comparison.containment < thresholds.reinforce_containment:
+            # Near enough to be a duplicate, but the existing text would drop the new card's words.
+            unheld.offer(similarity, existing, comparison, semantic=semantic)
         elif lexical and semantic_match:
             duplicate.offer(
                 similarity, existing, comparison, f"rewords|the {rule.name} agrees", semantic=semantic
@@ -443,6 +451,18 @@ def _judge_one(
             ),
             scores=scores,
             changed=changed,
+        )
+    if unheld.existing is not None and unheld.comparison is not None:
+        scores = _scores(unheld.comparison, unheld.semantic, rule.name)
+        return Verdict(
+            kind=VerdictKind.NEW,
+            reason=(
+                f"near {_describe(unheld.existing)} ({_format_scores(scores)}), which says only "
+                f"{unheld.comparison.containment:.0%} of its content words: promoted beside it, so "
+                "no new fact is dropped"
+            ),
+            matched_id=unheld.existing.repeats or unheld.existing.card_id,
+            scores=scores,
         )
     if nearest_unscored is not None and nearest_unscored[0] > nearest.similarity:
         unscored = nearest_unscored[1]

@@ -2,7 +2,8 @@
 
 Pure: a card and its verdict in, a :class:`~dreamer.backends.base.RetainItem` and a
 :class:`~dreamer.state.LedgerCard` out. Provenance is the tags ``["rollup", "src:<profile>"]`` plus
-string metadata (source bank and unit ids, run id, watermark range, version). The ``scope:<value>``
+string metadata (source bank and unit ids, run id, watermark range, version; ``related_to``, the
+stored card a new card is near but could not reinforce). The ``scope:<value>``
 tags of its source memories (``dreamer retain --scope``) go up with the card. A conflict adds
 ``supersedes`` (policy ``recency_wins``) or ``scope:<profile>`` (``keep_both``); a scoped card's
 conflict is always kept both: a fact that holds within one scope does not overturn another.
@@ -27,7 +28,18 @@ from dreamer.rollup.similarity import profile_text, sketch_of
 from dreamer.state import LedgerCard
 from dreamer.text import normalize_text
 
-__all__ = ["CARD_FACT_TYPES", "INPUT_FACT_TYPES", "ROLLUP_TAG", "RunFacts", "ledger_row", "retain_item"]
+__all__ = [
+    "CARD_FACT_TYPES",
+    "INPUT_FACT_TYPES",
+    "RELATED_TO",
+    "ROLLUP_TAG",
+    "RunFacts",
+    "ledger_row",
+    "retain_item",
+]
+
+#: Metadata naming the stored card a new card is near but was not merged into.
+RELATED_TO = "related_to"
 
 #: Raw facts are rolled up; Hindsight's own ``observation`` units are derived from them
 #: (``source_memory_ids``), so taking both would count one fact twice.
@@ -81,6 +93,9 @@ def retain_item(
         elif not scope_tags(tags):
             tags.append(SCOPE_TAG_PREFIX + facts.profile)
         metadata["conflict"] = ",".join(verdict.changed)
+    elif verdict.matched_id:
+        # Near a stored card that does not hold its words (`dedup`): promoted beside it, linked.
+        metadata[RELATED_TO] = verdict.matched_id
     return RetainItem(
         content=plan.text,
         context=f"Dreamer roll-up of profile {facts.profile}",

@@ -29,6 +29,15 @@ CONFLICT = Verdict(VerdictKind.CONFLICT, "changed version", matched_id=OLD, chan
 NEW = Verdict(VerdictKind.NEW, "no match")
 
 
+class TestRelated:
+    def test_a_new_card_near_a_stored_one_names_it(self) -> None:
+        """A new card the judge could not merge into a near stored card is linked to it; a plain
+        new card carries no link."""
+        near = Verdict(VerdictKind.NEW, "near, not held", matched_id=OLD)
+        assert retain_item(plan("new"), near, facts("recency_wins"), NOW).metadata["related_to"] == OLD
+        assert "related_to" not in retain_item(plan("new"), NEW, facts("recency_wins"), NOW).metadata
+
+
 class TestConflictPolicies:
     def test_recency_wins_supersedes_the_older_card(self) -> None:
         """An unscoped recency_wins conflict carries the supersedes tag and metadata, and its ledger row."""
