@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Final, TypeVar
+from typing import Any, Final, Protocol, TypeVar
 
 import anyio
 
@@ -47,6 +47,32 @@ class RetryPolicy:
 #: upstream call (a server answers 500 after its own retries), gateway trouble, timeouts, and 499
 #: (the request was dropped while queued). Every other status >= 300 will not work as sent.
 TRANSIENT_STATUSES: Final = frozenset({408, 425, 429, 499, 500, 502, 503, 504})
+
+
+class _Answer(Protocol):
+    """What `server_detail` reads of an HTTP answer (an ``httpx.Response``)."""
+
+    @property
+    def text(self) -> str: ...
+
+    def json(self) -> Any: ...
+
+
+def server_detail(response: _Answer) -> str:
+    """A server's own explanation of an error: OpenAI's ``{"error": {"message"}}``, FastAPI's
+    ``detail``, or its text, whitespace collapsed."""
+    try:
+        body: Any = response.json()
+    except ValueError:
+        return " ".join(response.text.split())
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])
+        for key in ("error", "detail", "message"):
+            if isinstance(body.get(key), str):
+                return str(body[key])
+    return " ".join(response.text.split())
 
 
 def transient_status_error(

@@ -13,7 +13,6 @@ file (such as a systemd credential under ``${CREDENTIALS_DIRECTORY}``).
 from __future__ import annotations
 
 import os
-import re
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -42,7 +41,10 @@ from dreamer.config.fields import (
     StrictModel,
     http_url,
 )
-from dreamer.config.files import read_config_bytes, read_key_file
+from dreamer.config.files import expand_path, read_config_bytes
+from dreamer.config.llm import LLMConfig
+from dreamer.config.secrets import is_header_safe_key as is_header_safe_key
+from dreamer.config.secrets import read_key
 from dreamer.errors import ConfigError
 
 DEFAULT_CONFIG_PATHS = (Path("/etc/dreamer/config.toml"),)
@@ -149,6 +151,9 @@ class RetryConfig(StrictModel):
     warn_after_deferrals: Annotated[int, Field(ge=1, le=10_000)] = 3
 
 
+TokenCap = Annotated[int, Field(ge=1, le=10**12)]
+
+
 class RollupConfig(StrictModel):
     semantic_top_k: Annotated[int, Field(ge=5, le=50)] = 8
     use_reflect: Literal["auto", "never"] = "auto"
@@ -157,6 +162,10 @@ class RollupConfig(StrictModel):
     watermark_overlap_s: NonNegativeFloat = 300.0
     #: How many batches of ``top_n`` units one run summarises before it leaves the rest pending.
     max_batches_per_run: Annotated[int, Field(ge=1, le=100)] = 5
+    #: LLM tokens (prompt and completion) one run, or all runs of a UTC day, may use; once
+    #: reached, the remaining batches are summarised extractively. None: no cap.
+    max_llm_tokens_per_run: TokenCap | None = None
+    max_llm_tokens_per_day: TokenCap | None = None
 
 
 class PeerCardConfig(StrictModel):
@@ -230,6 +239,7 @@ class Config(StrictModel):
     log: LogConfig = LogConfig()
     metrics: MetricsConfig = MetricsConfig()
     embeddings: EmbeddingsConfig = EmbeddingsConfig()
+    llm: LLMConfig = LLMConfig()
 
     @model_validator(mode="after")
     def _cross_references(self) -> Config:
@@ -308,7 +318,7 @@ class Config(StrictModel):
 
     def secrets(self) -> list[str]:
         """Every secret the configuration holds, for the log redactor (never to be printed)."""
-        keys = (self.backend.hindsight.api_key, self.embeddings.api_key)
+        keys = (self.backend.hindsight.api_key, self.embeddings.api_key, self.llm.api_key)
         return [key.get_secret_value() for key in keys if key is not None]
 
     def redacted(self) -> dict[str, Any]:
@@ -317,6 +327,7 @@ class Config(StrictModel):
         key = self.backend.hindsight.api_key
         data["backend"]["hindsight"]["api_key"] = "**********" if key is not None else None
         data["embeddings"]["api_key"] = "**********" if self.embeddings.api_key is not None else None
+        data["llm"]["api_key"] = "**********" if self.llm.api_key is not None else None
         return data
 
 
@@ -327,21 +338,6 @@ class _CrossReferenceError(ValueError):
 
 
 # --- loading ------------------------------------------------------------------------------------
-
-_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _expand(path: Path, key: str, source: str, environ: Mapping[str, str]) -> Path:
-    text = str(path)
-    missing = [m.group(1) for m in _VAR.finditer(text) if m.group(1) not in environ]
-    if missing:
-        raise ConfigError(
-            f"{source}: {key}: environment variable ${{{missing[0]}}} is not set "
-            f"(used in {text!r}); set it or write the path out in full"
-        )
-    text = _VAR.sub(lambda m: environ[m.group(1)], text)
-    return Path(os.path.expanduser(text))
-
 
 def _loc_to_key(loc: tuple[int | str, ...]) -> str:
     out = ""
@@ -396,19 +392,19 @@ def _format_validation_error(exc: ValidationError, source: str) -> list[str]:
 
 
 def _resolve_paths(cfg: Config, base_dir: Path, source: str, environ: Mapping[str, str]) -> Config:
-    state_dir = _expand(cfg.state_dir, "state_dir", source, environ)
+    state_dir = expand_path(cfg.state_dir, "state_dir", source, environ)
     if not state_dir.is_absolute():
         state_dir = base_dir / state_dir
     state_dir = Path(os.path.normpath(state_dir))
 
     def under_state(p: Path, key: str) -> Path:
-        p = _expand(p, key, source, environ)
+        p = expand_path(p, key, source, environ)
         return p if p.is_absolute() else state_dir / p
 
     def absolute(p: Path | None, key: str) -> Path | None:
         if p is None:
             return None
-        p = _expand(p, key, source, environ)
+        p = expand_path(p, key, source, environ)
         return p if p.is_absolute() else Path(os.path.normpath(base_dir / p))
 
     backend = cfg.backend.model_copy(
@@ -459,58 +455,9 @@ def _resolve_paths(cfg: Config, base_dir: Path, source: str, environ: Mapping[st
     )
 
 
-def is_header_safe_key(key: str) -> bool:
-    """Printable ASCII without spaces: what a ``Bearer`` token in an HTTP header can be."""
-    return all("!" <= ch <= "~" for ch in key)
-
-
-def _read_key(
-    key_env: str | None,
-    key_file: Path | None,
-    prefix: str,
-    source: str,
-    environ: Mapping[str, str],
-    *,
-    used: bool,
-) -> SecretStr | None:
-    """An API key from ``key_file`` (first) or the variable ``key_env``; never from the TOML.
-
-    ``prefix`` is the table (``backend.hindsight``); ``used`` says whether the key will be sent,
-    so a key an HTTP header cannot carry is an error only then."""
-    key: str | None = None
-    where = ""
-    if key_file is not None:
-        path = _expand(key_file, f"{prefix}.api_key_file", source, environ)
-        try:
-            key = read_key_file(path).strip()
-        except OSError as exc:
-            raise ConfigError(
-                f"{source}: {prefix}.api_key_file: cannot read {str(path)!r}: "
-                f"{exc.strerror or exc}; create the file (e.g. a systemd credential) or remove the key"
-            ) from None
-        except UnicodeDecodeError:
-            key = "\x00"  # not text at all: refused below like any other unusable byte
-        if not key:
-            raise ConfigError(
-                f"{source}: {prefix}.api_key_file: {str(path)!r} is empty; "
-                "put the API key in it or remove the key"
-            )
-        where = f"{prefix}.api_key_file: the key in {str(path)!r}"
-    elif key_env:
-        key = environ.get(key_env) or None
-        where = f"{prefix}.api_key_env: the key in ${key_env}"
-    if key and not is_header_safe_key(key) and used:
-        # Never shown: a key with a newline would be printed whole by the HTTP library's own error.
-        raise ConfigError(
-            f"{source}: {where} holds a space, a control character or a non-ASCII character, "
-            "which an HTTP header cannot carry; store the key alone, as printable ASCII"
-        )
-    return SecretStr(key) if key and is_header_safe_key(key) else None
-
-
 def _resolve_secret(cfg: Config, source: str, environ: Mapping[str, str]) -> Config:
     hs, emb = cfg.backend.hindsight, cfg.embeddings
-    hs_key = _read_key(
+    hs_key = read_key(
         hs.api_key_env,
         hs.api_key_file,
         "backend.hindsight",
@@ -518,14 +465,19 @@ def _resolve_secret(cfg: Config, source: str, environ: Mapping[str, str]) -> Con
         environ,
         used=cfg.backend.kind == "hindsight",
     )
-    emb_key = _read_key(
+    emb_key = read_key(
         emb.api_key_env, emb.api_key_file, "embeddings", source, environ, used=emb.provider == "openai"
+    )
+    llm = cfg.llm
+    llm_key = read_key(
+        llm.api_key_env, llm.api_key_file, "llm", source, environ, used=llm.provider == "openai"
     )
     hindsight = hs.model_copy(update={"api_key": hs_key})
     return cfg.model_copy(
         update={
             "backend": cfg.backend.model_copy(update={"hindsight": hindsight}),
             "embeddings": emb.model_copy(update={"api_key": emb_key}),
+            "llm": llm.model_copy(update={"api_key": llm_key}),
         }
     )
 
@@ -541,7 +493,12 @@ def parse_config(
     env = os.environ if environ is None else environ
     backend = data.get("backend")
     hindsight = backend.get("hindsight") if isinstance(backend, Mapping) else None
-    for key, table in (("backend.hindsight", hindsight), ("embeddings", data.get("embeddings"))):
+    tables = (
+        ("backend.hindsight", hindsight),
+        ("embeddings", data.get("embeddings")),
+        ("llm", data.get("llm")),
+    )
+    for key, table in tables:
         if isinstance(table, Mapping) and "api_key" in table:
             raise ConfigError(
                 f"{source}: {key}.api_key: secrets are not read from the config file; use "

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 from dreamer.errors import ConfigError
 
-__all__ = ["MAX_CONFIG_BYTES", "MAX_KEY_FILE_BYTES", "read_config_bytes", "read_key_file", "read_text_file"]
+__all__ = [
+    "MAX_CONFIG_BYTES",
+    "MAX_KEY_FILE_BYTES",
+    "expand_path",
+    "read_config_bytes",
+    "read_key_file",
+    "read_text_file",
+]
 
 #: No configuration file is this large; a bigger one is refused without being parsed.
 MAX_CONFIG_BYTES = 1_000_000
@@ -51,3 +60,19 @@ def read_key_file(path: Path) -> str:
     over through one); ``OSError`` / ``UnicodeDecodeError`` are the caller's."""
     with path.open("rb") as handle:
         return handle.read(MAX_KEY_FILE_BYTES).decode("utf-8")
+
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_path(path: Path, key: str, source: str, environ: Mapping[str, str]) -> Path:
+    """``path`` with ``${VAR}`` and ``~`` expanded; an unset variable is a ConfigError naming ``key``."""
+    text = str(path)
+    missing = [m.group(1) for m in _VAR.finditer(text) if m.group(1) not in environ]
+    if missing:
+        raise ConfigError(
+            f"{source}: {key}: environment variable ${{{missing[0]}}} is not set "
+            f"(used in {text!r}); set it or write the path out in full"
+        )
+    text = _VAR.sub(lambda m: environ[m.group(1)], text)
+    return Path(os.path.expanduser(text))

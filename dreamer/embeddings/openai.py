@@ -12,7 +12,7 @@ that does not parse a :class:`~dreamer.errors.ProtocolError`. Retrying is the ca
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -21,7 +21,7 @@ from dreamer.config.embeddings import EmbeddingsConfig
 from dreamer.embeddings.base import require_numpy
 from dreamer.errors import PermanentBackendError, ProtocolError, TransientBackendError
 from dreamer.log import SecretRedactor
-from dreamer.retry import transient_status_error
+from dreamer.retry import server_detail, transient_status_error
 
 if TYPE_CHECKING:
     import numpy as np
@@ -129,7 +129,7 @@ class OpenAIEmbedder:
 
     def _status_error(self, response: httpx.Response) -> Exception:
         status = response.status_code
-        detail = self._redact(_detail(response))[:MAX_DETAIL_CHARS]
+        detail = self._redact(server_detail(response))[:MAX_DETAIL_CHARS]
         shown = f": {detail}" if detail else ""
         transient = transient_status_error(
             status,
@@ -206,19 +206,3 @@ class OpenAIEmbedder:
 
     def _redact(self, text: str) -> str:
         return self._redactor.redact_text(text)
-
-
-def _detail(response: httpx.Response) -> str:
-    """The server's own explanation: OpenAI's ``{"error": {"message"}}``, FastAPI's ``detail``, or text."""
-    try:
-        body: Any = response.json()
-    except ValueError:
-        return " ".join(response.text.split())
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])
-        for key in ("error", "detail", "message"):
-            if isinstance(body.get(key), str):
-                return str(body[key])
-    return " ".join(response.text.split())

@@ -1,0 +1,1 @@
+"""Language-model calls Dreamer makes itself: an OpenAI-compatible chat client and token counts."""
