@@ -22,6 +22,7 @@ from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.report import RollupReport
 from dreamer.state import StateStore, Watermark
 from tests.support.configs import config_data, loaded
+from tests.support.held import assert_profile_held
 
 REPO = Path(__file__).resolve().parents[2]
 TOP_N = 2
@@ -84,6 +85,17 @@ async def backlog(cfg: Config) -> int:
         await backend.aclose()
 
 
+async def assert_held(cfg: Config) -> set[str]:
+    """Every unit the runs summarised so far (not chatter, not in the backlog) is held by the ledger
+    cards citing it (tests/support/held.py); their ids."""
+    backend = EmbeddedBackend(cfg.embedded_path)
+    try:
+        with StateStore.open(cfg.state_path) as state:
+            return {u.id for u in await assert_profile_held(cfg, backend, state, "research")}
+    finally:
+        await backend.aclose()
+
+
 def provenance(cfg: Config) -> set[str]:
     """Every unit id some ledger card names as a source."""
     with StateStore.open(cfg.state_path) as state:
@@ -139,6 +151,7 @@ class TestNoUnitLost:
         assert sum(r.units_chatter for r in reports) == len(CHATTER)
         assert sum(r.dropped.get("contact record", 0) for r in reports) == len(CHATTER)
         assert not [d for d, n in Counter(await upstream_ids(cfg)).items() if n > 1]
+        assert await assert_held(cfg) == facts
 
     async def test_enough_batches_judge_everything_in_one_run(self, tmp_path: Path) -> None:
         """With three batches allowed, one run summarises all 3 x top_n facts and leaves no backlog;
@@ -149,6 +162,7 @@ class TestNoUnitLost:
         assert report.batches == 3 and report.units_pending == 0, report.counts()
         assert report.units_promoted == len(FACTS)
         assert {u.id for u in units} <= provenance(cfg)
+        assert await assert_held(cfg) == {u.id for u in units}
         assert (await run_once(cfg)).outcome == "idle"
 
     async def test_a_restated_fact_in_a_later_batch_merges_into_the_earlier_card(
@@ -163,6 +177,7 @@ class TestNoUnitLost:
         report = await run_once(cfg)
         assert report.units_merged == 1 and report.reinforced == 1, [p.to_json() for p in report.plan]
         assert {u.id for u in units} <= provenance(cfg)
+        assert await assert_held(cfg) == {u.id for u in units}
 
     async def test_a_dry_run_plans_every_batch_and_moves_nothing(self, tmp_path: Path) -> None:
         """--dry-run plans the batches a run would judge, reports the rest pending, writes nothing."""
@@ -202,12 +217,14 @@ class TestFailureBetweenBatches:
         assert report.outcome == "deferred", report.reason
         first = {u.id for u in units[:TOP_N]}
         assert provenance(cfg) == first
+        assert await assert_held(cfg) == first
         mark = watermark(cfg)
         assert mark.created_at == units[TOP_N - 1].created_at
         assert await backlog(cfg) == len(FACTS) - TOP_N
         again = await run_once(cfg)
         assert again.outcome == "promoted" and again.units_seen == len(FACTS) - TOP_N, again.reason
         assert {u.id for u in units} <= provenance(cfg)
+        assert await assert_held(cfg) == {u.id for u in units}
         assert not [d for d, n in Counter(await upstream_ids(cfg)).items() if n > 1]
 
     async def test_a_commit_by_another_run_between_batches_ends_the_run_busy(self, tmp_path: Path) -> None:
@@ -262,6 +279,7 @@ class TestCrashBetweenBatches:
         await seed(ref_cfg, FACTS)
         await run_once(ref_cfg)
         expected = sorted(await upstream_ids(ref_cfg))
+        assert len(await assert_held(ref_cfg)) == len(FACTS)
 
         crash = tmp_path / "crash"
         crash.mkdir()
@@ -284,9 +302,11 @@ class TestCrashBetweenBatches:
         assert proc.returncode == -9, proc.stderr
         assert provenance(cfg) == {u.id for u in units[:TOP_N]}
         assert await backlog(cfg) == len(FACTS) - TOP_N
+        assert await assert_held(cfg) == {u.id for u in units[:TOP_N]}
         await run_once(cfg)
         assert sorted(await upstream_ids(cfg)) == expected
         assert {u.id for u in units} <= provenance(cfg)
+        assert await assert_held(cfg) == {u.id for u in units}
 
 
 class TestStatusBacklog:
@@ -312,3 +332,4 @@ class TestStatusBacklog:
         await drain(cfg)
         count, text = await shown()
         assert count == 0 and "backlog 0;" in text
+        await assert_held(cfg)

@@ -20,6 +20,7 @@ from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.state import StateStore
 from tests.support.configs import config_data, loaded
+from tests.support.held import assert_profile_held
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,6 +63,16 @@ async def run_once(cfg: Config, profile: str = "research", **kw: Any) -> Any:
         await backend.aclose()
 
 
+async def assert_held(cfg: Config, profile: str = "research") -> None:
+    """Every unit the runs summarised is held by the ledger cards citing it (tests/support/held.py)."""
+    backend = EmbeddedBackend(cfg.embedded_path)
+    try:
+        with StateStore.open(cfg.state_path) as state:
+            assert await assert_profile_held(cfg, backend, state, profile), "no unit was summarised"
+    finally:
+        await backend.aclose()
+
+
 async def upstream_cards(cfg: Config) -> list[Any]:
     backend = EmbeddedBackend(cfg.embedded_path)
     try:
@@ -87,6 +98,7 @@ class TestPromotion:
             assert card.document_id and card.document_id.startswith("rollup:research:")
         # the paraphrase pair collapsed: one card about the support group
         assert sum("restic" in c.text for c in cards) == 1
+        await assert_held(cfg)
 
     async def test_second_run_without_new_input_promotes_nothing(self, tmp_path: Path) -> None:
         """Rerunning with no new units is idle: no new card upstream."""
@@ -110,6 +122,7 @@ class TestPromotion:
         assert len(await upstream_cards(cfg)) == n
         with StateStore.open(cfg.state_path) as st:
             assert max(c.reinforcements for c in st.ledger("private__hermes")) == 1
+        await assert_held(cfg)
 
     async def test_changed_version_is_a_conflict_promoted_with_supersedes(self, tmp_path: Path) -> None:
         """Another version is never merged: recency_wins promotes the card pointing at the old one."""
@@ -122,6 +135,7 @@ class TestPromotion:
         cards = await upstream_cards(cfg)
         newest = [c for c in cards if "28.0" in c.text]
         assert newest and newest[0].metadata.get("supersedes", "").startswith("rollup:research:")
+        await assert_held(cfg)
 
     async def test_dry_run_writes_nothing_and_keeps_the_watermark(self, tmp_path: Path) -> None:
         """--dry-run plans cards but writes nothing upstream and does not move the watermark."""
@@ -214,6 +228,7 @@ class TestCrashSafety:
         await seed(ref_cfg, MEMORIES)
         await run_once(ref_cfg)
         expected = sorted(c.document_id for c in await upstream_cards(ref_cfg))
+        await assert_held(ref_cfg)
 
         crash_dir = tmp_path / "crash"
         crash_dir.mkdir()
@@ -240,6 +255,7 @@ class TestCrashSafety:
         assert sorted(ids) == expected, "missing or extra card"
         with StateStore.open(cfg.state_path) as st:
             assert sorted(c.document_id for c in st.ledger("private__hermes")) == expected
+        await assert_held(cfg)
 
 
 class TestSince:
@@ -254,6 +270,7 @@ class TestSince:
         assert again.units_seen == first.units_seen == len(MEMORIES)
         assert again.outcome == "reinforced" and again.promoted == 0
         assert len(await upstream_cards(cfg)) == n
+        await assert_held(cfg)
 
 
 class TestChatter:

@@ -42,6 +42,7 @@ from dreamer.service.runner import run_rollups_now
 from dreamer.state import StateStore, Watermark
 from tests.hindsight_fixtures import HINDSIGHT_API_KEY_VAR, LLMStub, MarkedRequests
 from tests.support import configs
+from tests.support.held import assert_profile_held
 
 pytestmark = [pytest.mark.hindsight]
 
@@ -180,6 +181,14 @@ async def run_once(cfg: Config, backend: HindsightBackend, profile: str = PROFIL
     return report
 
 
+async def assert_held(cfg: Config, profile: str = PROFILE) -> set[str]:
+    """Every unit the runs of ``profile`` summarised (not chatter, not in the backlog) is held by the
+    ledger cards citing it (tests/support/held.py); their ids."""
+    async with opened(cfg) as backend:
+        with StateStore.open(cfg.state_path) as state:
+            return {u.id for u in await assert_profile_held(cfg, backend, state, profile)}
+
+
 def watermark_of(cfg: Config, profile: str = PROFILE) -> Watermark:
     with StateStore.open(cfg.state_path) as state:
         return state.watermark(profile)
@@ -270,6 +279,7 @@ class TestPromotion:
             assert cited and set(cited) <= source_ids
             assert fresh_bank_id in card.text
         assert watermark_of(cfg).created_at is not None
+        assert await assert_held(cfg)
 
     async def test_second_run_without_new_input_promotes_nothing_and_does_not_reflect(
         self, tmp_path: Path, server: str, fresh_bank_id: str, marked: MarkedRequests
@@ -508,6 +518,7 @@ class TestCrashSafety:
         assert clean.outcome == "promoted", clean.reason
         expected = await card_documents(reference)
         assert expected and all(doc.startswith(f"rollup:{PROFILE}:") for doc in expected)
+        assert await assert_held(reference)
 
         cfg = configs.loaded(tmp_path / "crash", config_data(server, f"{fresh_bank_id}-crash"))
         await seed(cfg, fresh_bank_id)
@@ -533,6 +544,7 @@ class TestCrashSafety:
         assert await card_documents(cfg) == expected
         with StateStore.open(cfg.state_path) as state:
             assert {c.document_id for c in state.ledger(cfg.bank_id("global"))} == set(expected)
+        assert await assert_held(cfg)
 
 
 class TestBacklog:
@@ -582,3 +594,4 @@ class TestBacklog:
         left_out = sum(r.units_left_out for r in reports)
         assert len(facts - cited) == left_out, (facts - cited, [r.dropped for r in reports])
         assert facts <= cited, [r.dropped for r in reports]
+        assert await assert_held(cfg) == facts
