@@ -79,14 +79,40 @@ class LLMStub:
         fault = {"kind": kind, "status": status, "retry_after": retry_after, "count": count}
         self._post("/control/fault", {**fault, "delay_s": delay_s, "match": match, "owner": self.owner})
 
+    def script(
+        self,
+        *,
+        match: str,
+        content: str,
+        finish_reason: str = "stop",
+        kind: str = "all",
+        count: int = -1,
+    ) -> None:
+        """Script the "model": chat requests whose body contains ``match`` get ``content`` verbatim as
+        the assistant's answer, with ``finish_reason`` (``stop``, or ``length`` for an answer cut at
+        max_tokens), and the usual approximate ``usage``.
+
+        ``match`` is required (the test's marker, e.g. its bank id, or a unit id only its prompt
+        holds). ``kind``: ``all`` chat requests, or one kind (``structured``, ``reflect``, ``other``
+        (Dreamer's own LLM calls), ``extract``, ``consolidate``). ``count`` requests are answered so;
+        -1 means until :meth:`clear`. A fault with a status armed for the same request answers
+        instead; a delay-only fault (such as :meth:`MarkedRequests.tag`) only delays the answer.
+        The request log marks a scripted answer with ``scripted`` (the match) and ``detail``
+        ``scripted:<finish_reason>``.
+        """
+        script = {"match": match, "content": content, "finish_reason": finish_reason, "kind": kind}
+        self._post("/control/script", {**script, "count": count, "owner": self.owner})
+
     def clear(self) -> None:
-        """Disarm the faults armed through this helper (other test runs' faults stay)."""
+        """Disarm the faults and scripts armed through this helper (other test runs' stay)."""
         self._post("/control/clear", {"owner": self.owner})
 
     def requests(self, since: int = 0) -> list[dict[str, Any]]:
         """Logged requests with ``seq`` above ``since``, oldest first: ``seq, ts, kind`` (extract,
         consolidate, reflect, structured, other, embeddings), ``path, status`` (None while in flight),
-        ``fault, delay_s, match`` (of the fault applied), ``detail`` (for reflect, the tool called)."""
+        ``fault, delay_s, match`` (of the fault applied), ``scripted`` (the match of the script that
+        answered, else None), ``detail`` (for reflect, the tool called; ``scripted:<finish_reason>``
+        for a scripted answer)."""
         response = self._client.get(f"{self.base_url}/control/requests")
         response.raise_for_status()
         entries: list[dict[str, Any]] = response.json()["requests"]
@@ -122,7 +148,8 @@ def hindsight_admission_url() -> str:
 
 @pytest.fixture
 def llm_stub() -> Iterator[LLMStub]:
-    """Controls of the LLM stub; the faults armed through it are disarmed when the test ends."""
+    """Controls of the LLM stub; the faults and scripts armed through it are disarmed when the test
+    ends."""
     with httpx.Client(timeout=10.0) as client:
         stub = LLMStub(required_env(LLM_STUB_URL_VAR), client)
         try:

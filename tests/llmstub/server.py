@@ -27,10 +27,18 @@ Tests steer it through ``/control/*``:
   "retry_after": "2"|null, "count": N|-1, "delay_s": float, "match": str|null, "owner": str|null}``: the
   next ``count`` matching requests (-1: until cleared) wait ``delay_s``, then get ``status`` (null: the
   normal answer); ``match`` limits the fault to requests whose body contains that text;
-* ``POST /control/clear`` ``{"owner": str|null}``: disarm that owner's faults (all when null);
+* ``POST /control/script`` ``{"match": str, "content": str, "finish_reason": "stop"|"length",
+  "kind": "structured"|"reflect"|"other"|"extract"|"consolidate"|"all", "count": N|-1,
+  "owner": str|null}``: the next ``count`` chat requests of that kind (-1: until cleared) whose body
+  contains ``match`` (required) are answered with ``content`` verbatim as the assistant message (no
+  tool call), with ``finish_reason`` (default "stop") and the usual approximate ``usage``; a fault
+  with a status answers first (the script keeps its budget), a delay-only fault delays the script;
+* ``POST /control/clear`` ``{"owner": str|null}``: disarm that owner's faults and scripts (all when
+  null);
 * ``GET /control/requests``: ``{"requests": [{seq, ts, kind, path, status, fault, delay_s, match,
-  detail}]}``, logged on arrival (``status`` null while in flight); kinds: extract, consolidate,
-  reflect, structured, other, embeddings;
+  scripted, detail}]}``, logged on arrival (``status`` null while in flight; ``scripted`` the match of
+  the script that answered, else null; ``detail`` ``scripted:<finish_reason>`` then); kinds: extract,
+  consolidate, reflect, structured, other, embeddings;
 * ``POST /control/reset-log``: forget answered requests.
 
 With ``--log FILE`` every answered request is also appended to FILE as a JSON line, with its body.
@@ -66,6 +74,10 @@ STUB_MODEL = "stub-model"
 REQUEST_KINDS = ("extract", "consolidate", "reflect", "structured", "other", "embeddings")
 #: Fault targets that cover a whole endpoint.
 FAULT_FAMILIES = ("chat", "embeddings", "all")
+#: Script targets: one chat request kind (`classify_chat`), or every chat request.
+SCRIPT_KINDS = ("structured", "reflect", "other", "extract", "consolidate", "all")
+SCRIPT_FINISH_REASONS = ("stop", "length")
+SCRIPT_FIELDS = ("match", "content", "finish_reason", "kind", "count", "owner")
 
 _UUID_RE = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", re.IGNORECASE)
 _ALIAS_MARK_RE = re.compile(r"\s*\[([^\[\]\s]+)\]")
@@ -744,20 +756,25 @@ def chat_completion(body: dict[str, Any], kind: str) -> dict[str, Any]:
         message = reflect_message(body)
     else:
         message = {"role": "assistant", "content": other_reply(body)}
-    prompt_tokens = _approx_tokens(json.dumps(messages))
+    return _chat_response(body, message, "tool_calls" if message.get("tool_calls") else "stop")
+
+
+def scripted_completion(body: dict[str, Any], script: Script) -> dict[str, Any]:
+    """The ``chat.completion`` response of a scripted answer: its content verbatim, its finish reason,
+    and the usage the stub reports for any answer."""
+    return _chat_response(body, {"role": "assistant", "content": script.content}, script.finish_reason)
+
+
+def _chat_response(body: dict[str, Any], message: dict[str, Any], finish_reason: str) -> dict[str, Any]:
+    """A ``chat.completion`` with one choice; usage approximates tokens as 4 characters each."""
+    prompt_tokens = _approx_tokens(json.dumps(_messages(body)))
     completion_tokens = _approx_tokens(json.dumps(message))
     return {
         "id": f"chatcmpl-stub-{hashlib.sha1(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]}",
         "object": "chat.completion",
         "created": 0,
         "model": str(body.get("model") or STUB_MODEL),
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
-            }
-        ],
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
         "usage": {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -845,12 +862,66 @@ class Fault:
         return self.target in ("all", family, kind) and (self.match is None or self.match in body_text)
 
 
+@dataclass
+class Script:
+    """Chat requests of ``target`` whose body contains ``match`` are answered with ``content``, verbatim,
+    as the assistant message, with ``finish_reason``: a test makes the "model" misbehave (cite ids
+    without their facts, invent a detail, answer truncated JSON cut at ``length``, cite unknown ids,
+    fuse two values) without the stub guessing what the test means.
+
+    ``match`` is required, so a script only ever answers the requests of the test that armed it (a
+    marker its content or bank id carries); ``owner`` lets that test clear only its own scripts.
+    """
+
+    target: str
+    match: str
+    content: str
+    finish_reason: str
+    remaining: int
+    owner: str | None = None
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Script:
+        unknown = sorted(set(body) - set(SCRIPT_FIELDS))
+        if unknown:
+            raise ControlError(
+                f"unknown field(s) {', '.join(unknown)}: a script takes {', '.join(SCRIPT_FIELDS)}"
+            )
+        target = body.get("kind", "all")
+        if target not in SCRIPT_KINDS:
+            raise ControlError(f"kind must be one of {', '.join(SCRIPT_KINDS)}, not {target!r}")
+        match = body.get("match")
+        if not isinstance(match, str) or not match:
+            raise ControlError(
+                "match must be a non-empty string found in the requests to answer (a marker of the "
+                "test's own content): a script never answers every request"
+            )
+        content = body.get("content")
+        if not isinstance(content, str):
+            raise ControlError("content must be a string: the raw assistant content, returned verbatim")
+        finish_reason = body.get("finish_reason", "stop")
+        if finish_reason not in SCRIPT_FINISH_REASONS:
+            allowed = ", ".join(SCRIPT_FINISH_REASONS)
+            raise ControlError(f"finish_reason must be one of {allowed}, not {finish_reason!r}")
+        count = body.get("count", -1)
+        if not isinstance(count, int) or isinstance(count, bool) or count == 0 or count < -1:
+            raise ControlError("count must be a positive number of requests, or -1 for until cleared")
+        owner = body.get("owner")
+        if owner is not None and not isinstance(owner, str):
+            raise ControlError("owner must be a string, or null")
+        return cls(target, match, content, finish_reason, count, owner)
+
+    def matches(self, kind: str, body_text: str) -> bool:
+        return self.target in ("all", kind) and self.match in body_text
+
+
 class Controls:
     """Thread-safe fault table and request log shared by all handler threads."""
 
     def __init__(self, log_path: str | None) -> None:
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
+        self._scripts: list[Script] = []
         self._log: list[dict[str, Any]] = []
         self._seq = 0
         self._log_path = log_path
@@ -859,10 +930,15 @@ class Controls:
         with self._lock:
             self._faults.append(fault)
 
+    def add_script(self, script: Script) -> None:
+        with self._lock:
+            self._scripts.append(script)
+
     def clear(self, owner: str | None) -> None:
-        """Disarm the faults armed by ``owner``, or every fault when it is None."""
+        """Disarm the faults and scripts armed by ``owner``, or every one when it is None."""
         with self._lock:
             self._faults = [f for f in self._faults if owner is not None and f.owner != owner]
+            self._scripts = [s for s in self._scripts if owner is not None and s.owner != owner]
 
     def take_fault(self, family: str, kind: str, body_text: str) -> Fault | None:
         """The first armed fault for this request, counting it against the fault's budget."""
@@ -876,7 +952,21 @@ class Controls:
                     return dataclasses.replace(fault)
         return None
 
-    def arrived(self, kind: str, path: str, fault: Fault | None) -> dict[str, Any]:
+    def take_script(self, kind: str, body_text: str) -> Script | None:
+        """The first armed script for this chat request, counting it against the script's budget."""
+        with self._lock:
+            for script in self._scripts:
+                if script.matches(kind, body_text):
+                    if script.remaining > 0:
+                        script.remaining -= 1
+                        if script.remaining == 0:
+                            self._scripts.remove(script)
+                    return dataclasses.replace(script)
+        return None
+
+    def arrived(
+        self, kind: str, path: str, fault: Fault | None, script: Script | None = None
+    ) -> dict[str, Any]:
         """Log a request as it arrives (``status`` None until answered), so a test can see it in flight."""
         with self._lock:
             self._seq += 1
@@ -889,6 +979,7 @@ class Controls:
                 "fault": fault is not None,
                 "delay_s": fault.delay_s if fault else 0.0,
                 "match": fault.match if fault else None,
+                "scripted": script.match if script else None,
                 "detail": "",
             }
             self._log.append(entry)
@@ -988,6 +1079,13 @@ class StubHandler(BaseHTTPRequestHandler):
                 self._send_json(400, {"error": str(exc)})
                 return
             self._send_json(200, {"ok": True})
+        elif path == "/control/script":
+            try:
+                self.controls.add_script(Script.from_json(body))
+            except ControlError as exc:
+                self._send_json(400, {"error": str(exc)})
+                return
+            self._send_json(200, {"ok": True})
         elif path == "/control/clear":
             owner = body.get("owner")
             self.controls.clear(owner if isinstance(owner, str) else None)
@@ -1000,7 +1098,11 @@ class StubHandler(BaseHTTPRequestHandler):
 
     def _model_call(self, family: str, kind: str, body: dict[str, Any], text: str) -> None:
         fault = self.controls.take_fault(family, kind, text)
-        entry = self.controls.arrived(kind, self.path, fault)
+        # A fault's error answers instead of any script (whose budget it leaves alone); a delay-only
+        # fault, such as the tagging one of MarkedRequests, delays the scripted answer.
+        fails = fault is not None and fault.status is not None
+        script = self.controls.take_script(kind, text) if family == "chat" and not fails else None
+        entry = self.controls.arrived(kind, self.path, fault, script)
         if fault and fault.delay_s:
             time.sleep(fault.delay_s)
         if fault and fault.status is not None:
@@ -1008,6 +1110,11 @@ class StubHandler(BaseHTTPRequestHandler):
             self.controls.answered(entry, fault.status, "forced error", body)
             error = {"message": "stub forced error", "type": "stub_fault", "code": str(fault.status)}
             self._send_json(fault.status, {"error": error}, headers)
+            return
+        if script is not None:
+            response = scripted_completion(body, script)
+            self.controls.answered(entry, 200, f"scripted:{script.finish_reason}", body)
+            self._send_json(200, response)
             return
         response = embeddings_response(body) if family == "embeddings" else chat_completion(body, kind)
         self.controls.answered(entry, 200, _detail(kind, body, response), body)
