@@ -88,6 +88,26 @@ def targets(rows: Sequence[Mapping[str, Any]], duplicate_precision: float | None
     return [f"{'met   ' if ok else 'MISSED'} {what}: {detail}" for what, ok, detail in checks]
 
 
+#: How many units not held the table lists (the JSON lists them all).
+NOT_HELD_SHOWN = 10
+
+
+def units_held_lines(result: Mapping[str, Any]) -> list[str]:
+    """``units held: N of M`` (the invariant of `dreamer.rollup.grounding.units_not_held` over
+    Dreamer's final cards and the units it summarised), then up to `NOT_HELD_SHOWN` units not held
+    with why."""
+    held = result.get("units_held")
+    if held is None:
+        return []
+    lines = [f"units held: {held['held']} of {held['of']}"]
+    not_held = held["not_held"]
+    for unit in not_held[:NOT_HELD_SHOWN]:
+        lines.append(f"  not held: {unit['id']}: {unit['why']}: {unit['text']!r}")
+    if len(not_held) > NOT_HELD_SHOWN:
+        lines.append(f"  ... and {len(not_held) - NOT_HELD_SHOWN} more units not held (all in --json)")
+    return lines
+
+
 def render(result: Mapping[str, Any]) -> str:
     rows = result["policies"]
     k = result["k"]
@@ -146,6 +166,7 @@ def render(result: Mapping[str, Any]) -> str:
         f"hit@{k} on the raw profile banks (reference): {result['raw_hit_at_k']:.3f}",
         f"units summarised (all but chatter, in batches of top_n; the same for every policy): "
         f"{result.get('units_selected', '?')} of {result['units_in']}",
+        *units_held_lines(result),
         f"baselines promote the very cards the dreamer run drafted (checked on "
         f"{result['drafts_checked']} cycles, {result['drafts_differ']} differ);",
         "their wall s = the shared collect+summarise time + their own dedup+promote",

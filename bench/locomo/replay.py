@@ -10,7 +10,7 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +39,9 @@ from bench.locomo.metrics import (
 from dreamer.backends.base import MemoryBackend, MemoryUnit, RecallItem, RetainItem
 from dreamer.config import Config, parse_config
 from dreamer.rollup import batches, extractive, salience
-from dreamer.rollup.pipeline import Rollup
-from dreamer.rollup.promote import ROLLUP_TAG
+from dreamer.rollup.grounding import units_not_held
+from dreamer.rollup.pipeline import Rollup, new_units
+from dreamer.rollup.promote import INPUT_FACT_TYPES, ROLLUP_TAG
 from dreamer.rollup.report import RollupReport
 from dreamer.rollup.semantic import SemanticJudge
 from dreamer.state import StateStore
@@ -182,6 +183,8 @@ class Replay:
         self.drafts_differ = 0
         self.outcomes: dict[str, int] = {}
         self._seen: dict[str, set[str]] = {}
+        #: Every unit of each profile's bank, as the evaluation listed them (by profile).
+        self._listed: dict[str, list[MemoryUnit]] = {}
 
     def schedule(self) -> list[tuple[datetime, Conversation, Session]]:
         """Every session of every conversation, in time order."""
@@ -335,6 +338,7 @@ class Replay:
                         (conv.id, d) for d in unit.dia_ids
                     )
             units = await self.backend.list_units_since(self.config.bank_id(conv.profile), None)
+            self._listed[conv.profile] = units
             for u in units:
                 from_metadata = u.metadata.get("dia_ids")
                 if from_metadata is not None:
@@ -342,6 +346,36 @@ class Replay:
                 else:
                     by_unit[u.id] = by_document.get(u.document_id or "", frozenset())
         return by_unit, by_document
+
+    def summarised_units(self) -> dict[str, str]:
+        """The units Dreamer's runs summarised (id to text), from the banks as `unit_evidence` listed
+        them: each unit a run reads (its input fact types, never a card, never empty) that salience
+        did not drop as chatter and that is not in the backlog the next run would read."""
+        overlap = timedelta(seconds=self.config.rollup.watermark_overlap_s)
+        summarised: dict[str, str] = {}
+        for profile, listed in self._listed.items():
+            read = [
+                u
+                for u in listed
+                if u.fact_type in INPUT_FACT_TYPES and ROLLUP_TAG not in u.tags and u.text.strip()
+            ]
+            pending = {u.id for u in new_units(read, self.state.watermark(profile), overlap)}
+            for u in read:
+                if u.id not in pending and salience.chatter_reason(u.text) is None:
+                    summarised[u.id] = u.text
+        return summarised
+
+    def units_held(self, cards: Sequence[Card]) -> dict[str, Any]:
+        """The invariant "units held" over Dreamer's final cards (`grounding.units_not_held`): how
+        many of the units summarised have their protected details in the cards citing them, and each
+        one that does not, with why."""
+        units = self.summarised_units()
+        missing = units_not_held(units, [(c.text, c.source_ids) for c in cards])
+        return {
+            "held": len(units) - len(missing),
+            "of": len(units),
+            "not_held": [{"id": i, "text": units[i], "why": why} for i, why in missing.items()],
+        }
 
     def questions(self) -> list[tuple[str, Question]]:
         """The non-adversarial questions whose evidence lies in the sessions replayed."""
@@ -439,6 +473,7 @@ class Replay:
             "cycles": self.cycles,
             "units_in": self.units_in,
             "units_selected": self.units_selected,
+            "units_held": self.units_held(self.dreamer.cards),
             "outcomes": self.outcomes,
             "drafts_checked": self.drafts_checked,
             "drafts_differ": self.drafts_differ,

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from bench._common import BenchError, HashedEmbedder, Vectors
-from bench.locomo.__main__ import main, parse_args, run_benchmark
+from bench.locomo.__main__ import NOT_HELD_SHOWN, main, parse_args, run_benchmark, units_held_lines
 from bench.locomo.baselines import ExactHashPolicy, HonchoPolicy, Policy
 from bench.locomo.data import (
     Question,
@@ -235,6 +235,49 @@ class TestReplay:
         assert result["questions"] == 2
         assert rows["none"]["coverage_any"] == 1.0
         assert all(r["units_in"] == 11 for r in rows.values())
+        assert_units_held_consistent(result)
+
+
+def assert_units_held_consistent(result: dict[str, Any]) -> None:
+    """``units_held`` counts the units Dreamer summarised (the same figure as ``units_selected``),
+    each held or listed with why, and here every one is held."""
+    held = result["units_held"]
+    assert held["of"] == result["units_selected"] > 0
+    assert held["held"] + len(held["not_held"]) == held["of"]
+    for unit in held["not_held"]:
+        assert set(unit) == {"id", "text", "why"} and unit["text"].strip() and unit["why"]
+    assert len({u["id"] for u in held["not_held"]}) == len(held["not_held"])
+    assert held["held"] == held["of"], held["not_held"]
+
+
+class TestUnitsHeldLines:
+    def test_all_held_is_one_line(self) -> None:
+        """The table's note is ``units held: N of N`` when none is missing."""
+        assert units_held_lines({"units_held": {"held": 7, "of": 7, "not_held": []}}) == [
+            "units held: 7 of 7"
+        ]
+
+    def test_at_most_ten_units_not_held_are_listed_with_why(self) -> None:
+        """Each unit not held is listed with its id, why and text, up to ten, then how many more."""
+        missing = [
+            {"id": f"u{i}", "text": f"Ada paid {i} pounds.", "why": "cited by no card"} for i in range(12)
+        ]
+        lines = units_held_lines({"units_held": {"held": 30, "of": 42, "not_held": missing}})
+        assert lines[0] == "units held: 30 of 42"
+        assert lines[1] == "  not held: u0: cited by no card: 'Ada paid 0 pounds.'"
+        assert len(lines) == 1 + NOT_HELD_SHOWN + 1
+        assert lines[-1] == "  ... and 2 more units not held (all in --json)"
+
+    def test_the_table_prints_the_line(self, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """Without --json the replay's table carries the ``units held`` line."""
+        data = tmp_path / "data"
+        data.mkdir()
+        (data / "7.json").write_text(json.dumps(fixture_conversation()), encoding="utf-8")
+        assert main(["--data", str(data)]) == 0
+        out = capsys.readouterr().out
+        (line,) = [ln.strip() for ln in out.splitlines() if ln.strip().startswith("units held:")]
+        held, of = line.removeprefix("units held: ").split(" of ")
+        assert held == of and int(of) > 0
 
 
 class TestNearDuplicateBreakdown:
@@ -265,6 +308,7 @@ class TestQuickRun:
             assert all(isinstance(a, str) and isinstance(b, str) and isinstance(d, bool) for a, b, d in pairs)
             assert policy["cards"] > 0
         assert all(p["near_dup_pairs"] > 0 for p in result["policies"])
+        assert_units_held_consistent(result)
 
 
 class TestAnswerBearing:
@@ -338,4 +382,3 @@ class TestJudgeAndDecider:
         cached.embed(["c d"])
         assert sorted(seen) == ["a b", "c d"]
         assert cached.cosine("a b", "a b") == pytest.approx(1.0)
-
