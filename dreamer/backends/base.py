@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from dreamer.llm.usage import TokenUsage
+
 Budget = Literal["low", "mid", "high"]
 TagsMatch = Literal["any", "all", "any_strict", "all_strict", "exact"]
 ObservationScope = Literal["combined", "shared"]
@@ -90,6 +92,8 @@ class ReflectResult:
     structured_error: str | None = None
     based_on: tuple[BasedOn, ...] = ()
     used_llm: bool = True
+    #: The LLM tokens the reflect used, as the server reported them (or estimated); None without an LLM.
+    usage: TokenUsage | None = None
 
 
 @dataclass(frozen=True, slots=True)

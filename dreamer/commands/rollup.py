@@ -84,6 +84,34 @@ def format_report(report: RollupReport) -> str:
             f"{report.units_left_out} left out, {report.units_pending} pending"
             + (f" (dropped: {dropped})" if dropped else "")
         )
+        if report.cards_accepted or report.cards_rejected or report.cards_uncited:
+            rejected = ", ".join(
+                f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(report.cards_rejected.items())
+            )
+            lines.append(
+                f"  grounding: {report.cards_accepted} cards accepted, "
+                f"{sum(report.cards_rejected.values())} rejected"
+                + (f" ({rejected})" if rejected else "")
+                + f", {report.units_recarded} units re-carded, "
+                f"{report.cards_uncited} cards for units no card held"
+            )
+        if report.llm_calls:
+            estimated = f", {report.llm_calls_estimated} estimated" if report.llm_calls_estimated else ""
+            lines.append(
+                f"  LLM: {report.llm_calls} call(s){estimated}, {report.llm_prompt_tokens:,} prompt + "
+                f"{report.llm_completion_tokens:,} completion tokens"
+                + (f"; {report.llm_truncated} answer(s) cut at the token cap" if report.llm_truncated else "")
+            )
+        if report.budget_reached:
+            lines.append(
+                f"  token budget per {report.budget_reached} reached: later batches summarised extractively"
+            )
+    for rejection in report.rejections:
+        lines.append(f"  rejected  {printable(rejection.text, keep_newlines=False)}")
+        lines.append(
+            f"            why: {rejection.reason} ({printable(rejection.detail, keep_newlines=False)}); "
+            f"cited {', '.join(rejection.source_ids) or 'nothing'}"
+        )
     for card in report.plan:
         lines.append(f"  {card.verdict:<9} {printable(card.text, keep_newlines=False)}")
         lines.append(f"            why: {printable(card.reason, keep_newlines=False)}")

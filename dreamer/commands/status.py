@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 from dreamer.backends import open_backend
@@ -15,6 +15,7 @@ from dreamer.config import Config
 from dreamer.embeddings.factory import describe_embedder
 from dreamer.errors import BackendError, ExitCode
 from dreamer.rollup.pipeline import Rollup
+from dreamer.rollup.summarise import day_start, summariser_name
 from dreamer.service.jobs import rollup_job_id
 from dreamer.state import StateStore
 from dreamer.text import printable
@@ -77,6 +78,7 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
             )
         ledger_size = state.ledger_size()
         vector_models = state.vector_models()
+        tokens_today = state.llm_tokens_since(day_start(datetime.now(UTC)))
     embeddings = config.embeddings
     doc = {
         "state": str(config.state_path),
@@ -89,6 +91,12 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
             "url": embeddings.url if embeddings.provider == "openai" else None,
             "dedup": describe_embedder(config),
             "vectors": [{"model_id": m, "dimension": d, "cards": n} for m, d, n in vector_models],
+        },
+        "llm": {
+            "summariser": summariser_name(config),
+            "tokens_today": tokens_today,
+            "max_tokens_per_run": config.rollup.max_llm_tokens_per_run,
+            "max_tokens_per_day": config.rollup.max_llm_tokens_per_day,
         },
         "interval_minutes": config.schedule.interval_minutes,
         "profiles": rows,
@@ -103,6 +111,18 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
     )
     stored = ", ".join(f"{n} by {m}" for m, _d, n in vector_models) or "none"
     out.write(f"embeddings: {describe_embedder(config)}; vectors stored: {stored}\n")
+    caps = [
+        f"{cap:,} a {what}"
+        for what, cap in (
+            ("run", config.rollup.max_llm_tokens_per_run),
+            ("day", config.rollup.max_llm_tokens_per_day),
+        )
+        if cap is not None
+    ]
+    out.write(
+        f"summariser: {summariser_name(config)}; LLM tokens today {tokens_today:,}"
+        f" (budget: {', '.join(caps) or 'none'})\n"
+    )
     if activity_error:
         out.write(
             "backend unreachable, pending units and backlog unknown: "
@@ -125,6 +145,13 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
         )
         if row["next_run_due"]:
             out.write(f"; next due {row['next_run_due']}")
+        counts = last["counts"] if last is not None else {}
+        if counts.get("llm_calls") or counts.get("cards_rejected") or counts.get("units_recarded"):
+            out.write(
+                f"; last run: {counts.get('llm_tokens', 0):,} LLM tokens, "
+                f"{counts.get('cards_accepted', 0)} cards accepted, {counts.get('cards_rejected', 0)} "
+                f"rejected, {counts.get('units_recarded', 0)} units re-carded"
+            )
         if row["deferred_in_a_row"]:
             out.write(f"; deferred {row['deferred_in_a_row']}x in a row")
         out.write("\n")

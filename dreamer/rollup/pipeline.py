@@ -27,21 +27,13 @@ from dreamer.cardtags import scope_tags
 from dreamer.config import Config, ProfileConfig
 from dreamer.embeddings.factory import describe_embedder
 from dreamer.errors import DreamerError
+from dreamer.llm.openai import open_chat
 from dreamer.outcomes import COMMITTED, Outcome, classify, describe
 from dreamer.retry import RetryPolicy, RetryStats, backoff_logger, call_holding_slot, call_with_retry
-from dreamer.rollup import dedup, extractive
+from dreamer.rollup import dedup
 from dreamer.rollup.batches import Batch, StreamCut, cut_stream
-from dreamer.rollup.cards import (
-    CARDS_SCHEMA,
-    CardDraft,
-    SourceUnit,
-    is_content_free,
-    parse_reflect_cards,
-    reflect_query,
-    source_pieces,
-)
+from dreamer.rollup.cards import CardDraft
 from dreamer.rollup.gate import GateDecision, gate
-from dreamer.rollup.grounding import ground_batch
 from dreamer.rollup.judging import judge_against_ledger
 from dreamer.rollup.promote import (
     CARD_FACT_TYPES,
@@ -54,6 +46,7 @@ from dreamer.rollup.promote import (
 from dreamer.rollup.report import CardPlan, RollupReport
 from dreamer.rollup.salience import SalienceInput
 from dreamer.rollup.semantic import BatchVectors, SemanticJudge, retrying_embed
+from dreamer.rollup.summarise import ChatModel, Summariser, day_start
 from dreamer.slot import SlotLock
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
 from dreamer.text import card_document_id
@@ -95,6 +88,7 @@ class RunContext:
     reinforced: list[Reinforcement] = field(default_factory=list)
     ledger_ids: frozenset[str] = frozenset()
     vectors: BatchVectors | None = None
+    summariser: Summariser | None = None
 
     @property
     def dry_run(self) -> bool:
@@ -144,8 +138,11 @@ class Rollup:
         on_step: StepHook | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         semantic: SemanticJudge | None = None,
+        llm: ChatModel | None = None,
     ) -> None:
         self.config = config
+        #: The ``[llm]`` model; None: opened from the configuration for each run (if any).
+        self.llm = llm
         self.backend = backend
         self.state = state
         self.semantic = semantic
@@ -221,6 +218,16 @@ class Rollup:
             force=force,
         )
         started = time.monotonic()
+        llm = self.llm if self.llm is not None else open_chat(cfg.llm)
+        ctx.summariser = Summariser(
+            cfg,
+            self.backend,
+            llm,
+            call=lambda operation, fn, *, needs_slot: self._call(ctx, operation, fn, needs_slot=needs_slot),
+            tokens_today=lambda: self.state.llm_tokens_since(
+                day_start(self.clock()), except_run=report.run_id
+            ),
+        )
         try:
             await self.gate(ctx)
             await self.collect(ctx)
@@ -237,6 +244,8 @@ class Rollup:
             report.outcome, report.reason = outcome, describe(exc)
         finally:
             ctx.slot.release()
+            if llm is not None and llm is not self.llm:
+                await llm.aclose()
             report.reflect_attempts = ctx.retry_stats.attempts.get("reflect", 0)
             report.slot_wait_s, report.slot_held_s = ctx.slot.waited_s, ctx.slot.held_s
             report.duration_s = time.monotonic() - started
@@ -247,7 +256,7 @@ class Rollup:
     ) -> T:
         """Retry transient errors; hold the slot around LLM-backed calls (released in backoff)."""
         on_retry = backoff_logger(operation, log)
-        if needs_slot and self.backend.reflect_uses_llm:
+        if needs_slot and (self.backend.reflect_uses_llm or operation == "llm"):
             return await call_holding_slot(
                 operation,
                 fn,
@@ -327,49 +336,12 @@ class Rollup:
         ctx.report.units_selected += len(ctx.selected)
 
     async def summarise(self, ctx: RunContext) -> None:
-        """4. Summarise into cards: one reflect per run, or extractive without an LLM."""
-        ctx.drafts = await self._draft_cards(ctx)
+        """4. Summarise into cards: one reflect (or ``[llm]`` completion) per batch, or extractive
+        without an LLM; every card grounded (`dreamer.rollup.summarise`)."""
+        assert ctx.summariser is not None
+        ctx.drafts = await ctx.summariser.draft(ctx.selected, ctx.settings, ctx.bank_id, ctx.report)
         ctx.report.cards += len(ctx.drafts)
         self._step("summarised", ctx.profile)
-
-    async def _draft_cards(self, ctx: RunContext) -> list[CardDraft]:
-        pcfg = ctx.settings
-        sources = source_pieces([SourceUnit(u.id, u.text) for u in ctx.selected])
-        if self.backend.reflect_uses_llm and self.config.rollup.use_reflect == "auto":
-            ctx.report.summariser = "reflect"
-            query = reflect_query(sources, pcfg.directive, pcfg.top_n)
-            result = await self._call(
-                ctx,
-                "reflect",
-                lambda: self.backend.reflect(
-                    ctx.bank_id,
-                    query,
-                    budget=self.config.rollup.reflect_budget,
-                    response_schema=CARDS_SCHEMA,
-                ),
-                needs_slot=True,
-            )
-            drafts = parse_reflect_cards(result.structured, result.text, sources, len(sources))
-            if not drafts and is_content_free(result.text):
-                log.info("reflect had nothing to summarise", answer=result.text[:200])
-            return await anyio.to_thread.run_sync(self._ground, ctx, drafts, sources, True)
-        ctx.report.summariser = "extractive"
-        drafts = await anyio.to_thread.run_sync(extractive.extract_cards, sources, len(sources))
-        return await anyio.to_thread.run_sync(self._ground, ctx, drafts, sources, False)
-
-    def _ground(
-        self, ctx: RunContext, drafts: list[CardDraft], sources: list[SourceUnit], model_written: bool
-    ) -> list[CardDraft]:
-        """Grounding (`dreamer.rollup.grounding.ground_batch`), counted in the report; in a worker
-        thread."""
-        grounded = ground_batch(drafts, sources, model_written=model_written)
-        ctx.report.count_grounding(grounded)
-        for rejection in grounded.first.rejected:
-            reason, card = str(rejection.reason), rejection.text[:120]
-            log.info("card rejected", reason=reason, detail=rejection.detail, card=card)
-        if grounded.fallback:
-            log.info("cards drafted for units no card held", cards=len(grounded.fallback))
-        return grounded.cards
 
     async def judge(self, ctx: RunContext) -> None:
         """5. Judge each card (dedup and conflicts) against the ledger and the upstream bank's

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Any
 
+from dreamer.llm.usage import TokenUsage
 from dreamer.outcomes import Outcome
 from dreamer.rollup.grounding import GroundedBatch, Rejection
 
@@ -79,6 +80,17 @@ class RollupReport:
     claims_added: int = 0
     #: Each rejected card with its reason (shown by a dry run).
     rejections: list[Rejection] = field(default_factory=list)
+    #: LLM tokens of the run's reflects and completions (`dreamer.llm.usage`); calls whose usage
+    #: the server did not report are estimated, and counted in ``llm_calls_estimated``.
+    llm_prompt_tokens: int = 0
+    llm_completion_tokens: int = 0
+    llm_calls: int = 0
+    llm_calls_estimated: int = 0
+    #: Model answers cut at their token cap, and answers that held no readable cards.
+    llm_truncated: int = 0
+    llm_unreadable: int = 0
+    #: "run" or "day" when a token cap made later batches extractive; "" otherwise.
+    budget_reached: str = ""
     promoted: int = 0
     reinforced: int = 0
     conflicts: int = 0
@@ -114,6 +126,17 @@ class RollupReport:
         if left_out:
             self.dropped[LEFT_OUT] = self.dropped.get(LEFT_OUT, 0) + left_out
 
+    @property
+    def llm_tokens(self) -> int:
+        return self.llm_prompt_tokens + self.llm_completion_tokens
+
+    def count_tokens(self, usage: TokenUsage) -> None:
+        """Count one LLM-backed call's tokens."""
+        self.llm_prompt_tokens += usage.prompt
+        self.llm_completion_tokens += usage.completion
+        self.llm_calls += 1
+        self.llm_calls_estimated += usage.estimated
+
     def count_grounding(self, grounded: GroundedBatch) -> None:
         """Count what grounding made of a batch's summariser cards."""
         grounding = grounded.first
@@ -145,6 +168,13 @@ class RollupReport:
             "units_recarded": self.units_recarded,
             "claims_dropped": self.claims_dropped,
             "claims_added": self.claims_added,
+            "llm_calls": self.llm_calls,
+            "llm_calls_estimated": self.llm_calls_estimated,
+            "llm_prompt_tokens": self.llm_prompt_tokens,
+            "llm_completion_tokens": self.llm_completion_tokens,
+            "llm_tokens": self.llm_tokens,
+            "llm_truncated": self.llm_truncated,
+            "llm_unreadable": self.llm_unreadable,
             "promoted": self.promoted,
             "reinforced": self.reinforced,
             "conflicts": self.conflicts,
@@ -168,6 +198,7 @@ class RollupReport:
             "watermark_from": self.watermark_from,
             "watermark_to": self.watermark_to,
             "dropped": dict(self.dropped),
+            "budget_reached": self.budget_reached,
             "rejected": dict(self.cards_rejected),
             "rejections": [r.to_json() for r in self.rejections],
             "plan": [p.to_json() for p in self.plan],

@@ -44,6 +44,31 @@ def _family(name: str, kind: str, help_text: str, lines: Iterable[str]) -> list[
     return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", *body] if body else []
 
 
+#: Counters summed from the run records per profile: (metric, run count, help).
+_SUMMED = (
+    (
+        "dreamer_llm_tokens_total",
+        "llm_tokens",
+        "LLM tokens (prompt and completion) a profile's roll-ups used.",
+    ),
+    (
+        "dreamer_cards_accepted_total",
+        "cards_accepted",
+        "Summariser cards that held every unit they cited (grounding).",
+    ),
+    (
+        "dreamer_cards_rejected_total",
+        "cards_rejected",
+        "Summariser cards rejected by grounding (invented detail, holds none, fused values, too long).",
+    ),
+    (
+        "dreamer_units_recarded_total",
+        "units_recarded",
+        "Units a summariser card cited without saying their facts, carded again.",
+    ),
+)
+
+
 def render(totals: Sequence[RunTotal], profiles: Sequence[ProfileNow], ledger_cards: int) -> str:
     """The metrics in Prometheus' text exposition format (ends with a newline)."""
     rollups = [t for t in totals if t.job_id.startswith("rollup:")]
@@ -77,6 +102,17 @@ def render(totals: Sequence[RunTotal], profiles: Sequence[ProfileNow], ledger_ca
         "Cards a profile's roll-ups found again (duplicates that reinforced a card).",
         (_line("dreamer_cards_reinforced_total", {"profile": p}, n) for p, n in sorted(reinforced.items())),
     )
+    for name, count, help_text in _SUMMED:
+        per_profile: dict[str, int] = {}
+        for t in rollups:
+            profile = t.job_id.split(":", 1)[1]
+            per_profile[profile] = per_profile.get(profile, 0) + t.sums.get(count, 0)
+        out += _family(
+            name,
+            "counter",
+            help_text,
+            (_line(name, {"profile": p}, n) for p, n in sorted(per_profile.items())),
+        )
     out += _family(
         "dreamer_last_success_timestamp_seconds",
         "gauge",

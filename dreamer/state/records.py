@@ -146,6 +146,8 @@ class RunTotal:
     promoted: int
     reinforced: int
     last_finished_at: datetime | None
+    #: The sums of the other counts the metrics show (`dreamer.state.runs.SUMMED_COUNTS`).
+    sums: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

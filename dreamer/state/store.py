@@ -17,7 +17,6 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
 
 from dreamer.errors import RunBusyError, StateFileError
 from dreamer.state.ranks import ranked_chunk, ranked_count, rerank
@@ -26,8 +25,6 @@ from dreamer.state.records import (
     LedgerCard,
     RankPosition,
     Reinforcement,
-    RunRecord,
-    RunTotal,
     StoredVector,
     VectorRow,
     Watermark,
@@ -36,12 +33,12 @@ from dreamer.state.records import (
     parse_time,
 )
 from dreamer.state.rows import CARD_COLUMNS, card_from_row, chunks, marks
+from dreamer.state.runs import END_RUN, RunRecords
 from dreamer.state.schema import check_identity, create, state_errors
 
 #: How long an access waits for a lock another process holds.
 LOCK_TIMEOUT_S = 30.0
 
-_END_RUN = "UPDATE runs SET finished_at = ?, outcome = ?, detail = ?, counts = ? WHERE run_id = ?"
 
 
 # One range of the word index, read through the index on (word, set size) of its side.
@@ -80,7 +77,7 @@ def _put_vector(conn: sqlite3.Connection, document_id: str, vector: StoredVector
     )
 
 
-class StateStore:
+class StateStore(RunRecords):
     """A small synchronous store; every method is one short transaction. Safe across processes (WAL)."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
@@ -168,70 +165,6 @@ class StateStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-    # --- runs --------------------------------------------------------------------------------
-
-    @state_errors
-    def record_run_start(self, run_id: str, job_id: str, started_at: datetime) -> None:
-        self._conn.execute(
-            "INSERT OR IGNORE INTO runs (run_id, job_id, started_at) VALUES (?, ?, ?)",
-            (run_id, job_id, iso(started_at)),
-        )
-
-    @state_errors
-    def record_run_end(
-        self,
-        run_id: str,
-        outcome: str,
-        detail: str,
-        counts: Mapping[str, int],
-        finished_at: datetime,
-    ) -> None:
-        self._conn.execute(
-            _END_RUN,
-            (iso(finished_at), outcome, detail, json.dumps(dict(counts)), run_id),
-        )
-
-    @state_errors
-    def runs(self, job_id: str | None = None, limit: int = 50) -> list[RunRecord]:
-        """Most recent first."""
-        sql = "SELECT run_id, job_id, started_at, finished_at, outcome, detail, counts FROM runs"
-        args: tuple[Any, ...] = ()
-        if job_id is not None:
-            sql += " WHERE job_id = ?"
-            args = (job_id,)
-        sql += " ORDER BY started_at DESC, rowid DESC LIMIT ?"
-        rows = self._conn.execute(sql, (*args, limit)).fetchall()
-        return [
-            RunRecord(
-                r[0], r[1], parse_time(r[2]) or datetime.min, parse_time(r[3]), r[4], r[5], json.loads(r[6])
-            )
-            for r in rows
-        ]
-
-    @state_errors
-    def consecutive(self, job_id: str, outcome: str) -> int:
-        """How many of the job's most recent finished runs in a row ended with ``outcome``."""
-        n = 0
-        for run in self.runs(job_id, limit=1000):
-            if run.outcome is None:
-                continue
-            if run.outcome != outcome:
-                break
-            n += 1
-        return n
-
-    @state_errors
-    def run_totals(self) -> list[RunTotal]:
-        """Per job and outcome: how many runs ended so, their promoted and reinforced counts added
-        up, and when the last of them finished (for the operator metrics)."""
-        rows = self._conn.execute(
-            "SELECT job_id, outcome, COUNT(*), "
-            "COALESCE(SUM(json_extract(counts, '$.promoted')), 0), "
-            "COALESCE(SUM(json_extract(counts, '$.reinforced')), 0), MAX(finished_at) "
-            "FROM runs WHERE outcome IS NOT NULL GROUP BY job_id, outcome ORDER BY job_id, outcome"
-        ).fetchall()
-        return [RunTotal(r[0], r[1], r[2], int(r[3]), int(r[4]), parse_time(r[5])) for r in rows]
 
     # --- watermarks --------------------------------------------------------------------------
 
@@ -594,6 +527,6 @@ class StateStore:
                 )
                 rerank(conn, r.document_id)
             conn.execute(
-                _END_RUN,
+                END_RUN,
                 (now, outcome, detail, json.dumps(dict(counts)), run_id),
             )

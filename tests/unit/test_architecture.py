@@ -30,6 +30,7 @@ RANKS: dict[str, int] = {
     "dreamer.state": 2,
     "dreamer.retry": 2,
     "dreamer.embeddings": 3,
+    "dreamer.llm": 3,
     "dreamer.backends": 4,
     "dreamer.rollup": 5,
     "dreamer.hermes": 5,

@@ -47,6 +47,7 @@ from dreamer.backends.hindsight.models import (
 from dreamer.backends.hindsight.statuses import is_bank_not_found, status_error
 from dreamer.config import HindsightBackendConfig, is_header_safe_key
 from dreamer.errors import ConfigError, PermanentBackendError, ProtocolError, TransientBackendError
+from dreamer.llm.usage import usage_from
 from dreamer.log import SecretRedactor
 
 __all__ = ["HindsightBackend"]
@@ -412,6 +413,7 @@ class HindsightBackend:
                 if f.id is not None  # allowed by the server's schema, useless as provenance
             ),
             used_llm=True,
+            usage=usage_from(answer.usage, prompt_text=query, answer_text=answer.text),
         )
 
     async def _unit_total(self, bank_id: str) -> int:

@@ -165,6 +165,8 @@ class ReflectAnswer(ResponseModel):
     based_on: ReflectBasedOn | None = None
     structured_output: dict[str, Any] | None = None
     structured_output_error: str | None = None
+    #: ``{"input_tokens", "output_tokens", ...}``; read leniently (`dreamer.llm.usage.usage_from`).
+    usage: Any = None
 
 
 # --- POST .../memories, POST .../consolidate -------------------------------------------------
