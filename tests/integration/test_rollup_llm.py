@@ -4,6 +4,7 @@ model did, tokens counted, and both token budgets."""
 
 from __future__ import annotations
 
+import io
 import json
 import uuid
 from collections.abc import Iterator
@@ -15,6 +16,8 @@ import pytest
 
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
+from dreamer.commands.rollup import rollup_command
+from dreamer.commands.status import status_command
 from dreamer.config import Config
 from dreamer.outcomes import Outcome
 from dreamer.rollup.pipeline import Rollup
@@ -163,6 +166,50 @@ class TestTheModelMisbehaves:
         assert H99 in texts and AT_0230 in texts and AT_0330 in texts and TEA in texts
         assert not any("2019" in t or "or 03:30" in t for t in texts)
         assert report.units_left_out == 0
+
+    async def test_a_dry_run_status_and_metrics_show_what_grounding_did(
+        self, tmp_path: Path, stub_url: str, stub: LLMStub
+    ) -> None:
+        """`dreamer rollup --dry-run` prints each rejection with its reason; after a real run,
+        `status --json` has the run's grounding and token counts and today's tokens, and the run
+        records sum them for the metrics file."""
+        cfg = write_config(tmp_path, stub_url)
+        ids = await seed(cfg, [H36, AT_0230, AT_0330])
+        stub.script(
+            match=MARKER,
+            kind="other",
+            content=cards(
+                (H36, [ids[H36]]),
+                ("The restic backup job of host atlas runs at 02:30 or 03:30.", [ids[AT_0230], ids[AT_0330]]),
+            ),
+        )
+        out, err = io.StringIO(), io.StringIO()
+        assert await rollup_command(cfg, [], dry_run=True, since=None, as_json=False, out=out, err=err) == 0
+        text = out.getvalue()
+        assert "grounding: 1 cards accepted, 1 rejected (1 fused)" in text
+        assert "rejected  The restic backup job of host atlas runs at 02:30 or 03:30." in text
+        assert "why: fuses different values of one detail" in text
+        report = await run_once(cfg)
+        status = io.StringIO()
+        await status_command(cfg, as_json=True, out=status)
+        doc = json.loads(status.getvalue())
+        counts = doc["profiles"][0]["last_run"]["counts"]
+        assert (counts["cards_accepted"], counts["cards_rejected_fused"], counts["units_recarded"]) == (
+            1,
+            1,
+            2,
+        )
+        assert counts["llm_tokens"] == report.llm_tokens > 0
+        # The dry run's completion was spent too (the same prompt, so the same count): both count.
+        assert doc["llm"]["tokens_today"] == 2 * report.llm_tokens
+        with StateStore.open(cfg.state_path) as state:
+            [total] = [t for t in state.run_totals() if t.outcome == "promoted"]
+        assert total.sums == {
+            "llm_tokens": report.llm_tokens,
+            "cards_accepted": 1,
+            "cards_rejected": 1,
+            "units_recarded": 2,
+        }
 
     async def test_a_cut_answer_is_carded_extractively(
         self, tmp_path: Path, stub_url: str, stub: LLMStub

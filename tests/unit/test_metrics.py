@@ -31,6 +31,22 @@ class TestRender:
         assert "# TYPE dreamer_runs_total counter" in lines
         assert text.endswith("\n")
 
+    def test_tokens_and_grounding_are_summed_per_profile(self) -> None:
+        """LLM tokens, accepted and rejected cards and re-carded units are counters per profile,
+        added up over the outcomes of its runs (audit jobs left out)."""
+        sums = {"llm_tokens": 900, "cards_accepted": 4, "cards_rejected": 2, "units_recarded": 3}
+        totals = [
+            RunTotal("rollup:research", "promoted", 3, 7, 2, T, sums),
+            RunTotal("rollup:research", "deferred", 1, 0, 0, T, {"llm_tokens": 100}),
+            RunTotal("audit:mumuni", "ok", 1, 0, 0, T, {"llm_tokens": 5}),
+        ]
+        lines = render(totals, [], ledger_cards=0).splitlines()
+        assert 'dreamer_llm_tokens_total{profile="research"} 1000' in lines
+        assert 'dreamer_cards_accepted_total{profile="research"} 4' in lines
+        assert 'dreamer_cards_rejected_total{profile="research"} 2' in lines
+        assert 'dreamer_units_recarded_total{profile="research"} 3' in lines
+        assert "# TYPE dreamer_llm_tokens_total counter" in lines
+
     def test_label_values_are_escaped(self) -> None:
         text = render([RunTotal('rollup:a"b\\c\nd', "failed", 1, 0, 0, None)], [], 0)
         assert 'job_id="rollup:a\\"b\\\\c\\nd"' in text
