@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from dreamer.backends import open_backend
 from dreamer.commands.output import emit, written_paths
@@ -14,33 +14,58 @@ from dreamer.config import Config
 from dreamer.errors import ExitCode
 from dreamer.state import StateStore
 
+if TYPE_CHECKING:
+    from dreamer.peercard.polish import PolishTokens
+
 
 async def card_command(
     config: Config, profiles: Sequence[str], *, write: bool, as_json: bool, out: TextIO = sys.stdout
 ) -> int:
-    """Print the peer cards from the local promotion ledger; with ``write``, write them too."""
+    """Print the peer cards from the local promotion ledger; with ``write``, write them too (and
+    say the LLM tokens the polish used)."""
+    from dreamer.peercard.polish import PolishTokens
     from dreamer.peercard.refresh import peer_cards, refresh_peer_cards
 
     chosen = select_profiles(config, profiles)
     with StateStore.open(config.state_path) as state:
         cards = peer_cards(config, state, profiles=chosen, include_global=not profiles)
         written: list[Path] = []
+        tokens = PolishTokens()
         if write:
             # The polish (peer_card.polish) needs the backend; the cards printed are the cards as built.
             backend = open_backend(config) if config.peer_card.polish else None
             try:
                 written = await refresh_peer_cards(
-                    config, state, profiles=chosen, include_global=not profiles, backend=backend
+                    config,
+                    state,
+                    profiles=chosen,
+                    include_global=not profiles,
+                    backend=backend,
+                    tokens=tokens,
                 )
             finally:
                 if backend is not None:
                     await backend.aclose()
     if as_json:
         doc = {name: (card.to_json() if card else None) for name, _path, card in cards}
-        emit({"cards": doc, "written": [str(p) for p in written]}, True, out)
+        payload: dict[str, object] = {"cards": doc, "written": [str(p) for p in written]}
+        if write:
+            payload.update(tokens.counts())
+        emit(payload, True, out)
         return ExitCode.OK
     for name, _path, card in cards:
         out.write(f"{card.render()}\n\n" if card else f"({name}: no promoted cards yet)\n\n")
     if write:
         out.write(written_paths(written) + "\n")
+        if tokens.calls:
+            out.write(polish_tokens_line(tokens) + "\n")
     return ExitCode.OK
+
+
+def polish_tokens_line(tokens: PolishTokens) -> str:
+    """The LLM tokens of the polish reflects, as ``dreamer rollup`` says its own."""
+    estimated = f", {tokens.calls_estimated} estimated" if tokens.calls_estimated else ""
+    return (
+        f"polish LLM: {tokens.calls} call(s){estimated}, {tokens.prompt:,} prompt + "
+        f"{tokens.completion:,} completion tokens"
+    )

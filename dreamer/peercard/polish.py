@@ -4,7 +4,8 @@ Optional (``peer_card.polish``) and only worth asking a backend whose reflect us
 question lists the card's entries as built (:func:`polish_query`) and asks for
 ``{"entries": [{"text": ..., "mark": ...}]}`` (:func:`polish_schema`). The reflect runs under the
 accelerator-slot lock with the roll-up's retry rules (:func:`reflect_polish`): the slot is held only
-around the call and released during backoff sleeps.
+around the call and released during backoff sleeps. Each answer's LLM tokens are counted in a
+:class:`PolishTokens`, whether or not the answer is usable.
 
 The answer is untrusted. :func:`parse_polish` accepts it only whole: a structured answer whose
 ``entries`` is a non-empty list of objects, each with a string ``text`` that has words, is not
@@ -27,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from dreamer.backends.base import Budget, MemoryBackend, ReflectResult
 from dreamer.backends.reflect_schema import reflect_response_schema
 from dreamer.errors import DreamerError
+from dreamer.llm.usage import TokenUsage
 from dreamer.retry import RetryPolicy, backoff_logger, call_holding_slot
 from dreamer.rollup.cards import is_content_free
 from dreamer.slot import SlotLock
@@ -35,6 +37,7 @@ from dreamer.text import content_tokens, normalize_text
 __all__ = [
     "NO_MARK",
     "PolishRejected",
+    "PolishTokens",
     "PolishedEntry",
     "parse_polish",
     "polish_query",
@@ -60,6 +63,53 @@ class PolishedEntry:
 
     text: str
     mark: str | None
+
+
+@dataclass(slots=True)
+class PolishTokens:
+    """The LLM tokens of the polish reflects of one refresh, counted as the roll-up counts its own
+    (:meth:`dreamer.rollup.report.RollupReport.count_tokens`): a call whose usage the server did not
+    report is estimated and counted in ``calls_estimated``; a reflect without an LLM (no usage)
+    counts nothing."""
+
+    prompt: int = 0
+    completion: int = 0
+    calls: int = 0
+    calls_estimated: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.completion
+
+    def count(self, usage: TokenUsage | None) -> None:
+        """Count one polish reflect's usage (None: the reflect used no LLM)."""
+        if usage is None:
+            return
+        self.prompt += usage.prompt
+        self.completion += usage.completion
+        self.calls += 1
+        self.calls_estimated += usage.estimated
+
+    def counts(self) -> dict[str, int]:
+        """The counts under their run-record names, ``polish_llm_*``."""
+        return {
+            "polish_llm_calls": self.calls,
+            "polish_llm_calls_estimated": self.calls_estimated,
+            "polish_llm_prompt_tokens": self.prompt,
+            "polish_llm_completion_tokens": self.completion,
+            "polish_llm_tokens": self.total,
+        }
+
+    def add_to(self, counts: dict[str, int]) -> None:
+        """Add the polish tokens to a run's ``counts``: into its ``llm_*`` totals (which the status,
+        the metrics and the daily token budget read), and apart as ``polish_llm_*``. Nothing when no
+        polish reflect was counted."""
+        if not self.calls:
+            return
+        for key, value in self.counts().items():
+            total = key.removeprefix("polish_")
+            counts[total] = counts.get(total, 0) + value
+            counts[key] = counts.get(key, 0) + value
 
 
 class PolishEntryAnswer(BaseModel):
@@ -172,10 +222,12 @@ async def reflect_polish(
     tags: Sequence[str],
     policy: RetryPolicy,
     slot: SlotLock,
+    tokens: PolishTokens | None = None,
 ) -> list[PolishedEntry]:
     """Ask ``bank_id`` one polish reflect (under ``slot``, with retries) and parse the answer.
 
-    Raises what the call raises (:class:`~dreamer.errors.SlotBusyError`,
+    The answer's token usage is counted in ``tokens`` before it is parsed, so an unusable answer's
+    tokens count too. Raises what the call raises (:class:`~dreamer.errors.SlotBusyError`,
     :class:`~dreamer.retry.RetriesExhausted`, :class:`~dreamer.errors.BackendError`) and
     :class:`PolishRejected` for an unusable answer.
     """
@@ -196,4 +248,6 @@ async def reflect_polish(
         slot,
         on_retry=backoff_logger("reflect", log),
     )
+    if tokens is not None:
+        tokens.count(result.usage)
     return parse_polish(result, marks, entries)

@@ -20,7 +20,7 @@ from dreamer.errors import DreamerError, PolicyError
 from dreamer.peercard.build import peer_card, polished_peer_card
 from dreamer.peercard.card import GLOBAL_CARD_NAME, PeerCard
 from dreamer.peercard.entry import MARKERS
-from dreamer.peercard.polish import PolishRejected, reflect_polish
+from dreamer.peercard.polish import PolishRejected, PolishTokens, reflect_polish
 from dreamer.peercard.write import write_peer_card
 from dreamer.retry import RetryPolicy
 from dreamer.rollup.promote import ROLLUP_TAG
@@ -130,13 +130,15 @@ async def refresh_peer_cards(
     profiles: Sequence[str] | None = None,
     include_global: bool = True,
     backend: MemoryBackend | None = None,
+    tokens: PolishTokens | None = None,
 ) -> list[Path]:
     """Rebuild and write the peer cards that have a configured path; returns the paths written.
 
     An empty card is not written (a previous file stays as it was). See :func:`peer_cards`. With
     ``peer_card.polish`` and a ``backend`` whose reflect uses an LLM, each written card is then
     polished and written again when the polish is usable; the card as built is on disk first, so a
-    failed, slow or cancelled polish never leaves the file stale.
+    failed, slow or cancelled polish never leaves the file stale. Each polish reflect's LLM tokens
+    are counted in ``tokens``, usable answer or not (also when a later card's refresh fails).
     """
     if not config.peer_card.enabled:
         return []
@@ -158,7 +160,7 @@ async def refresh_peer_cards(
         await anyio.to_thread.run_sync(write_peer_card, path, card.render())
         written.append(path)
         if polisher is not None:
-            polished = await _polish(config, polisher, card, slot)
+            polished = await _polish(config, polisher, card, slot, tokens)
             if polished is not None:
                 await anyio.to_thread.run_sync(write_peer_card, path, polished.render())
     return written
@@ -187,7 +189,9 @@ def _polish_source(config: Config, card: PeerCard) -> tuple[str, tuple[str, ...]
     return config.bank_id(config.upstream_alias(card.profile)), (f"src:{card.profile}",)
 
 
-async def _polish(config: Config, backend: MemoryBackend, card: PeerCard, slot: SlotLock) -> PeerCard | None:
+async def _polish(
+    config: Config, backend: MemoryBackend, card: PeerCard, slot: SlotLock, tokens: PolishTokens | None
+) -> PeerCard | None:
     """``card`` polished by one reflect, or None (with a warning giving the reason) to keep it as built."""
     settings = config.peer_card
     bank_id, tags = _polish_source(config, card)
@@ -204,6 +208,7 @@ async def _polish(config: Config, backend: MemoryBackend, card: PeerCard, slot: 
             tags=tags,
             policy=RetryPolicy.from_config(config.retry),
             slot=slot,
+            tokens=tokens,
         )
         polished = polished_peer_card(
             card, entries, max_entries=settings.max_entries, max_entry_chars=settings.max_entry_chars

@@ -143,6 +143,7 @@ class RollupJob:
     async def __call__(self, config: Config, job: JobSpec, run_id: str) -> JobOutcome:
         # Imported at the first run, not at start: the daemon signals READY before paying for them.
         from dreamer.backends import open_backend
+        from dreamer.peercard.polish import PolishTokens
         from dreamer.peercard.refresh import refresh_peer_cards
         from dreamer.rollup.pipeline import Rollup
 
@@ -175,9 +176,12 @@ class RollupJob:
                     profile, activity=activity, run_id=run_id, dry_run=self.dry_run, since=self.since
                 )
                 self.reports[run_id] = report
+                polish = PolishTokens()
                 if report.outcome in (Outcome.PROMOTED, Outcome.REINFORCED) and config.peer_card.enabled:
                     try:
-                        await refresh_peer_cards(config, state, profiles=[profile], backend=backend)
+                        await refresh_peer_cards(
+                            config, state, profiles=[profile], backend=backend, tokens=polish
+                        )
                     except (OSError, DreamerError) as exc:
                         # The run has committed: a peer card that cannot be refreshed is a warning,
                         # never the run's outcome.
@@ -185,6 +189,9 @@ class RollupJob:
                 summary = report.to_json()
                 fields = {k: summary[k] for k in _REPORT_FIELDS}
                 counts = dict(report.counts())
+                # The peer card's polish reflects are this run's LLM tokens too (status, metrics,
+                # the daily budget), and polish_llm_* tell them apart.
+                polish.add_to(counts)
                 if activity is not None:
                     # Units written to the bank and not rolled up yet, as this run leaves them.
                     counts["backlog"] = max(0, activity.unit_count - state.watermark(profile).unit_count)

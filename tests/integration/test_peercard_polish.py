@@ -1,5 +1,5 @@
 """The optional reflect polish of the peer card: off, on without an LLM, its fallbacks, the slot and
-retry rules, and end to end against a real Hindsight server.
+retry rules, the LLM tokens it counts, and end to end against a real Hindsight server.
 
 Without Hindsight the backend is the real embedded store; where an LLM's answer is needed it is
 :class:`ScriptedLLM`, the embedded store whose reflect returns scripted answers (or raises scripted
@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,10 +37,12 @@ from dreamer.commands.card import card_command
 from dreamer.config import Config
 from dreamer.errors import PermanentBackendError, TransientBackendError
 from dreamer.hermes.memory.entries import parse_entries
+from dreamer.llm.usage import TokenUsage
+from dreamer.peercard.polish import PolishTokens
 from dreamer.peercard.refresh import peer_cards, refresh_peer_cards
 from dreamer.rollup.promote import ROLLUP_TAG
 from dreamer.service.jobs import plan_jobs
-from dreamer.service.runner import RollupJob
+from dreamer.service.runner import RollupJob, execute_job
 from dreamer.state import StateStore
 from tests.hindsight_fixtures import MarkedRequests
 from tests.integration.test_rollup_hindsight import (
@@ -381,6 +385,131 @@ class TestPolish:
         assert failed["error"] == "SlotBusyError" and "slot.acquire_timeout_s" in failed["reason"]
 
 
+# --- the LLM tokens of the polish ----------------------------------------------------------------
+
+#: Roll-up input for the tests whose roll-up job refreshes the card.
+FACTS = [
+    "The nightly restic backup of host atlas runs at 02:30 to the NAS.",
+    "Grafana listens on port 3000 on host hermes-mon.",
+    "Nextcloud runs version 27.1 on host atlas behind nginx.",
+]
+
+
+def used(result: ReflectResult, prompt: int, completion: int, *, estimated: bool = False) -> ReflectResult:
+    """``result`` as a reflect that used these LLM tokens."""
+    return replace(result, usage=TokenUsage(prompt, completion, estimated))
+
+
+class TestPolishTokens:
+    async def test_each_polish_reflect_counts_usable_or_not_and_estimated_apart(self, tmp_path: Path) -> None:
+        """Both cards' reflects count: the usable answer's and the refused one's (its tokens were
+        spent all the same); usage the server did not report counts as an estimated call."""
+        config = polish_config(tmp_path, polish=True)
+        backend = scripted(
+            config,
+            used(POLISHED, 400, 60),
+            used(ReflectResult(text="No relevant memories were found."), 350, 9, estimated=True),
+        )
+        tokens = PolishTokens()
+        try:
+            with StateStore.open(config.state_path) as state:
+                ledger(state)
+                await refresh_peer_cards(config, state, profiles=["research"], backend=backend, tokens=tokens)
+        finally:
+            await backend.aclose()
+        assert len(backend.calls) == 2
+        assert tokens.counts() == {
+            "polish_llm_calls": 2,
+            "polish_llm_calls_estimated": 1,
+            "polish_llm_prompt_tokens": 750,
+            "polish_llm_completion_tokens": 69,
+            "polish_llm_tokens": 819,
+        }
+
+    async def test_a_reflect_without_usage_counts_nothing(self, tmp_path: Path) -> None:
+        """A reflect answering with no usage (no LLM) counts no call and no token, and adds nothing
+        to a run's counts."""
+        config = polish_config(tmp_path, polish=True)
+        tokens = PolishTokens()
+        backend = scripted(config, POLISHED)
+        try:
+            with StateStore.open(config.state_path) as state:
+                ledger(state)
+                await refresh_peer_cards(config, state, profiles=["research"], backend=backend, tokens=tokens)
+        finally:
+            await backend.aclose()
+        assert len(backend.calls) == 2 and tokens.calls == 0 and tokens.total == 0
+        counts = {"llm_tokens": 5}
+        tokens.add_to(counts)
+        assert counts == {"llm_tokens": 5}
+
+    async def test_the_rollup_jobs_run_record_counts_the_polish_tokens(self, tmp_path: Path) -> None:
+        """The daemon's roll-up job adds the polish reflects' tokens to the run's llm_* counts (so
+        status, the metrics and the day's budget see them) and apart as polish_llm_*."""
+        config = polish_config(tmp_path, polish=True)
+        inner = EmbeddedBackend(config.embedded_path)
+        await inner.retain(config.bank_id("research"), [RetainItem(content=text) for text in FACTS])
+        await inner.aclose()
+        # The first reflect is the roll-up's summary (no readable cards: extractive cards stand in),
+        # then one polish per card (research, global).
+        backend = scripted(
+            config,
+            used(ReflectResult(text=""), 1000, 100),
+            used(POLISHED, 30, 7),
+            used(POLISHED, 20, 3, estimated=True),
+        )
+        job = plan_jobs(config)["rollup:research"]
+        try:
+            with StateStore.open(config.state_path) as state:
+                result = await execute_job(config, job, RollupJob(backend=backend), recorder=state)
+        finally:
+            await backend.aclose()
+        assert result.outcome.outcome == "promoted", result.outcome.detail
+        assert len(backend.calls) == 3
+        counts = result.outcome.counts
+        assert {k: v for k, v in counts.items() if k.endswith(("_calls", "_estimated", "_tokens"))} == {
+            "llm_calls": 3,
+            "llm_calls_estimated": 1,
+            "llm_prompt_tokens": 1050,
+            "llm_completion_tokens": 110,
+            "llm_tokens": 1160,
+            "polish_llm_calls": 2,
+            "polish_llm_calls_estimated": 1,
+            "polish_llm_prompt_tokens": 50,
+            "polish_llm_completion_tokens": 10,
+            "polish_llm_tokens": 60,
+        }
+        with StateStore.open(config.state_path) as state:
+            (run,) = state.runs("rollup:research")
+            assert run.counts["llm_tokens"] == 1160 and run.counts["polish_llm_tokens"] == 60
+            assert state.llm_tokens_since(datetime(2000, 1, 1, tzinfo=UTC)) == 1160
+
+    async def test_card_write_says_the_polish_tokens(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """`dreamer card --write` says the tokens its polish used; `--json` carries polish_llm_*."""
+        import dreamer.commands.card as card_module
+
+        config = polish_config(tmp_path, polish=True)
+        with StateStore.open(config.state_path) as state:
+            ledger(state)
+        steps = (used(POLISHED, 1200, 80), used(POLISHED, 900, 40, estimated=True))
+        monkeypatch.setattr(card_module, "open_backend", lambda _config: scripted(config, *steps))
+        out = io.StringIO()
+        assert await card_command(config, ["research"], write=True, as_json=False, out=out) == 0
+        assert "polish LLM: 1 call(s), 1,200 prompt + 80 completion tokens\n" in out.getvalue()
+        out = io.StringIO()
+        assert await card_command(config, [], write=True, as_json=True, out=out) == 0
+        doc = json.loads(out.getvalue())
+        assert {k: v for k, v in doc.items() if k.startswith("polish_llm_")} == {
+            "polish_llm_calls": 2,
+            "polish_llm_calls_estimated": 1,
+            "polish_llm_prompt_tokens": 2100,
+            "polish_llm_completion_tokens": 120,
+            "polish_llm_tokens": 2220,
+        }
+
+
 # --- against a real Hindsight server -----------------------------------------------------------
 
 
@@ -528,12 +657,18 @@ class TestPolishIsWiredIn:
     async def test_the_daemons_rollup_job_polishes_the_card_it_refreshes(
         self, tmp_path: Path, server: str, fresh_bank_id: str, marked: MarkedRequests
     ) -> None:
-        """The daemon's roll-up job body refreshes the card with the backend: the file is polished."""
+        """The daemon's roll-up job body refreshes the card with the backend: the file is polished,
+        and the polish reflect's tokens are added to the run's LLM tokens."""
         cfg = await seeded_for_polish(tmp_path, server, fresh_bank_id)
         job = plan_jobs(cfg)[f"rollup:{PROFILE}"]
-        outcome = await RollupJob()(cfg, job, "run-polish")
+        rollup_job = RollupJob()
+        outcome = await rollup_job(cfg, job, "run-polish")
         assert outcome.outcome == "promoted", outcome.detail
         assert card_entries(cfg.profiles[PROFILE].peer_card_path) == polish_card_entries(built_card(cfg))
+        report, counts = rollup_job.reports["run-polish"], outcome.counts
+        assert counts["polish_llm_calls"] == 1 and counts["polish_llm_tokens"] > 0
+        assert counts["llm_calls"] == report.llm_calls + 1
+        assert counts["llm_tokens"] == report.llm_tokens + counts["polish_llm_tokens"]
 
     async def test_card_write_command_polishes_the_written_card(
         self, tmp_path: Path, server: str, fresh_bank_id: str, marked: MarkedRequests
@@ -543,4 +678,5 @@ class TestPolishIsWiredIn:
         out = io.StringIO()
         assert await card_command(cfg, [PROFILE], write=True, as_json=False, out=out) == 0
         assert f"wrote {cfg.profiles[PROFILE].peer_card_path}" in out.getvalue()
+        assert "\npolish LLM: 1 call(s)" in out.getvalue()
         assert card_entries(cfg.profiles[PROFILE].peer_card_path) == polish_card_entries(built_card(cfg))
