@@ -43,12 +43,16 @@ class Rewrite:
 
 class Compressor(Protocol):
     """Anything that proposes shorter wordings for entries (only gated ones come back); `notes`
-    says what it rejected or could not do."""
+    says what it rejected or could not do, `llm_counts` the LLM tokens it used."""
 
     notes: list[str]
 
     def rewrite(self, entries: Sequence[str]) -> Mapping[str, Rewrite]:
         """For some of `entries`, a shorter wording that kept every protected detail."""
+        ...
+
+    def llm_counts(self) -> Mapping[str, int]:
+        """The LLM tokens it used, under the run record's ``llm_*`` names; empty without an LLM."""
         ...
 
 
@@ -199,6 +203,10 @@ class RuleCompressor:
     def __init__(self, min_chars: int) -> None:
         self.min_chars = min_chars
         self.notes: list[str] = []
+
+    def llm_counts(self) -> Mapping[str, int]:
+        """Nothing: the rules use no LLM."""
+        return {}
 
     def rewrite(self, entries: Sequence[str]) -> Mapping[str, Rewrite]:
         """For each long entry the rules shorten without losing a detail, its shorter wording."""

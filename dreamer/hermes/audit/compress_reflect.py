@@ -6,13 +6,15 @@ polish does: the slot is held only around the call). The answer is untrusted: ea
 `rewrite_refusal` on its own, so one that loses a number, name, path or URL is rejected and that
 entry kept, while the others are used; entries the answer does not address get the rules. When the
 call fails (slot busy, server down, no structured answer) the rules reword all of them.
+Every answer's LLM tokens are counted (`CompressionTokens`), usable or not, as the roll-up counts
+its own; the audit's report carries them under the run-record names ``llm_*``.
 Why: docs/design/hermes-audit.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import structlog
@@ -23,11 +25,14 @@ from dreamer.backends.reflect_schema import reflect_response_schema
 from dreamer.errors import DreamerError
 from dreamer.hermes.audit.compress import Rewrite, RuleCompressor, rewrite_refusal
 from dreamer.hermes.audit.ledger import one_line
+from dreamer.llm.usage import TokenUsage
 from dreamer.retry import RetryPolicy, backoff_logger, call_holding_slot
 from dreamer.slot import SlotLock
 
 __all__ = [
     "CompressionAnswer",
+    "CompressionTokens",
+    "CompressionUnusable",
     "Compressions",
     "ReflectCompressor",
     "compress_query",
@@ -71,11 +76,53 @@ def compress_query(entries: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class Compressions:
-    """Accepted rewrites by original entry, and a note for each rejected one."""
+    """Accepted rewrites by original entry, a note for each rejected one, and the LLM tokens the
+    answer used (None: the reflect used no LLM)."""
 
     rewrites: dict[str, Rewrite] = field(default_factory=dict)
     rejected: tuple[str, ...] = ()
     rejected_entries: frozenset[str] = frozenset()
+    usage: TokenUsage | None = None
+
+
+class CompressionUnusable(DreamerError):
+    """The compression reflect answered, but not in a usable shape; ``usage`` is what the answer
+    cost in LLM tokens (None: no LLM)."""
+
+    def __init__(self, message: str, usage: TokenUsage | None) -> None:
+        super().__init__(message)
+        self.usage = usage
+
+
+@dataclass(slots=True)
+class CompressionTokens:
+    """The LLM tokens of an audit's compression reflects, counted as the roll-up counts its own
+    (`dreamer.rollup.report.RollupReport.count_tokens`): a call whose usage the server did not
+    report is estimated and counted in ``calls_estimated``; no usage (no LLM) counts nothing."""
+
+    prompt: int = 0
+    completion: int = 0
+    calls: int = 0
+    calls_estimated: int = 0
+
+    def count(self, usage: TokenUsage | None) -> None:
+        """Count one reflect's usage."""
+        if usage is None:
+            return
+        self.prompt += usage.prompt
+        self.completion += usage.completion
+        self.calls += 1
+        self.calls_estimated += usage.estimated
+
+    def counts(self) -> dict[str, int]:
+        """The counts under the run record's names, as the roll-up's run records have them."""
+        return {
+            "llm_calls": self.calls,
+            "llm_calls_estimated": self.calls_estimated,
+            "llm_prompt_tokens": self.prompt,
+            "llm_completion_tokens": self.completion,
+            "llm_tokens": self.prompt + self.completion,
+        }
 
 
 def parse_compression(structured: Mapping[str, Any] | None, entries: Sequence[str]) -> Compressions:
@@ -114,8 +161,9 @@ async def reflect_compress(
 ) -> Compressions:
     """Ask one compression reflect of `bank_id` under `slot` (with retries) and gate each answer.
 
-    Raises what the call raises (`SlotBusyError`, `RetriesExhausted`, `BackendError`) and
-    `DreamerError` for an answer without a usable shape.
+    The answer's token usage comes back in `Compressions.usage`. Raises what the call raises
+    (`SlotBusyError`, `RetriesExhausted`, `BackendError`) and `CompressionUnusable`, carrying the
+    usage, for an answer without a usable shape.
     """
     result = await call_holding_slot(
         "reflect",
@@ -131,14 +179,19 @@ async def reflect_compress(
         slot,
         on_retry=backoff_logger("reflect", log),
     )
-    return parse_compression(result.structured, entries)
+    try:
+        found = parse_compression(result.structured, entries)
+    except DreamerError as exc:
+        raise CompressionUnusable(str(exc), result.usage) from None
+    return replace(found, usage=result.usage)
 
 
 class ReflectCompressor:
     """Compresses long entries with `reflect_compress`, falling back to the rules when it fails.
 
     `run` carries the coroutine to the event loop the audit's worker thread came from (for example
-    ``anyio.from_thread.run``); `notes` collects rejections and fallbacks for the report.
+    ``anyio.from_thread.run``); `notes` collects rejections and fallbacks for the report, `tokens`
+    the LLM tokens of every answer (`llm_counts`).
     """
 
     def __init__(
@@ -152,6 +205,12 @@ class ReflectCompressor:
         self._rules = RuleCompressor(min_chars)
         self.min_chars = min_chars
         self.notes: list[str] = []
+        self.tokens = CompressionTokens()
+
+    def llm_counts(self) -> dict[str, int]:
+        """The LLM tokens of the compression reflects so far, under the run record's ``llm_*`` names
+        (zeros before any answer)."""
+        return self.tokens.counts()
 
     def rewrite(self, entries: Sequence[str]) -> Mapping[str, Rewrite]:
         """Gated reflect rewrites of the long entries; the rules for all of them if the call fails."""
@@ -161,9 +220,12 @@ class ReflectCompressor:
         try:
             found = self._run(lambda: self._call(long))
         except (DreamerError, TimeoutError, OSError) as exc:
+            if isinstance(exc, CompressionUnusable):
+                self.tokens.count(exc.usage)
             self.notes.append(f"entries compressed by rules: the compression reflect failed ({exc})")
             log.warning("hermes_audit_compress_reflect_failed", error=str(exc))
             return self._rules.rewrite(long)
+        self.tokens.count(found.usage)
         self.notes.extend(found.rejected)
         # Entries the answer did not address get the rules; a rejected rewrite keeps its entry as is.
         unanswered = [e for e in long if e not in found.rewrites and e not in found.rejected_entries]

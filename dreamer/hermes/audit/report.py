@@ -4,7 +4,10 @@ Status is one of COMPLETE (changes applied), DRY_RUN (planned only: requested, o
 registered writer), SKIP (no audit due), CRITICAL (a canary is missing; nothing changed) and ERROR
 (the agent's files could not be read). Counts use the contract's names: deletions, moves,
 corrections, unverified (marks added) and reverified (marks cleared); for a dry run they count
-planned actions, otherwise applied ones.
+planned actions, otherwise applied ones. An audit that compressed by an LLM reflect also counts its
+tokens, under the roll-up run record's names: ``llm_calls``, ``llm_calls_estimated`` (usage the server
+did not report, estimated), ``llm_prompt_tokens``, ``llm_completion_tokens`` and ``llm_tokens``; the
+daemon's audit run record keeps them, so the daily token total counts them too.
 
 `warnings` are about the files rather than the audit: a file still over its limit after the audit
 (or, for a dry run, after the planned actions) leaves the status COMPLETE or DRY_RUN, since the

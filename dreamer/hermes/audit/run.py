@@ -108,7 +108,9 @@ def audit_agent(
             return run.execute()
     except (StoreReadError, LedgerReadError, WriterRegistryError, OSError) as exc:
         log.error("hermes_audit_failed", agent=agent.name, error=str(exc))
-        return AuditReport(agent.name, AuditStatus.ERROR, now, reason=str(exc))
+        # LLM tokens a compression reflect used before the failure were spent all the same.
+        llm = dict(run.compressor.llm_counts())
+        return AuditReport(agent.name, AuditStatus.ERROR, now, reason=str(exc), counts=llm)
 
 
 class _AuditRun:
@@ -266,6 +268,7 @@ class _AuditRun:
     ) -> AuditReport:
         counts = count_actions(plan.actions)
         counts["moves"] += len(self.soul_moves)
+        counts.update(self.compressor.llm_counts())
         records = (
             *(action_record(action, "planned") for action in plan.actions),
             *(soul_move_record(move, "planned") for move in self.soul_moves),
@@ -372,6 +375,7 @@ class _AuditRun:
         applied = [o.action for o in outcomes if o.applied]
         counts = count_actions(applied)
         counts["moves"] += sum(r.outcome == "applied" for r in soul_records)
+        counts.update(self.compressor.llm_counts())
         records = (
             *(action_record(o.action, "applied" if o.applied else "skipped", o.detail) for o in outcomes),
             *soul_records,

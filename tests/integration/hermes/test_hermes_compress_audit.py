@@ -24,6 +24,7 @@ from dreamer.hermes.audit.ledger import parse_ledger
 from dreamer.hermes.audit.report import AuditReport, AuditStatus
 from dreamer.hermes.audit.run import audit_agent
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
+from dreamer.llm.usage import TokenUsage
 from dreamer.retry import RetryPolicy
 from dreamer.slot import SlotLock
 
@@ -234,3 +235,101 @@ def test_against_the_real_server_no_answer_loses_a_detail(
     memory = entries(agent.memory_path)
     assert memory[0] == CANARY and len(memory) == 3
     assert lock_is_free(slot_path)
+
+
+# --- the LLM tokens of the compression reflect ---------------------------------------------------
+
+LLM_KEYS = ("llm_calls", "llm_calls_estimated", "llm_prompt_tokens", "llm_completion_tokens", "llm_tokens")
+USABLE = {
+    "entries": [
+        {"number": 1, "text": "Nextcloud 28.0.4 runs in Docker on docker01, data in /mnt/tank/nextcloud (ZFS)."},  # noqa: E501
+    ]
+}  # fmt: skip
+
+
+def llm_counts(report: AuditReport) -> dict[str, int]:
+    return {key: report.counts[key] for key in LLM_KEYS if key in report.counts}
+
+
+class TestTokens:
+    def test_a_usable_answers_tokens_are_in_the_report_and_its_json(self, tmp_path: Path) -> None:
+        """The reflect's reported usage is counted under the run record's llm_* names, in the
+        report's counts and so in `dreamer audit --json`."""
+        answer = ReflectResult(text="", structured=USABLE, usage=TokenUsage(prompt=412, completion=57))
+        report, _ = audit_with_reflect(tmp_path, answer)
+        expected = {
+            "llm_calls": 1,
+            "llm_calls_estimated": 0,
+            "llm_prompt_tokens": 412,
+            "llm_completion_tokens": 57,
+            "llm_tokens": 469,
+        }
+        assert llm_counts(report) == expected
+        assert report.counts["compressions"] >= 1
+        assert {k: report.to_dict()["counts"][k] for k in LLM_KEYS} == expected
+
+    def test_an_unusable_answer_still_counts_and_estimated_usage_is_told_apart(self, tmp_path: Path) -> None:
+        """An answer without a usable shape falls back to the rules, but its tokens were spent: they
+        count, and usage the server did not report counts as an estimated call."""
+        answer = ReflectResult(text="no idea", usage=TokenUsage(prompt=90, completion=3, estimated=True))
+        report, _ = audit_with_reflect(tmp_path, answer)
+        assert any("compressed by rules" in note for note in report.notes), report.notes
+        assert llm_counts(report) == {
+            "llm_calls": 1,
+            "llm_calls_estimated": 1,
+            "llm_prompt_tokens": 90,
+            "llm_completion_tokens": 3,
+            "llm_tokens": 93,
+        }
+
+    def test_no_usage_and_a_failed_call_count_nothing(self, tmp_path: Path) -> None:
+        """A reflect that used no LLM (usage None) or failed counts no call and no token (the
+        reflect compressor's counts are there, zero); the rules alone add no llm_* count."""
+        zero = dict.fromkeys(LLM_KEYS, 0)
+        report, _ = audit_with_reflect(tmp_path / "none", ReflectResult(text="", structured=USABLE))
+        assert llm_counts(report) == zero
+        report, _ = audit_with_reflect(tmp_path / "failed", TransientBackendError("server unavailable"))
+        assert llm_counts(report) == zero
+        assert llm_counts(audit_agent(make_agent(tmp_path / "rules"), FORCED, NOW)) == {}
+
+    def test_the_daemons_audit_job_records_the_tokens_for_the_daily_total(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The audit job's run record carries the reflect's tokens, so the day's LLM token total
+        (status, rollup.max_llm_tokens_per_day) counts them."""
+        import dreamer.hermes.configured as configured
+        from dreamer.service.jobs import plan_jobs
+        from dreamer.service.runner import execute_job, run_audit_job
+        from dreamer.state import StateStore
+        from tests.support.configs import config_data, loaded
+
+        agent = make_agent(tmp_path / "agent")
+        data = config_data(
+            agents={"a": {"memories_dir": str(agent.memories_dir)}},
+            audit={"compress_bank": "global"},
+            slot={"lock_path": str(tmp_path / "slot.lock"), "acquire_timeout_s": 5.0},
+            retry={"max_attempts": 1, "base_delay_s": 0.0},
+            state_dir=str(tmp_path / "state"),
+        )
+        config = loaded(tmp_path, data)
+        answer = ReflectResult(text="", structured=USABLE, usage=TokenUsage(prompt=300, completion=40))
+        backend = ScriptedReflect(EmbeddedBackend(tmp_path / "store.sqlite3"), tmp_path / "slot.lock", answer)
+        monkeypatch.setattr(configured, "open_backend", lambda _config: backend)
+
+        async def main() -> None:
+            with StateStore.open(config.state_path) as state:
+                await execute_job(config, plan_jobs(config)["audit:a"], run_audit_job, recorder=state)
+
+        anyio.run(main)
+        assert backend.held == [True]
+        with StateStore.open(config.state_path) as state:
+            (run,) = state.runs("audit:a")
+            assert run.outcome == "complete", run.detail
+            assert {k: run.counts[k] for k in LLM_KEYS} == {
+                "llm_calls": 1,
+                "llm_calls_estimated": 0,
+                "llm_prompt_tokens": 300,
+                "llm_completion_tokens": 40,
+                "llm_tokens": 340,
+            }
+            assert state.llm_tokens_since(NOW.replace(year=2000)) == 340
