@@ -20,7 +20,7 @@ import structlog
 from dreamer.backends.base import MemoryBackend, MemoryUnit
 from dreamer.config import Config, ProfileConfig
 from dreamer.llm.openai import ChatAnswer
-from dreamer.llm.usage import TokenUsage
+from dreamer.llm.usage import usage_from
 from dreamer.rollup import extractive
 from dreamer.rollup.cards import (
     CARDS_SCHEMA,
@@ -157,7 +157,8 @@ class Summariser:
                 ),
                 needs_slot=True,
             )
-            report.count_tokens(result.usage or TokenUsage(estimated=True))
+            # A backend that reports no usage: estimated from what was sent and answered.
+            report.count_tokens(result.usage or usage_from(None, prompt_text=query, answer_text=result.text))
             structured, text = result.structured, result.text
         else:
             assert self.llm is not None

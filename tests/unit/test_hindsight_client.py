@@ -32,6 +32,7 @@ from dreamer.errors import (
     ProtocolError,
     TransientBackendError,
 )
+from dreamer.llm.usage import TokenUsage
 
 FIXTURES: dict[str, Any] = json.loads(
     (Path(__file__).parent.parent / "fixtures" / "hindsight_responses.json").read_text(encoding="utf-8")
@@ -848,3 +849,28 @@ class TestListPaging:
         )
         with pytest.raises(ProtocolError, match="did not advance"):
             await backend.list_units_since(BANK, None)
+
+
+class TestReflectUsage:
+    async def test_the_recorded_usage_is_read_and_a_missing_one_estimated(self) -> None:
+        """A reflect's tokens are Hindsight's own count (recorded 1.1.0 answer: 40 in, 20 out); an
+        answer with ``usage: null`` is estimated from the query and the answer, and says so."""
+        backend, _ = backend_with(with_stored_units(route_recorded))
+        try:
+            result = await backend.reflect(BANK, "Summarise")
+        finally:
+            await backend.aclose()
+        assert result.usage == TokenUsage(40, 20)
+
+        def without_usage(request: httpx.Request) -> httpx.Response:
+            if request.url.path.endswith("/reflect"):
+                body = {**recorded("reflect_with_facts")["body"], "usage": None}
+                return httpx.Response(200, json=body)
+            return route_recorded(request)
+
+        backend, _ = backend_with(with_stored_units(without_usage))
+        try:
+            result = await backend.reflect(BANK, "Summarise")
+        finally:
+            await backend.aclose()
+        assert result.usage is not None and result.usage.estimated and result.usage.total > 0
