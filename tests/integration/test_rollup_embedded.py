@@ -159,6 +159,21 @@ CRASH_STEPS = ["gated", "collected", "summarised", "judged", "promoted", "commit
 
 
 @pytest.mark.slow
+class TestNoFactCut:
+    async def test_a_unit_longer_than_a_card_keeps_every_fact(self, tmp_path: Path) -> None:
+        """The repro: a unit over the 400-character card cap with a port at its end, and the same
+        port said alone. Both are promoted and a global card says 9431, citing both."""
+        cfg = write_config(tmp_path)
+        long = ("Operators restart the ingest service nightly. " * 12) + "Ingest listens on port 9431."
+        await seed(cfg, [long, "Ingest listens on port 9431."])
+        report = await run_once(cfg)
+        assert report.outcome == "promoted" and report.units_promoted == 2, report.reason
+        cards = await upstream_cards(cfg)
+        assert any("9431" in c.text for c in cards), [c.text for c in cards]
+        assert all(not c.text.endswith("…") and len(c.text) <= 400 for c in cards)
+        await assert_held(cfg)
+
+
 class TestLedgerSketches:
     async def test_promoted_cards_are_kept_with_their_sketch(self, tmp_path: Path) -> None:
         """Every ledger row a run commits carries the dedup sketch of its text."""

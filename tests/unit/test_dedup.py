@@ -485,6 +485,15 @@ TEXTS = {
 }
 
 
+def pair_cosine(first: str, second: str, value: float) -> dedup.SemanticSimilarity:
+    """An embedder that puts these two texts at ``value`` and knows no other pair."""
+
+    def cosine(new: str, old: str) -> float | None:
+        return value if {new, old} == {first, second} else None
+
+    return cosine
+
+
 class TestEmbedderRoute:
     def test_paraphrase_with_few_shared_words_is_a_duplicate_of_a_ledger_card(self) -> None:
         """With the embedder's cosine, a ledger card restated in other words is a duplicate."""
@@ -505,6 +514,38 @@ class TestEmbedderRoute:
         assert "says only 50% of its content words" in verdict.reason
         loose = DedupThresholds(reinforce_containment=0.5)
         assert judge_batch(card, ledger, {}, loose, semantic=semantic)[0].kind is VerdictKind.DUPLICATE
+
+    @pytest.mark.parametrize(
+        ("new", "stored"),
+        [
+            # The date and the catch would be gone.
+            (
+                "Andrew went fishing last weekend at the lake and caught a few fish.",
+                "Andrew and his girlfriend go fishing in one of the lakes close to the city.",
+            ),
+            # Who teaches whom would be gone.
+            (
+                "John teaches coding to his younger siblings on weekends.",
+                "John's younger siblings join him in the HTML/CSS programming course.",
+            ),
+        ],
+    )
+    def test_a_reinforcement_that_would_drop_new_facts_is_refused(self, new: str, stored: str) -> None:
+        """The held-out repros: a near card whose facts the stored text does not say is promoted
+        beside it (linked), however near the embedder puts them."""
+        semantic = pair_cosine(new, stored, 0.95)
+        [verdict] = judge_batch([CardText("n", new)], [CardText("L", stored)], {}, semantic=semantic)
+        assert verdict.kind is VerdictKind.NEW and verdict.matched_id == "L", verdict.reason
+
+    def test_a_reinforcement_that_would_reverse_who_advised_whom_is_refused(self) -> None:
+        """ "John advised James" never reinforces "James advised John", whatever the cosine."""
+        new, stored = (
+            "John advised James to study opening moves.",
+            "James advised John to study opening moves.",
+        )
+        semantic = pair_cosine(new, stored, 0.99)
+        [verdict] = judge_batch([CardText("n", new)], [CardText("L", stored)], {}, semantic=semantic)
+        assert verdict.kind is not VerdictKind.DUPLICATE and "role" in verdict.changed
 
     def test_changed_date_with_a_high_cosine_is_a_conflict(self) -> None:
         """A protected detail still vetoes the embedder: a changed date is a conflict, not a duplicate."""
