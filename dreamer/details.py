@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from dreamer.text import (
+    CURRENCY_SYMBOLS,
     NUMBER_WORDS,
     STOPWORDS,
     content_tokens,
@@ -99,8 +100,18 @@ _LONE_MONTH = re.compile(
 _WEEKDAY = re.compile(rf"(?i)\b({_WEEKDAY_RE})s?\b")
 _LONE_YEAR = re.compile(rf"\b({_YEAR_RE})\b")
 _CLOCK_TIME = re.compile(r"(?i)\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\b\.?|\b(\d{1,2}):(\d{2})\b")
-# Digits with a short unit or ordinal suffix: "4th", "1900s", "5k", "30gb", "12%".
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*[A-Za-z]{0,3}(?![\w])%?")
+# Digits with a short unit or ordinal suffix ("4th", "1900s", "5k", "30gb"), with their sign,
+# currency, "%" and a trailing "+" as the normaliser keeps them (`dreamer.text`): "-5", "$100",
+# "100 €", "12%", "5+". A sign counts where it cannot be a hyphen or a range ("COVID-19", "5-10"),
+# and a "+" after a letter ("UTC+5", where "UTC-5" is read as a hyphen, as the normaliser does).
+_SIGNS = "+\\-\u2212"
+_NUMBER = re.compile(
+    rf"(?:(?<![\w.,{_SIGNS}])(?P<sign>[{_SIGNS}])|(?<=[^\W\d_])(?P<joined>\+))?"
+    rf"(?:(?P<cur>[{CURRENCY_SYMBOLS}])\s?(?P<signed>[{_SIGNS}])?)?"
+    r"(?<![\w.])(?P<digits>\d+(?:[.,]\d+)*[A-Za-z]{0,3})(?![\w])"
+    rf"(?(cur)|(?:(?P<post>[{CURRENCY_SYMBOLS}])|\s(?P<spaced>[{CURRENCY_SYMBOLS}])(?!\s?[{_SIGNS}]?\d))?)"
+    r"(?:\s?(?P<percent>%))?(?P<plus>\++(?![\w+]))?"
+)
 _NUMBER_WORD = re.compile(r"(?i)\b(" + "|".join(NUMBER_WORDS) + r")\b")
 _NEGATION_WORDS = frozenset(
     {
@@ -119,7 +130,11 @@ _NEGATION_WORDS = frozenset(
     }
 )
 _NEGATION_TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)*")
-_NAME_WORD = re.compile(r"[^\W_]+(?:['’ʼ][^\W_]+)*")
+# A name is one normalised word (`dreamer.text`): a "." between digits, a leading "@" or "#" and a
+# trailing "+" or "#" belong to it, so "C++", "C#" and "@Alice" are not "C" and "Alice".
+_NAME_WORD = re.compile(
+    r"(?:(?<!\w)[@#])?[^\W_]+(?:(?:['’ʼ]|(?<=\d)\.(?=\d))[^\W_]+)*(?:\++(?![\w+])|#(?![\w#]))?"
+)
 _POSSESSIVE_SUFFIX = re.compile(r"['’ʼ]s$")
 _NOT_NAMES = frozenset(STOPWORDS | set(_MONTHS) | set(_WEEKDAYS) | set(NUMBER_WORDS))
 #: Common nouns and adverbs that are capitalised only because they start a sentence
@@ -352,12 +367,18 @@ def _extract_dates(text: str, found: dict[Detail, list[str]]) -> str:
     return text
 
 
+def _number_value(match: re.Match[str]) -> str:
+    """A number's canonical spelling: sign, digits, currency, "%", "+" ("-$5" and "$-5" are "-5$")."""
+    sign = (match["sign"] or match["joined"] or match["signed"] or "").replace("\u2212", "-")
+    # "1,000" is a thousand; "3,5" stays as written.
+    digits = re.sub(r",(?=\d{3}\b)", "", match["digits"]).casefold()
+    currency = match["cur"] or match["post"] or match["spaced"] or ""
+    return f"{sign}{digits}{currency}{match['percent'] or ''}{match['plus'] or ''}"
+
+
 def _extract_numbers(text: str, found: dict[Detail, list[str]]) -> str:
     matches, text = _collect(_NUMBER, text)
-    for m in matches:
-        value = m.group(0)
-        # "1,000" is a thousand; "3,5" stays as written.
-        found[Detail.NUMBER].append(re.sub(r",(?=\d{3}\b)", "", value).casefold())
+    found[Detail.NUMBER] += [_number_value(m) for m in matches]
     matches, text = _collect(_NUMBER_WORD, text)
     found[Detail.NUMBER] += [NUMBER_WORDS[m[1].casefold()] for m in matches]
     return text
@@ -365,8 +386,6 @@ def _extract_numbers(text: str, found: dict[Detail, list[str]]) -> str:
 
 def _is_negation(word: str) -> bool:
     return word in _NEGATION_WORDS or word.endswith("n't")
-
-
 
 
 #: How many words after a negation its negated word may be ("does not really drink" -> "drink").
@@ -415,7 +434,7 @@ def _names(
         starts_sentence = (previous_end == 0 and not gap.strip()) or bool(_SENTENCE_END.search(gap))
         previous_end = match.end()
         is_name = (
-            word[:1].isupper()
+            word.lstrip("@#")[:1].isupper()
             and folded not in _NOT_NAMES
             and not folded.isdigit()
             and not (starts_sentence and folded in _SENTENCE_STARTERS)

@@ -5,18 +5,33 @@ punctuation removed, whitespace collapsed, and leading date clauses ("On 8 May 2
 ...", "2023-05-08: ...") dropped, because the same fact restated on another day must still compare
 equal. Dates *inside* a sentence are kept: they are part of the fact.
 
-`card_document_id` hashes the profile and the normalised text, so a card re-sent after a crash
-keeps its id, and two cards of a profile share an id only if their normalised texts are equal, which
-dedup already judges a duplicate before anything is sent (``docs/design/rollup.md``).
+Punctuation goes, but not the symbols that change what a word means: a number's sign ("-5" and
+"−5" are not "5"; a hyphen after a letter or a digit is no sign: "COVID-19", "5-10"), its currency
+("$100", "100 $" and "100$" are all "100$", not "100"), "%" ("50 %" is "50%") and a trailing "+"
+("5+"); a decimal point between digits ("10.5" is neither "105" nor "10 5"); "C++", "g++", "C#",
+"F#", "A+" (one "+" after a longer word goes: "LGBTQ+" is "lgbtq"), "@alice" and "#general".
+"," before three digits is a thousands separator ("1,000" is "1000"); dashes between words are
+spaces ("well-known" is "well known"), as are quotes and trailing punctuation; apostrophes join
+("don't" is "dont", a possessive "'s" goes). The result is a fixed point: normalising it again
+changes nothing.
+
+`card_document_id` hashes the profile, the normalised text and the normalisation rule
+(`NORMALIZATION_RULE`), so a card re-sent after a crash keeps its id, two cards of a profile share
+an id only if their normalised texts are equal, which dedup already judges a duplicate before
+anything is sent (``docs/design/rollup.md``), and an id made under an older rule is never given to
+another text. Why these symbols: ``docs/design/dedup.md`` ("What normalisation keeps").
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 import unicodedata
 
 __all__ = [
+    "CURRENCY_SYMBOLS",
+    "NORMALIZATION_RULE",
     "EmptyCardTextError",
     "InvalidProfileError",
     "card_document_id",
@@ -40,8 +55,9 @@ class InvalidProfileError(ValueError):
 
 
 # --- leading date clauses -------------------------------------------------------------------------
-# Matched on the already normalised form (lower case, no punctuation, single spaces), so that
-# stripping is idempotent: a clause that survives punctuation removal is still recognised.
+# Matched on the already normalised form (lower case, single spaces, no punctuation but the kept
+# symbols: a decimal point joins "08.05.2023" and "10.30"), so that stripping is idempotent: a clause
+# that survives normalisation is still recognised.
 
 _MONTH = (
     r"(?:january|february|march|april|may|june|july|august|september|october|november|december"
@@ -56,15 +72,15 @@ _COUNT = (
     r"|several|few)"
 )
 _UNIT_OF_TIME = r"(?:day|week|weekend|month|year|fortnight)s?"
-_CLOCK = r"(?:[0-2]?\d(?: [0-5]\d){0,2} ?(?:am|pm|a m|p m)|[0-2]?\d [0-5]\d(?: [0-5]\d)?)"
+_CLOCK = r"(?:[0-2]?\d(?:[ .][0-5]\d){0,2} ?(?:am|pm|a m|p m)|[0-2]?\d[ .][0-5]\d(?:[ .][0-5]\d)?)"
 
 # A unit that is a date on its own, with or without a preposition in front.
 _BARE_DATE = "|".join(
     [
         # 2023-05-08, optionally with a time, seconds, fraction and offset
-        rf"{_YEAR} [01]?\d [0-3]?\d"
-        r"(?:(?: |t| t)[0-2]?\d [0-5]\d(?: [0-5]\d)?(?: \d+)?z?(?: [0-2]\d(?: [0-5]\d)?)?)?",
-        rf"[0-3]?\d [01]?\d {_YEAR}",  # 08/05/2023
+        rf"{_YEAR}[ .][01]?\d[ .][0-3]?\d"
+        r"(?:(?: |t| t)[0-2]?\d [0-5]\d(?: [0-5]\d)?(?:[ .]\d+)?z?(?: [0-2]\d(?: [0-5]\d)?)?)?",
+        rf"[0-3]?\d[ .][01]?\d[ .]{_YEAR}",  # 08/05/2023, 08.05.2023
         rf"(?:{_WEEKDAY} )?(?:the )?{_DAY} (?:of )?{_MONTH}(?: {_YEAR})?",  # 8 May 2023, the 8th of May
         rf"(?:{_WEEKDAY} )?{_MONTH} (?:the )?{_DAY}(?: {_YEAR})?",  # May 8, 2023
         rf"{_MONTH} {_YEAR}",  # June 2023
@@ -98,22 +114,84 @@ def strip_leading_date_clause(normalized: str) -> str:
 
 # --- normalisation --------------------------------------------------------------------------------
 
-# Python's \w covers letters and digits of every script; everything else (punctuation, symbols,
-# combining marks left over after NFKC, "_") separates words.
-_NON_WORD = re.compile(r"[\W_]+")
 _POSSESSIVE = re.compile(r"['’ʼ]s\b")
 _APOSTROPHE = re.compile(r"['’ʼ]")
+
+#: Currency symbols (Unicode category Sc) as NFKC leaves them; their full-width forms fold to these.
+CURRENCY_SYMBOLS = (
+    "$\u00a2-\u00a5\u058f\u060b\u07fe\u07ff\u09f2\u09f3\u09fb\u0af1\u0bf9\u0e3f\u17db"
+    "\u20a0-\u20a7\u20a9-\u20c0\ua838\U00011fdd-\U00011fe0\U0001e2ff\U0001ecb0"
+)
+# A word: letters and digits of any script (Python's \w without "_"), joined by "." between two
+# digits ("10.5", "3.11.2") and by "," before a group of three digits (dropped: "1,000" is "1000").
+_WORD_REST = r"[^\W_]*(?:(?:(?<=\d)\.(?=\d)|(?<=\d),(?=\d{3}(?!\d)))[^\W_]+)*"
+# Every other character separates words, except the symbols that carry meaning next to a word: a
+# number's sign, currency, "%" and trailing "+" ("-5", "$100", "100 €", "50%", "5+"), and a word's
+# trailing "++", "#" or "+" (this after one or two letters only: "C++", "C#", "A+", not "LGBTQ+")
+# and leading "@" or "#" ("@alice", "#general"). A sign counts only
+# where it cannot be a hyphen or a range ("COVID-19", "5-10", "2023-05-08" keep none), and a "+"
+# after a letter is one ("UTC+5" is "utc +5", where "UTC-5" is "utc 5").
+_TOKEN = re.compile(
+    rf"""
+    (?=[^\W_]|[+\-@\#{CURRENCY_SYMBOLS}])  # where a word can start (the scan skips the rest fast)
+    (?:
+        (?:
+            (?:(?<![\w.,+\-])(?P<sign>[+\-])|(?<=[^\W\d_])(?P<joined>\+))(?P<pre>[{CURRENCY_SYMBOLS}])?
+          | (?P<cur>[{CURRENCY_SYMBOLS}])\s?(?P<signed>[+\-])?
+        )?
+        (?P<number>\d{_WORD_REST})
+        (?(pre)|(?(cur)|(?:(?P<post>[{CURRENCY_SYMBOLS}])|\s(?P<spaced>[{CURRENCY_SYMBOLS}])(?!\s?[+\-]?\d))?))
+        (?:\s?(?P<percent>%))?
+        (?P<plus>\++(?![\w+]))?
+      |
+        (?:(?<!\w)(?P<mark>[@\#]))?
+        (?P<word>[^\W\d_]{_WORD_REST})
+        (?P<tail>\++(?![\w+])|\#(?![\w#]))?
+    )
+    """,
+    re.VERBOSE,
+)
 
 
 def _fold(text: str) -> str:
     # NFKC again after casefold: casefolding can decompose a character NFKC would compose back.
-    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    # The minus sign is a hyphen-minus once folded: "−5" and "-5" are the same number.
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    return folded.replace("\u2212", "-")
+
+
+def _token(match: re.Match[str]) -> str:
+    """One word as normalised: a number as sign, digits, currency, "%", "+" ("-$5" is "-5$")."""
+    word = match.group(0)
+    if word.isalnum():
+        return word
+    if match["word"] is not None:
+        # One "+" after a word longer than two letters is a mark, not a name: "LGBTQ+" is "lgbtq".
+        tail = "" if match["tail"] == "+" and len(match["word"]) > 2 else match["tail"] or ""
+        return (match["mark"] or "") + match["word"].replace(",", "") + tail
+    return "".join(
+        (
+            match["sign"] or match["joined"] or match["signed"] or "",
+            match["number"].replace(",", ""),
+            match["pre"] or match["cur"] or match["post"] or match["spaced"] or "",
+            match["percent"] or "",
+            match["plus"] or "",
+        )
+    )
+
+
+# Without any of these, the words are the runs of letters and digits (most texts: the fast way).
+_NON_WORD = re.compile(r"[\W_]+")
+_KEPT_SYMBOL = re.compile(rf"[+#@%{CURRENCY_SYMBOLS}]")
+_NEAR_DIGIT = re.compile(r"[\-.,]\d")  # a sign, a decimal point or a thousands separator, maybe
 
 
 def _words_only(text: str) -> str:
     without_possessive = _POSSESSIVE.sub("", text)
     without_apostrophes = _APOSTROPHE.sub("", without_possessive)
-    return _NON_WORD.sub(" ", without_apostrophes).strip()
+    if _KEPT_SYMBOL.search(without_apostrophes) is None and _NEAR_DIGIT.search(without_apostrophes) is None:
+        return _NON_WORD.sub(" ", without_apostrophes).strip()
+    return " ".join(_token(match) for match in _TOKEN.finditer(without_apostrophes))
 
 
 def normalize_text(text: str) -> str:
@@ -121,11 +199,16 @@ def normalize_text(text: str) -> str:
 
     >>> normalize_text("On 8 May 2023, Evan’s  NEW job—at ACME!")
     'evan new job at acme'
+    >>> normalize_text("The UTC offset is −5 hours; C++ costs $1,000.50.")
+    'the utc offset is -5 hours c++ costs 1000.50$'
     """
     return strip_leading_date_clause(normalize_text_keeping_dates(text))
 
 
-_RAW_WORD = re.compile(r"[^\W_]+(?:['’ʼ][^\W_]+)*")
+# A raw word as the normaliser joins it; a word's sign or currency, and NFKC or case folding that
+# splits a word, can still make the n-th raw word miss the n-th normalised one (then `_WORD_START`).
+_RAW_WORD = re.compile(r"[^\W_]+(?:(?:['’ʼ]|(?<=\d)[.,](?=\d)|(?<=[^\W\d_])\+(?=[^\W_]))[^\W_]+)*")
+_WORD_START = re.compile(r"(?<!\w)\S")
 
 
 def without_leading_date_clause(text: str) -> str:
@@ -133,16 +216,22 @@ def without_leading_date_clause(text: str) -> str:
 
     >>> without_leading_date_clause("On 8 May 2023, Evan met Sam.")
     'Evan met Sam.'
+    >>> without_leading_date_clause("On 8 May, -5 degrees was the low.")
+    '-5 degrees was the low.'
     """
     nfkc = unicodedata.normalize("NFKC", text)
-    all_words = normalize_text_keeping_dates(nfkc).split()
-    body_words = normalize_text(nfkc).split()
-    dropped = len(all_words) - len(body_words)
+    all_words = normalize_text_keeping_dates(nfkc)
+    body = strip_leading_date_clause(all_words)
+    dropped = len(all_words.split()) - len(body.split())
     if dropped <= 0:
         return nfkc.strip()
-    # Each raw word (apostrophes inside a word included) is one normalised word.
-    for index, match in enumerate(_RAW_WORD.finditer(nfkc)):
-        if index == dropped:
+    # Mostly the n-th raw word starts the body; else the first place after which the text reads as it.
+    guess = next((m.start() for i, m in enumerate(_RAW_WORD.finditer(nfkc)) if i == dropped), None)
+    if guess is not None and normalize_text_keeping_dates(nfkc[guess:]) == body:
+        return nfkc[guess:].strip()
+    # The clause is a few words long: look no further than a few places per word it dropped.
+    for match in itertools.islice(_WORD_START.finditer(nfkc), 4 * dropped + 8):
+        if normalize_text_keeping_dates(nfkc[match.start() :]) == body:
             return nfkc[match.start() :].strip()
     return nfkc.strip()
 
@@ -245,12 +334,20 @@ def content_tokens(text: str) -> list[str]:
 
 _PROFILE_FORBIDDEN = re.compile(r"[\s:]")
 
+#: The normalisation a document id is made with, part of its digest. Bump it whenever
+#: `normalize_text` changes: an id made under an older rule then never equals one made now, so a
+#: text that rule normalised alike with another ("5 hours" as "-5 hours" was) cannot take the id the
+#: other card was promoted under and replace it upstream. 1 (no marker): signs, currency, "%",
+#: decimal points, "C++" dropped; 2: kept.
+NORMALIZATION_RULE = 2
+
 
 def card_document_id(profile: str, text: str) -> str:
     """The backend document id for a card: `rollup:<profile>:<first 32 hex of sha256>`.
 
-    The hash covers the profile and the normalised text, so the id is stable across retries and
-    cosmetic rewrites (case, punctuation, a leading date clause), and differs for any change of words.
+    The hash covers the profile, the normalised text and `NORMALIZATION_RULE`, so the id is stable
+    across retries and cosmetic rewrites (case, punctuation, a leading date clause), and differs for
+    any change of words, of a number's sign or currency, or of the normalisation rule.
     """
     if not profile or _PROFILE_FORBIDDEN.search(profile):
         raise InvalidProfileError(
@@ -261,7 +358,7 @@ def card_document_id(profile: str, text: str) -> str:
         raise EmptyCardTextError(
             f"card text {text!r} has no words once normalised: drop the card instead of promoting it"
         )
-    digest = hashlib.sha256(f"{profile}\n{normalized}".encode()).hexdigest()
+    digest = hashlib.sha256(f"{profile}\n{normalized}\nrule {NORMALIZATION_RULE}".encode()).hexdigest()
     return f"rollup:{profile}:{digest[:32]}"
 
 
@@ -285,7 +382,6 @@ def printable(text: str, *, keep_newlines: bool = True) -> str:
         else ch.encode("unicode_escape").decode("ascii")
         for ch in text
     )
-
 
 
 def well_formed(text: str) -> str:

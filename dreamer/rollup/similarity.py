@@ -100,7 +100,8 @@ class Sketch:
     residual: frozenset[str]
 
     #: Bump when normalisation or protected-detail extraction changes what a sketch holds.
-    VERSION = "s1"
+    #: s2: signs, currency, "%", decimal points and "C++"/"C#"/"@name" kept (`dreamer.text`).
+    VERSION = "s2"
 
     def dumps(self) -> str:
         """One line: version, normalised text, content words, residual words, tab-separated."""

@@ -6,6 +6,64 @@ import pytest
 
 from dreamer.details import Detail, protected_details
 
+# Numbers a sign, currency, "%", trailing "+" or decimal point makes different values.
+NUMBERS_APART = [
+    ("The offset is -5 hours.", ("-5",), "The offset is 5 hours.", ("5",)),
+    ("The offset is \u22125 hours.", ("-5",), "The offset is +5 hours.", ("+5",)),
+    ("The office is on UTC+5.", ("+5",), "The office is on UTC-5.", ("5",)),
+    ("The bike cost $100.", ("100$",), "The bike cost 100.", ("100",)),
+    ("The bike cost €100.", ("100€",), "The bike cost $100.", ("100$",)),
+    ("The bike cost -$5.", ("-5$",), "The bike cost $5.", ("5$",)),
+    ("The run took 10.5 minutes.", ("10.5",), "The run took 105 minutes.", ("105",)),
+    ("The battery is at 50%.", ("50%",), "The battery is at 50.", ("50",)),
+    ("Sam has 5+ years of Rust.", ("5+",), "Sam has 5 years of Rust.", ("5",)),
+]
+
+# One number however its sign, currency or "%" is written; a hyphen is no sign.
+NUMBERS_ALIKE = [
+    ("The bike cost $100, 100$, $ 100 and 100 $.", ("100$", "100$", "100$", "100$")),
+    ("It fell by -$5, $-5 and \u22125$.", ("-5$", "-5$", "-5$")),
+    ("The battery is at 50 % or 50%.", ("50%", "50%")),
+    ("COVID-19 closed it for 5-10 days from 2020.", ("10", "19", "5")),
+    ("I paid 3 $5 bills.", ("3", "5$")),
+]
+
+
+class TestSignsCurrencyAndDecimals:
+    @pytest.mark.parametrize(("first", "first_numbers", "second", "second_numbers"), NUMBERS_APART)
+    def test_a_sign_currency_percent_or_decimal_point_is_part_of_the_number(
+        self, first: str, first_numbers: tuple[str, ...], second: str, second_numbers: tuple[str, ...]
+    ) -> None:
+        """ "-5" is not "5", "$100" not "100", "10.5" not "105", "50%" not "50", "5+" not "5"."""
+        assert protected_details(first).of_kind(Detail.NUMBER) == first_numbers
+        assert protected_details(second).of_kind(Detail.NUMBER) == second_numbers
+
+    @pytest.mark.parametrize(("text", "numbers"), NUMBERS_ALIKE)
+    def test_one_canonical_spelling(self, text: str, numbers: tuple[str, ...]) -> None:
+        """Sign, digits, currency, "%": "$100" and "100 $" are "100$", "-$5" and "$-5" are "-5$";
+        a currency written after a number with a space is its own unless a number follows it."""
+        assert protected_details(text).of_kind(Detail.NUMBER) == numbers
+
+    def test_a_signed_number_keeps_its_sign_after_a_leading_date_clause(self) -> None:
+        """The body after "On 8 May," starts at the sign, not at the digits."""
+        assert protected_details("On 8 May, -5 degrees was the low.").of_kind(Detail.NUMBER) == ("-5",)
+
+    def test_v2_and_v2_0_are_two_versions(self) -> None:
+        """A version as written: "v2" is 2, "v2.0" is 2.0 (as the normalised texts differ too)."""
+        assert protected_details("The API moved to v2.").of_kind(Detail.VERSION) == ("2",)
+        assert protected_details("The API moved to v2.0.").of_kind(Detail.VERSION) == ("2.0",)
+
+    def test_a_number_with_a_currency_is_no_version(self) -> None:
+        """A decimal after a capitalised word is a version ("Python 3.11"), not with a sign or a
+        currency ("Bike $10.50", "Low -5.5")."""
+        assert protected_details("Bike $10.50 and Low -5.5").of_kind(Detail.NUMBER) == ("-5.5", "10.50$")
+        assert protected_details("Bike $10.50 and Low -5.5").of_kind(Detail.VERSION) == ()
+
+    def test_cpp_and_csharp_are_names_of_their_own(self) -> None:
+        """A name keeps its trailing "+" or "#" and its "@": "C++" and "C#" are not "C"."""
+        assert protected_details("Sam writes C++, C#, F# and C.").names == ("sam", "c++", "c#", "f#", "c")
+        assert protected_details("Ping @Alice today.").names == ("ping", "@alice")
+
 
 class TestProtectedDetails:
     def test_numbers_in_digits_and_words_are_canonical(self) -> None:

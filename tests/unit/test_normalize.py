@@ -7,13 +7,18 @@ sentences are written for these tests.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import sys
+import unicodedata
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from dreamer.rollup.dedup import CardText, VerdictKind, judge_batch
 from dreamer.text import (
+    CURRENCY_SYMBOLS,
     EmptyCardTextError,
     InvalidProfileError,
     card_document_id,
@@ -31,6 +36,69 @@ _DATE_WORDS = st.sampled_from(
     ["On", "in", "8", "May", "2023,", "Yesterday,", "last", "week", "Tuesday", "Evan", "moved", "at", "7:37",
      "pm", "the", "2023-05-08:", "and", "ago", "two", "days", "June", "5th", "of", "Sam's", "don't", "—"]
 )  # fmt: skip
+# Pieces full of the symbols normalisation keeps or drops depending on their neighbours.
+_SYMBOL_PIECES = st.sampled_from(
+    [*"aZ5 0.,+-−$€#@%'’_:/()", "C++", "1,000", "10.5", " $ ", "＄", "⁻", "½", "ß", "İ", "\u0301",
+     "on 8 may 2023 ", "at 7.37 pm ", "08.05.2023 ", "UTC+5"]
+)  # fmt: skip
+
+# Pairs that differ in a symbol that carries meaning: they normalise apart, so get two ids.
+KEPT_APART = [
+    ("The UTC offset of the office is -5 hours.", "The UTC offset of the office is 5 hours."),
+    ("The UTC offset of the office is \u22125 hours.", "The UTC offset of the office is 5 hours."),
+    ("The fund rose by +3 points.", "The fund rose by 3 points."),
+    ("The fund rose by +3 points.", "The fund rose by -3 points."),
+    ("The office is on UTC+5.", "The office is on UTC-5."),
+    ("Sam writes the backend in C++.", "Sam writes the backend in C."),
+    ("Sam builds it with g++.", "Sam builds it with g."),
+    ("Sam writes the backend in C#.", "Sam writes the backend in C."),
+    ("Sam writes the backend in C#.", "Sam writes the backend in C++."),
+    ("Sam has 5+ years of Rust.", "Sam has 5 years of Rust."),
+    ("Sam got an A+ in maths.", "Sam got an A in maths."),
+    ("The bike cost $100.", "The bike cost 100."),
+    ("The bike cost €100.", "The bike cost 100."),
+    ("The bike cost £100.", "The bike cost $100."),
+    ("The bike cost -$5.", "The bike cost $5."),
+    ("The run took 10.5 minutes.", "The run took 105 minutes."),
+    ("The run took 10.5 minutes.", "The run took 10 5 minutes."),
+    ("The battery is at 50%.", "The battery is at 50."),
+    ("Ping @alice about the deploy.", "Ping alice about the deploy."),
+    ("Post it in #general.", "Post it in general."),
+    # A version as written: "v2" is not "v2.0" (nor, as a protected detail, "2" "2.0").
+    ("The API moved to v2.", "The API moved to v2.0."),
+]
+
+# Pairs that differ only in what carries no meaning: they normalise alike, so share an id.
+KEPT_TOGETHER = [
+    ("Joanna is ALLERGIC to dairy.", "joanna is allergic to dairy."),
+    ("Joanna  is\tallergic to\u00a0dairy.", "Joanna is allergic to dairy."),
+    ('Joanna calls it "dairy".', "Joanna calls it 'dairy'."),
+    ("Joanna is allergic to dairy!!", "Joanna is allergic to dairy"),
+    ("It’s raining in Boston.", "It's raining in Boston."),
+    ("On 8 May 2023, Joanna is allergic to dairy.", "Joanna is allergic to dairy."),
+    ("08.05.2023: Joanna is allergic to dairy.", "Joanna is allergic to dairy."),
+    ("At 10.30 am Joanna ran.", "Joanna ran."),
+    # A dash between words is a space; an em dash too.
+    ("Sam is a well-known chef.", "Sam is a well known chef."),
+    ("Sam left—for good.", "Sam left for good."),
+    # A hyphen or a dash between digits or after a letter is no sign.
+    ("COVID-19 closed the office for 5-10 days.", "COVID 19 closed the office for 5 10 days."),
+    ("The office is on UTC-5.", "The office is on UTC 5."),
+    # A comma before three digits is a thousands separator.
+    ("The budget is 1,000 euros.", "The budget is 1000 euros."),
+    ("The budget is 1,000,000.50 euros.", "The budget is 1000000.50 euros."),
+    # One sign, one currency, wherever and however they are written.
+    ("The offset is \u22125 hours.", "The offset is -5 hours."),
+    ("The offset is －5 hours.", "The offset is -5 hours."),
+    ("The bike cost $100.", "The bike cost 100$."),
+    ("The bike cost 100 €.", "The bike cost €100."),
+    ("The bike cost ＄100.", "The bike cost $100."),
+    ("The bike cost -$5.", "The bike cost $-5."),
+    ("The battery is at 50 %.", "The battery is at 50%."),
+    ("Sam knows C++.", "SAM KNOWS c++"),
+    # One "+" after a longer word is a mark of the word, not another name.
+    ("Caroline went to an LGBTQ+ support group.", "Caroline went to an LGBTQ support group."),
+]
 
 
 class TestNormalizeText:
@@ -70,6 +138,9 @@ class TestNormalizeText:
             ("2023-05-08: Evan moved to Boston.", "evan moved to boston"),
             ("2023-05-08T10:00:00Z Evan moved to Boston.", "evan moved to boston"),
             ("[2023-05-08] Evan moved to Boston.", "evan moved to boston"),
+            ("2023-05-08T10:00:00.123+02:00 Evan moved to Boston.", "evan moved to boston"),
+            ("08.05.2023: Evan moved to Boston.", "evan moved to boston"),
+            ("At 10.30 am, Evan moved to Boston.", "evan moved to boston"),
         ],
     )
     def test_leading_date_clause_is_stripped(self, text: str, expected: str) -> None:
@@ -128,6 +199,80 @@ class TestNormalizeText:
         once = normalize_text(" ".join(words))
         assert normalize_text(once) == once
 
+    @given(st.lists(_SYMBOL_PIECES, max_size=16).map("".join))
+    def test_idempotent_on_symbol_heavy_text(self, text: str) -> None:
+        """Idempotence holds where signs, currency, "%", "+", "#", "@" and decimal points are kept or
+        dropped by what stands next to them."""
+        once = normalize_text(text)
+        assert normalize_text(once) == once
+
+
+class TestMeaningBearingSymbols:
+    @pytest.mark.parametrize(("first", "second"), KEPT_APART)
+    def test_a_symbol_that_carries_meaning_is_kept(self, first: str, second: str) -> None:
+        """A sign, a currency, "%", a decimal point, "C++", "C#", "@name", "#channel": the two
+        texts of each pair normalise apart and get two document ids."""
+        assert normalize_text(first) != normalize_text(second)
+        assert card_document_id("research", first) != card_document_id("research", second)
+
+    @pytest.mark.parametrize(("first", "second"), KEPT_TOGETHER)
+    def test_what_carries_no_meaning_is_still_folded(self, first: str, second: str) -> None:
+        """Case, whitespace, quotes, apostrophes, trailing punctuation, a leading date clause, dashes
+        between words, thousands separators and the spelling of a sign or currency: one text, one id."""
+        assert normalize_text(first) == normalize_text(second)
+        assert card_document_id("research", first) == card_document_id("research", second)
+
+    @pytest.mark.parametrize(
+        ("text", "expected"),
+        [
+            ("The UTC offset is -5 hours.", "the utc offset is -5 hours"),
+            ("It costs -$5, $ 100, 100 € or ¥3.", "it costs -5$ 100$ 100€ or 3¥"),
+            ("5+ years of C++, C#, F# and g++ at 50 %", "5+ years of c++ c# f# and g++ at 50%"),
+            ("Ask @alice in #general, not bob@example.com.", "ask @alice in #general not bob example com"),
+            ("Python 3.11.2 on UTC+5, v2.0, 1,000 and 3,5", "python 3.11.2 on utc +5 v2.0 1000 and 3 5"),
+            ("I paid 3 $5 bills.", "i paid 3 5$ bills"),
+        ],
+    )
+    def test_canonical_spelling(self, text: str, expected: str) -> None:
+        """A number is sign, digits, currency, "%", "+" ("-$5" is "-5$"); a currency written
+        after a number with a space belongs to it unless a number follows it directly."""
+        assert normalize_text(text) == expected
+
+    def test_a_lone_symbol_is_dropped(self) -> None:
+        """A sign, currency or "%" next to no number, and "@" or "#" inside a word, separate words."""
+        assert normalize_text("Costs - $ % # @ more; see a@b or x#y.") == "costs more see a b or x y"
+
+    def test_the_currency_class_is_every_currency_symbol_nfkc_keeps(self) -> None:
+        """`CURRENCY_SYMBOLS` holds each character of Unicode category Sc that NFKC leaves as it is."""
+        in_class = re.compile(f"[{CURRENCY_SYMBOLS}]")
+        expected = {
+            ch
+            for ch in map(chr, range(sys.maxunicode + 1))
+            if unicodedata.category(ch) == "Sc" and unicodedata.normalize("NFKC", ch) == ch
+        }
+        assert {ch for ch in map(chr, range(sys.maxunicode + 1)) if in_class.fullmatch(ch)} == expected
+
+    def test_a_changed_sign_is_a_conflict_not_a_duplicate(self) -> None:
+        """End to end through the dedup: "-5 hours" then "5 hours" restates the fact with a changed
+        number, and so does the other order; the same number spelt with U+2212 is a duplicate."""
+        negative, positive = KEPT_APART[0]
+        for old, new in ((negative, positive), (positive, negative)):
+            verdict = judge_batch([CardText("new", new)], [CardText("old", old)], {})[0]
+            assert verdict.kind is VerdictKind.CONFLICT, verdict.reason
+            assert [str(kind) for kind in verdict.changed] == ["number"]
+        minus = negative.replace("-", "\u2212")
+        same = judge_batch([CardText("new", minus)], [CardText("old", negative)], {})
+        assert same[0].kind is VerdictKind.DUPLICATE
+
+    # "g++" / "g" is left out: a lower-case word is no name, and the typo rule (shingles) merges them.
+    @pytest.mark.parametrize(("first", "second"), [pair for pair in KEPT_APART if "g++" not in pair[0]])
+    def test_no_pair_kept_apart_is_a_duplicate(self, first: str, second: str) -> None:
+        """No pair kept apart is judged a duplicate, in either direction: each differs in a protected
+        detail (number, version), a name ("C++", "C#") or in words the lexical rules do not merge."""
+        for new, old in ((first, second), (second, first)):
+            verdict = judge_batch([CardText("new", new)], [CardText("old", old)], {})[0]
+            assert verdict.kind is not VerdictKind.DUPLICATE, (new, old, verdict.reason)
+
 
 class TestStripLeadingDateClause:
     def test_strips_chained_units(self) -> None:
@@ -146,6 +291,20 @@ class TestWithoutLeadingDateClause:
             without_leading_date_clause("On 8 May 2023, Evan's host is https://Nas.example.com/x.")
             == "Evan's host is https://Nas.example.com/x."
         )
+
+    @pytest.mark.parametrize(
+        ("text", "body"),
+        [
+            ("On 8 May, -5 degrees was the low.", "-5 degrees was the low."),
+            ("On 8 May 2023, $100 was the price.", "$100 was the price."),
+            ("08.05.2023: Evan paid 10.50 for C++ books.", "Evan paid 10.50 for C++ books."),
+            ("2023-05-08T10:00:00.123Z @alice merged it.", "@alice merged it."),
+        ],
+    )
+    def test_a_body_starting_with_a_kept_symbol_keeps_it(self, text: str, body: str) -> None:
+        """The body starts where its first normalised word starts, a sign or currency included, even
+        when the clause's words are not one raw word each ("08.05.2023")."""
+        assert without_leading_date_clause(text) == body
 
     def test_text_without_clause_is_unchanged(self) -> None:
         """Text that does not start with a date comes back as it was, trimmed."""
@@ -225,10 +384,20 @@ class TestCardDocumentId:
         assert card_document_id("research", "Evan moved.") != card_document_id("homelab", "Evan moved.")
 
     def test_known_value(self) -> None:
-        """The id is a fixed function of profile and normalised text (it must not drift between releases)."""
+        """The id is a fixed function of profile, normalised text and normalisation rule (it must not
+        drift between releases that keep the rule)."""
         assert (
-            card_document_id("research", "Evan moved") == "rollup:research:161e532906baf6bbe6e1a63e4e9efa36"
+            card_document_id("research", "Evan moved") == "rollup:research:a7d59f36835997b1723c35122e5f5ae5"
         )
+
+    def test_an_id_of_the_previous_rule_is_never_given_again(self) -> None:
+        """Rule 1 dropped a sign, so "-5 hours" was promoted under the id of "5 hours"; that text
+        now gets another id, or promoting it would replace the "-5 hours" card upstream. (The
+        rule-1 id of "Evan moved" was the pinned value of releases before rule 2.)"""
+        rule_1 = hashlib.sha256(b"research\nthe utc offset of the office is 5 hours").hexdigest()[:32]
+        assert card_document_id("research", KEPT_APART[0][1]) != f"rollup:research:{rule_1}"
+        rule_1_pinned = "rollup:research:161e532906baf6bbe6e1a63e4e9efa36"
+        assert card_document_id("research", "Evan moved") != rule_1_pinned
 
     def test_empty_text_is_refused(self) -> None:
         """A card with no words has no id; the error says to drop the card."""
