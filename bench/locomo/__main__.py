@@ -246,7 +246,9 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         top_n=args.top_n,
         embedder=embedder,
         threshold=args.threshold,
-        sessions_per_conversation=10 if args.quick else None,
+        sessions_per_conversation=args.sessions
+        if args.sessions is not None
+        else (10 if args.quick else None),
         # Dreamer decides through the pipeline's own wiring, as the daemon does: vectors in the
         # state file, nearest ledger cards, the cosine in the verdict.
         semantic=None if decider is None else SemanticJudge(decider.inner.model, reembed_batch=500, top_k=8),
@@ -305,6 +307,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON instead of a table")
     parser.add_argument("--conversations", type=int, default=None, help="use only the first N conversations")
+    parser.add_argument(
+        "--sessions",
+        type=int,
+        default=None,
+        help="replay only the first N sessions of each conversation (--quick: 10); a real model on "
+        "2 cores takes minutes a batch",
+    )
     parser.add_argument(
         "--top-n", type=int, default=20, help="top_n of every profile and baseline (default 20)"
     )

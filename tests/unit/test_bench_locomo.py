@@ -321,6 +321,17 @@ class TestQuickRun:
 
 
 @requires_locomo
+class TestSessions:
+    async def test_sessions_limits_the_replay(self) -> None:
+        """--sessions N replays only the first N sessions of each conversation."""
+        args = parse_args(
+            ["--data", str(require_data()), "--conversations", "1", "--sessions", "2", "--json"]
+        )
+        result = await run_benchmark(args)
+        assert result["cycles"] == 2 and result["units_held"]["held"] == result["units_held"]["of"]
+
+
+@requires_locomo
 class TestLLMSummariser:
     async def test_a_model_summarises_and_its_tokens_and_grounding_are_reported(self) -> None:
         """With --summariser llm (here the LLM stub on 127.0.0.1), Dreamer's cards come from the
