@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CHARS_PER_TOKEN", "TokenUsage", "estimate_tokens", "usage_from"]
+__all__ = ["CHARS_PER_TOKEN", "TokenCounter", "TokenUsage", "estimate_tokens", "usage_from"]
 
 #: The estimate's rule: about four characters of English per token (OpenAI's own rule of thumb).
 CHARS_PER_TOKEN = 4
@@ -34,6 +34,41 @@ class TokenUsage:
         return TokenUsage(
             self.prompt + other.prompt, self.completion + other.completion, self.estimated or other.estimated
         )
+
+
+@dataclass(slots=True)
+class TokenCounter:
+    """The tokens of several calls, as a run record counts them: a call whose usage the server
+    did not report is estimated and counted in ``calls_estimated``; no usage (no LLM) counts
+    nothing."""
+
+    prompt: int = 0
+    completion: int = 0
+    calls: int = 0
+    calls_estimated: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.prompt + self.completion
+
+    def count(self, usage: TokenUsage | None) -> None:
+        """Count one call's usage (None: the call used no LLM)."""
+        if usage is None:
+            return
+        self.prompt += usage.prompt
+        self.completion += usage.completion
+        self.calls += 1
+        self.calls_estimated += usage.estimated
+
+    def counts(self, prefix: str = "") -> dict[str, int]:
+        """The counts under a run record's names, ``llm_*`` (``<prefix>llm_*``)."""
+        return {
+            f"{prefix}llm_calls": self.calls,
+            f"{prefix}llm_calls_estimated": self.calls_estimated,
+            f"{prefix}llm_prompt_tokens": self.prompt,
+            f"{prefix}llm_completion_tokens": self.completion,
+            f"{prefix}llm_tokens": self.total,
+        }
 
 
 def estimate_tokens(text: str) -> int:

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from dreamer.backends.base import Budget, MemoryBackend, ReflectResult
 from dreamer.backends.reflect_schema import reflect_response_schema
 from dreamer.errors import DreamerError
-from dreamer.llm.usage import TokenUsage
+from dreamer.llm.usage import TokenCounter
 from dreamer.retry import RetryPolicy, backoff_logger, call_holding_slot
 from dreamer.rollup.cards import is_content_free
 from dreamer.slot import SlotLock
@@ -66,39 +66,15 @@ class PolishedEntry:
 
 
 @dataclass(slots=True)
-class PolishTokens:
+class PolishTokens(TokenCounter):
     """The LLM tokens of the polish reflects of one refresh, counted as the roll-up counts its own
     (:meth:`dreamer.rollup.report.RollupReport.count_tokens`): a call whose usage the server did not
     report is estimated and counted in ``calls_estimated``; a reflect without an LLM (no usage)
     counts nothing."""
 
-    prompt: int = 0
-    completion: int = 0
-    calls: int = 0
-    calls_estimated: int = 0
-
-    @property
-    def total(self) -> int:
-        return self.prompt + self.completion
-
-    def count(self, usage: TokenUsage | None) -> None:
-        """Count one polish reflect's usage (None: the reflect used no LLM)."""
-        if usage is None:
-            return
-        self.prompt += usage.prompt
-        self.completion += usage.completion
-        self.calls += 1
-        self.calls_estimated += usage.estimated
-
-    def counts(self) -> dict[str, int]:
+    def counts(self, prefix: str = "polish_") -> dict[str, int]:
         """The counts under their run-record names, ``polish_llm_*``."""
-        return {
-            "polish_llm_calls": self.calls,
-            "polish_llm_calls_estimated": self.calls_estimated,
-            "polish_llm_prompt_tokens": self.prompt,
-            "polish_llm_completion_tokens": self.completion,
-            "polish_llm_tokens": self.total,
-        }
+        return TokenCounter.counts(self, prefix)
 
     def add_to(self, counts: dict[str, int]) -> None:
         """Add the polish tokens to a run's ``counts``: into its ``llm_*`` totals (which the status,

@@ -7,7 +7,6 @@ Hindsight server; they drive it with the same helper the Hindsight tests use (:c
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,7 +14,8 @@ import httpx
 import pytest
 
 from tests.hindsight_fixtures import LLMStub, LLMStubError
-from tests.llmstub.server import SCRIPT_FIELDS, make_server
+from tests.llmstub.server import SCRIPT_FIELDS
+from tests.support.stub import running_stub
 
 MARKER = "unit-7f3a-marker"
 TRUNCATED = '{"cards": [{"text": "Nextcloud runs version 28.0 on host atl'
@@ -24,15 +24,8 @@ TRUNCATED = '{"cards": [{"text": "Nextcloud runs version 28.0 on host atl'
 @pytest.fixture(scope="module")
 def stub_url() -> Iterator[str]:
     """One stub for this module, on a free port of 127.0.0.1."""
-    server = make_server(0, None)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with running_stub() as url:
+        yield url
 
 
 @pytest.fixture

@@ -25,7 +25,7 @@ from dreamer.backends.reflect_schema import reflect_response_schema
 from dreamer.errors import DreamerError
 from dreamer.hermes.audit.compress import Rewrite, RuleCompressor, rewrite_refusal
 from dreamer.hermes.audit.ledger import one_line
-from dreamer.llm.usage import TokenUsage
+from dreamer.llm.usage import TokenCounter, TokenUsage
 from dreamer.retry import RetryPolicy, backoff_logger, call_holding_slot
 from dreamer.slot import SlotLock
 
@@ -94,35 +94,8 @@ class CompressionUnusable(DreamerError):
         self.usage = usage
 
 
-@dataclass(slots=True)
-class CompressionTokens:
-    """The LLM tokens of an audit's compression reflects, counted as the roll-up counts its own
-    (`dreamer.rollup.report.RollupReport.count_tokens`): a call whose usage the server did not
-    report is estimated and counted in ``calls_estimated``; no usage (no LLM) counts nothing."""
-
-    prompt: int = 0
-    completion: int = 0
-    calls: int = 0
-    calls_estimated: int = 0
-
-    def count(self, usage: TokenUsage | None) -> None:
-        """Count one reflect's usage."""
-        if usage is None:
-            return
-        self.prompt += usage.prompt
-        self.completion += usage.completion
-        self.calls += 1
-        self.calls_estimated += usage.estimated
-
-    def counts(self) -> dict[str, int]:
-        """The counts under the run record's names, as the roll-up's run records have them."""
-        return {
-            "llm_calls": self.calls,
-            "llm_calls_estimated": self.calls_estimated,
-            "llm_prompt_tokens": self.prompt,
-            "llm_completion_tokens": self.completion,
-            "llm_tokens": self.prompt + self.completion,
-        }
+#: The LLM tokens of an audit's compression reflects, counted as the roll-up counts its own.
+CompressionTokens = TokenCounter
 
 
 def parse_compression(structured: Mapping[str, Any] | None, entries: Sequence[str]) -> Compressions:
