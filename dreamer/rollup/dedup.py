@@ -40,6 +40,7 @@ __all__ = [
     "UpstreamCandidate",
     "Verdict",
     "VerdictKind",
+    "is_conflict",
     "judge_batch",
     "lexical_duplicate",
 ]
@@ -181,7 +182,7 @@ def lexical_duplicate(comparison: Comparison, thresholds: DedupThresholds) -> bo
     return comparison.shingle >= thresholds.shingle and comparison.jaccard >= thresholds.shingle_jaccard
 
 
-def _is_conflict(comparison: Comparison, thresholds: DedupThresholds, *, near: bool = False) -> bool:
+def is_conflict(comparison: Comparison, thresholds: DedupThresholds, *, near: bool = False) -> bool:
     """A changed value (not an added or dropped one) in the same statement about the same subject.
 
     The same statement: the words outside protected details overlap by `conflict`, or by
@@ -400,7 +401,7 @@ def _judge_one(
         semantic_match = near and comparison.jaccard >= rule.lexical_floor and not says_more
         if comparison.changed:
             # A protected detail differs: never a duplicate, whatever the scores say.
-            if _is_conflict(comparison, thresholds, near=near and rule.similarity is not None):
+            if is_conflict(comparison, thresholds, near=near and rule.similarity is not None):
                 conflict.offer(similarity, existing, comparison, semantic=semantic)
             if lexical or semantic_match:
                 blocked.offer(similarity, existing, comparison, semantic=semantic)

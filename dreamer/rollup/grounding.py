@@ -27,7 +27,8 @@ from enum import StrEnum
 from dreamer.details import VALUE_DETAILS, Detail, ProtectedDetails, protected_details
 from dreamer.rollup import extractive
 from dreamer.rollup.cards import MAX_CARD_CHARS, CardDraft, SourceUnit, sentences
-from dreamer.rollup.similarity import TextProfile, profile_text, role_swapped
+from dreamer.rollup.dedup import DedupThresholds, is_conflict
+from dreamer.rollup.similarity import TextProfile, compare, profile_text, role_swapped
 
 __all__ = [
     "HOLD_SHARE",
@@ -44,6 +45,8 @@ __all__ = [
 #: Share of a unit's content words (or of their shingles) a card must say to hold the unit; the
 #: same share the extractive fold asks of a fuller unit (`extractive.COVER_SHARE`).
 HOLD_SHARE = 0.6
+
+_THRESHOLDS = DedupThresholds()
 
 #: The value details a card must repeat (negations and names are checked on their own).
 _HELD_KINDS = tuple(kind for kind in Detail if kind in VALUE_DETAILS and kind is not Detail.NEGATION)
@@ -155,28 +158,14 @@ def _invented(card: _Analysed, cited: Sequence[_Analysed]) -> str:
 
 
 def _fused(held: Sequence[_Analysed]) -> str:
-    """Two held units telling one fact with different values, or ""."""
+    """Two held units that the dedup would call a conflict (the same statement about the same
+    subject with a changed value: `dedup.is_conflict`), or ""."""
     for i, a in enumerate(held):
         for b in held[i + 1 :]:
-            changed = _value_change(a.profile, b.profile)
-            if changed:
+            comparison = compare(a.profile, b.profile)
+            if is_conflict(comparison, _THRESHOLDS):
+                changed = ", ".join(str(kind) for kind in comparison.changed)
                 return f"{changed}: {a.profile.text!r} / {b.profile.text!r}"
-    return ""
-
-
-def _value_change(a: TextProfile, b: TextProfile) -> str:
-    """The kind of value two texts about the same subject give differently, everything else the
-    same statement (their words outside protected details overlap by 0.75), or ""."""
-    if a.subject != b.subject:
-        return ""
-    residual_a, residual_b = set(a.details.residual_tokens), set(b.details.residual_tokens)
-    union = residual_a | residual_b
-    if not union or len(residual_a & residual_b) / len(union) < 0.75:
-        return ""
-    for kind in _HELD_KINDS:
-        va, vb = a.details.of_kind(kind), b.details.of_kind(kind)
-        if va and vb and va != vb:
-            return str(kind)
     return ""
 
 
@@ -237,12 +226,6 @@ def ground_cards(
             )
             continue
         cited = [a for i in ids for _, a in by_id[i]]
-        invented = _invented(card, cited)
-        if invented:
-            out.rejected.append(
-                Rejection(draft.text, draft.source_ids, RejectReason.INVENTED, f"states {invented}")
-            )
-            continue
         kept_ids: list[str] = []
         held: list[_Analysed] = []
         held_here: list[int] = []
@@ -253,8 +236,14 @@ def ground_cards(
                     held_here.append(id(unit))
                     if i not in kept_ids:
                         kept_ids.append(i)
-                else:
-                    out.claims_dropped += 1
+        # What the card states must come from the units it keeps (from those it cites, when it
+        # keeps none: the reason told is then the invention, not the missing facts).
+        invented = _invented(card, held or cited)
+        if invented:
+            out.rejected.append(
+                Rejection(draft.text, draft.source_ids, RejectReason.INVENTED, f"states {invented}")
+            )
+            continue
         if not kept_ids:
             out.rejected.append(
                 Rejection(
@@ -266,6 +255,7 @@ def ground_cards(
         if fused:
             out.rejected.append(Rejection(draft.text, draft.source_ids, RejectReason.FUSED, fused))
             continue
+        out.claims_dropped += len(cited) - len(held)
         held_pieces.update(held_here)
         standing.append((draft, card, kept_ids))
 
@@ -338,28 +328,34 @@ def units_not_held(
         for i in ids:
             texts.setdefault(i, []).append(text)
     missing: dict[str, str] = {}
+    cards_read: dict[str, tuple[ProtectedDetails, frozenset[str]]] = {}
+
+    def read(card: str) -> tuple[ProtectedDetails, frozenset[str]]:
+        # A card cited by several units is analysed once.
+        if card not in cards_read:
+            cards_read[card] = (protected_details("and " + card), profile_text(card).words)
+        return cards_read[card]
+
     for unit_id, text in units.items() if isinstance(units, Mapping) else units:
         citing = texts.get(unit_id)
         if not citing:
             missing[unit_id] = "cited by no card"
             continue
-        why = _details_missing(
-            protected_details(text), [protected_details("and " + t) for t in citing], citing
-        )
+        why = _details_missing(protected_details(text), [read(t) for t in citing])
         if why:
             missing[unit_id] = why
     return missing
 
 
-def _details_missing(unit: ProtectedDetails, cards: Sequence[ProtectedDetails], texts: Sequence[str]) -> str:
+def _details_missing(unit: ProtectedDetails, cards: Sequence[tuple[ProtectedDetails, frozenset[str]]]) -> str:
     for kind in _HELD_KINDS:
-        said = {v for c in cards for v in c.of_kind(kind)}
+        said = {v for details, _ in cards for v in details.of_kind(kind)}
         lost = set(unit.of_kind(kind)) - said
         if lost:
             return f"its {kind} {sorted(lost)[0]!r} is in no card citing it"
-    if Counter(unit.negated) - sum((Counter(c.negated) for c in cards), Counter()):
+    if Counter(unit.negated) - sum((Counter(details.negated) for details, _ in cards), Counter()):
         return "its negation is in no card citing it"
-    words = {w for t in texts for w in profile_text(t).words}
+    words = {w for _, card_words in cards for w in card_words}
     for name in unit.names:
         if name not in words:
             return f"the name {name!r} is in no card citing it"

@@ -81,6 +81,17 @@ class TestGroundCards:
         negated = ground_cards([CardDraft("Nate does not have 2 turtles.", "fact", ("t2",))], [TWO])
         assert [r.reason for r in named.rejected + negated.rejected] == [RejectReason.INVENTED] * 2
 
+    def test_a_detail_from_a_cited_unit_the_card_does_not_hold_is_invented(self) -> None:
+        """A card may state only what the units it keeps state: the year of a cited unit it does
+        not hold cannot ride on it."""
+        moved = SourceUnit("paris", "Joanna moved to Paris in 2021.")
+        out = ground_cards(
+            [CardDraft("Nate has 2 turtles since 2021.", "fact", ("t2", "paris"))], [TWO, moved]
+        )
+        assert [r.reason for r in out.rejected] == [RejectReason.INVENTED] and "2021" in out.rejected[
+            0
+        ].detail
+
     def test_a_card_fusing_two_values_is_rejected(self) -> None:
         """A card holding "2 turtles" and "3 turtles" at once hides a conflict: rejected."""
         out = ground_cards([CardDraft("Nate has 2 or 3 turtles.", "fact", ("t2", "t3"))], [TWO, THREE])
