@@ -256,7 +256,7 @@ class Rollup:
     ) -> T:
         """Retry transient errors; hold the slot around LLM-backed calls (released in backoff)."""
         on_retry = backoff_logger(operation, log)
-        if needs_slot and (self.backend.reflect_uses_llm or operation == "llm"):
+        if needs_slot:
             return await call_holding_slot(
                 operation,
                 fn,
@@ -477,7 +477,10 @@ class Rollup:
         if ctx.to_promote:
             items = [item for _, item in ctx.to_promote]
             await self._call(
-                ctx, "retain", lambda: self.backend.retain(ctx.upstream_id, items), needs_slot=True
+                ctx,
+                "retain",
+                lambda: self.backend.retain(ctx.upstream_id, items),
+                needs_slot=self.backend.reflect_uses_llm,
             )
             ctx.report.promoted += len(ctx.to_promote)
         self._step("promoted", ctx.profile)
@@ -512,7 +515,10 @@ class Rollup:
             return
         try:
             await self._call(
-                ctx, "consolidate", lambda: self.backend.consolidate(ctx.upstream_id), needs_slot=True
+                ctx,
+                "consolidate",
+                lambda: self.backend.consolidate(ctx.upstream_id),
+                needs_slot=self.backend.reflect_uses_llm,
             )
         except DreamerError as exc:
             log.warning("post-consolidate failed (the promotion stands)", error=str(exc))
