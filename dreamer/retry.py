@@ -16,9 +16,10 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Final, Protocol, TypeVar
 
 import anyio
+import httpx
 
 from dreamer.config import RetryConfig
-from dreamer.errors import RetriesExhausted, TransientBackendError
+from dreamer.errors import PermanentBackendError, RetriesExhausted, TransientBackendError
 from dreamer.slot import SlotLock
 
 T = TypeVar("T")
@@ -73,6 +74,88 @@ def server_detail(response: _Answer) -> str:
             if isinstance(body.get(key), str):
                 return str(body[key])
     return " ".join(response.text.split())
+
+
+#: How much of a server's error text is kept in an error message.
+MAX_DETAIL_CHARS = 300
+
+
+@dataclass(frozen=True, slots=True)
+class ServerCalls:
+    """How the failures of one OpenAI-compatible server Dreamer calls are told: a timeout or a
+    connection error is transient, 429/5xx transient with its ``Retry-After``, any other status
+    permanent with the server's message and the setting to check. Every message is redacted."""
+
+    #: "the embeddings server", "the LLM server".
+    what: str
+    endpoint: str
+    #: The configuration table ("embeddings", "llm") and its URL key ("url", "base_url").
+    table: str
+    url_key: str
+    operation: str
+    timeout_s: float
+    #: What else to try when calls keep timing out ("lower embeddings.batch_size").
+    slow_fix: str
+    redact: Callable[[str], str]
+
+    async def post(self, client: httpx.AsyncClient, body: Any) -> httpx.Response:
+        """POST ``body`` to the endpoint; a transport failure raised as transient, a status >= 300
+        as :meth:`refused` says."""
+        try:
+            response = await client.post(self.endpoint, json=body)
+        except httpx.TimeoutException as exc:
+            raise TransientBackendError(
+                self.redact(
+                    f"{self.what} at {self.endpoint} timed out ({type(exc).__name__}, "
+                    f"{self.timeout_s:g}s); it will be retried. If it keeps happening, raise "
+                    f"{self.table}.timeout_s or {self.slow_fix}"
+                ),
+                operation=self.operation,
+            ) from None
+        except httpx.TransportError as exc:
+            raise TransientBackendError(
+                self.redact(
+                    f"cannot reach {self.what} at {self.endpoint}: {type(exc).__name__}: "
+                    f"{exc or 'connection failed'}; check that it runs and that "
+                    f"{self.table}.{self.url_key} is right"
+                ),
+                operation=self.operation,
+            ) from None
+        if response.status_code >= 300:
+            raise self.refused(response)
+        return response
+
+    def refused(self, response: httpx.Response) -> Exception:
+        """The error of an answer with a status of 300 or more."""
+        status = response.status_code
+        detail = self.redact(server_detail(response))[:MAX_DETAIL_CHARS]
+        shown = f": {detail}" if detail else ""
+        transient = transient_status_error(
+            status,
+            response.headers.get("Retry-After"),
+            f"{self.what} answered HTTP {status}{shown}",
+            operation=self.operation,
+        )
+        if transient is not None:
+            return transient
+        table = self.table
+        if status in (401, 403):
+            fix = f"check {table}.api_key_env / {table}.api_key_file"
+        elif status == 404:
+            fix = f"check {table}.{self.url_key} (the server's base URL) and {table}.model"
+        elif 300 <= status < 400:
+            fix = (
+                f"set {table}.{self.url_key} to the server's final address "
+                f"({response.headers.get('Location', '?')}): redirects are not followed"
+            )
+        else:
+            fix = f"check {table}.model and the server's logs"
+        return PermanentBackendError(
+            f"{self.what} refused the request with HTTP {status}{shown}; {fix}",
+            status=status,
+            operation=self.operation,
+            detail=detail,
+        )
 
 
 def transient_status_error(

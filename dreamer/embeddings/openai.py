@@ -19,9 +19,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from dreamer.config.embeddings import EmbeddingsConfig
 from dreamer.embeddings.base import require_numpy
-from dreamer.errors import PermanentBackendError, ProtocolError, TransientBackendError
+from dreamer.errors import ProtocolError
 from dreamer.log import SecretRedactor
-from dreamer.retry import server_detail, transient_status_error
+from dreamer.retry import ServerCalls
 
 if TYPE_CHECKING:
     import numpy as np
@@ -32,8 +32,6 @@ OPERATION = "embed"
 #: A text longer than this is cut before it is sent: a card is far shorter, and a server refuses
 #: (or truncates anyway) an input beyond its model's context.
 MAX_TEXT_CHARS = 8000
-#: How much of a server's error text is kept in an error message.
-MAX_DETAIL_CHARS = 300
 #: The longest vector accepted (the largest published embedding models have 4096 dimensions).
 MAX_DIMENSION = 16_384
 
@@ -73,6 +71,16 @@ class OpenAIEmbedder:
             trust_env=False,
         )
         self._dimension: int | None = None
+        self._calls = ServerCalls(
+            what="the embeddings server",
+            endpoint=self._endpoint,
+            table="embeddings",
+            url_key="url",
+            operation=OPERATION,
+            timeout_s=config.timeout_s,
+            slow_fix="lower embeddings.batch_size",
+            redact=self._redact,
+        )
 
     def __repr__(self) -> str:
         return f"OpenAIEmbedder(url={self._endpoint!r}, model={self._config.model!r})"
@@ -104,57 +112,8 @@ class OpenAIEmbedder:
     async def _post(self, texts: list[str]) -> NDArray[np.float32]:
         sent = [text[:MAX_TEXT_CHARS] if text.strip() else "." for text in texts]
         body = {"model": self._config.model, "input": sent}
-        try:
-            response = await self._client.post(self._endpoint, json=body)
-        except httpx.TimeoutException as exc:
-            raise TransientBackendError(
-                self._redact(
-                    f"the embeddings server at {self._endpoint} timed out ({type(exc).__name__}, "
-                    f"{self._config.timeout_s:g}s); it will be retried. If it keeps happening, raise "
-                    "embeddings.timeout_s or lower embeddings.batch_size"
-                ),
-                operation=OPERATION,
-            ) from None
-        except httpx.TransportError as exc:
-            raise TransientBackendError(
-                self._redact(
-                    f"cannot reach the embeddings server at {self._endpoint}: {type(exc).__name__}: "
-                    f"{exc or 'connection failed'}; check that it runs and that embeddings.url is right"
-                ),
-                operation=OPERATION,
-            ) from None
-        if response.status_code >= 300:
-            raise self._status_error(response)
+        response = await self._calls.post(self._client, body)
         return self._parse(response, len(sent))
-
-    def _status_error(self, response: httpx.Response) -> Exception:
-        status = response.status_code
-        detail = self._redact(server_detail(response))[:MAX_DETAIL_CHARS]
-        shown = f": {detail}" if detail else ""
-        transient = transient_status_error(
-            status,
-            response.headers.get("Retry-After"),
-            f"the embeddings server answered HTTP {status}{shown}",
-            operation=OPERATION,
-        )
-        if transient is not None:
-            return transient
-        if status in (401, 403):
-            fix = "check embeddings.api_key_env / embeddings.api_key_file"
-        elif status == 404:
-            fix = "check embeddings.url (the server's base URL) and embeddings.model"
-        elif 300 <= status < 400:
-            fix = (
-                f"set embeddings.url to the server's final address ({response.headers.get('Location', '?')})"
-            )
-        else:
-            fix = "check embeddings.model and the server's logs"
-        return PermanentBackendError(
-            f"the embeddings server refused the request with HTTP {status}{shown}; {fix}",
-            status=status,
-            operation=OPERATION,
-            detail=detail,
-        )
 
     def _parse(self, response: httpx.Response, expected: int) -> NDArray[np.float32]:
         import numpy as np

@@ -21,16 +21,14 @@ import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dreamer.config.llm import LLMConfig
-from dreamer.errors import PermanentBackendError, ProtocolError, TransientBackendError
+from dreamer.errors import ProtocolError
 from dreamer.llm.usage import TokenUsage, usage_from
 from dreamer.log import SecretRedactor
-from dreamer.retry import server_detail, transient_status_error
+from dreamer.retry import ServerCalls
 
 __all__ = ["ChatAnswer", "OpenAIChat", "open_chat"]
 
 OPERATION = "llm"
-#: How much of a server's error text is kept in an error message.
-MAX_DETAIL_CHARS = 300
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +95,16 @@ class OpenAIChat:
             follow_redirects=False,
             trust_env=False,
         )
+        self._calls = ServerCalls(
+            what="the LLM server",
+            endpoint=self._endpoint,
+            table="llm",
+            url_key="base_url",
+            operation=OPERATION,
+            timeout_s=config.timeout_s,
+            slow_fix="lower the profile's top_n",
+            redact=self._redact,
+        )
 
     def __repr__(self) -> str:
         return f"OpenAIChat(url={self._endpoint!r}, model={self._config.model!r})"
@@ -128,59 +136,12 @@ class OpenAIChat:
                 "type": "json_schema",
                 "json_schema": {"name": schema_name, "schema": dict(schema), "strict": True},
             }
-        try:
-            response = await self._client.post(self._endpoint, json=body)
-        except httpx.TimeoutException as exc:
-            raise TransientBackendError(
-                self._redact(
-                    f"the LLM server at {self._endpoint} timed out ({type(exc).__name__}, "
-                    f"{self._config.timeout_s:g}s); it will be retried. If it keeps happening, raise "
-                    "llm.timeout_s or lower the profile's top_n"
-                ),
-                operation=OPERATION,
-            ) from None
-        except httpx.TransportError as exc:
-            raise TransientBackendError(
-                self._redact(
-                    f"cannot reach the LLM server at {self._endpoint}: {type(exc).__name__}: "
-                    f"{exc or 'connection failed'}; check that it runs and that llm.base_url is right"
-                ),
-                operation=OPERATION,
-            ) from None
-        if response.status_code >= 300:
-            raise self._status_error(response)
+        response = await self._calls.post(self._client, body)
         prompt = "\n".join(m.get("content", "") for m in messages)
         return self._parse(response, prompt)
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-    def _status_error(self, response: httpx.Response) -> Exception:
-        status = response.status_code
-        detail = self._redact(server_detail(response))[:MAX_DETAIL_CHARS]
-        shown = f": {detail}" if detail else ""
-        transient = transient_status_error(
-            status,
-            response.headers.get("Retry-After"),
-            f"the LLM server answered HTTP {status}{shown}",
-            operation=OPERATION,
-        )
-        if transient is not None:
-            return transient
-        if status in (401, 403):
-            fix = "check llm.api_key_env / llm.api_key_file"
-        elif status == 404:
-            fix = "check llm.base_url (the server's base URL) and llm.model"
-        elif 300 <= status < 400:
-            fix = "set llm.base_url to the server's final address (redirects are not followed)"
-        else:
-            fix = "check llm.model and the server's logs"
-        return PermanentBackendError(
-            f"the LLM server refused the request with HTTP {status}{shown}; {fix}",
-            status=status,
-            operation=OPERATION,
-            detail=detail,
-        )
 
     def _parse(self, response: httpx.Response, prompt: str) -> ChatAnswer:
         try:
