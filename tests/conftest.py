@@ -12,3 +12,4 @@ from tests.hindsight_fixtures import (  # noqa: F401
     server,
 )
 from tests.support.keyleak import pytest_runtest_makereport, pytest_sessionfinish  # noqa: F401
+from tests.support.stub import stub, stub_url  # noqa: F401

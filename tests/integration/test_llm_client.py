@@ -4,7 +4,6 @@ every failure typed (transient, permanent, garbage), the key never shown nor sen
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -17,22 +16,9 @@ from dreamer.llm.usage import TokenUsage, estimate_tokens, usage_from
 from dreamer.rollup.cards import CARDS_SCHEMA
 from tests.hindsight_fixtures import LLMStub
 from tests.support.configs import config_data, parsed
-from tests.support.stub import running_stub, stub_controls
 
 KEY = "llm-test-Qm3Zx8Lp2Vb7Rt4N"
 MESSAGES = [{"role": "user", "content": "Summarise: [u1] Nate has 2 turtles. marker-llm-client"}]
-
-
-@pytest.fixture(scope="module")
-def stub_url() -> Iterator[str]:
-    with running_stub() as url:
-        yield url
-
-
-@pytest.fixture
-def stub(stub_url: str) -> Iterator[LLMStub]:
-    with stub_controls(stub_url) as controls:
-        yield controls
 
 
 def config_for(url: str, **extra: object) -> Config:

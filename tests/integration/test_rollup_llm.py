@@ -7,12 +7,9 @@ from __future__ import annotations
 import io
 import json
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
@@ -27,22 +24,9 @@ from dreamer.state import StateStore
 from tests.hindsight_fixtures import LLMStub
 from tests.support.configs import config_data, loaded
 from tests.support.held import assert_profile_held
-from tests.support.stub import running_stub, stub_controls
 
 WRITABLE = {"access": "read_write"}
 MARKER = "marker7q-llm-rollup"
-
-
-@pytest.fixture(scope="module")
-def stub_url() -> Iterator[str]:
-    with running_stub() as url:
-        yield url
-
-
-@pytest.fixture
-def stub(stub_url: str) -> Iterator[LLMStub]:
-    with stub_controls(stub_url) as controls:
-        yield controls
 
 
 def write_config(tmp_path: Path, url: str, *, top_n: int = 10, **rollup: Any) -> Config:

@@ -8,11 +8,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx
+import pytest
 
 from tests.hindsight_fixtures import LLMStub
 from tests.llmstub.server import make_server
 
-__all__ = ["running_stub", "stub_controls"]
+__all__ = ["running_stub", "stub", "stub_controls", "stub_url"]
 
 
 @contextmanager
@@ -38,3 +39,17 @@ def stub_controls(url: str) -> Iterator[LLMStub]:
             yield controls
         finally:
             controls.clear()
+
+
+@pytest.fixture(scope="module")
+def stub_url() -> Iterator[str]:
+    """One stub for the test module (a fixture of tests/conftest.py)."""
+    with running_stub() as url:
+        yield url
+
+
+@pytest.fixture
+def stub(stub_url: str) -> Iterator[LLMStub]:
+    """The module's stub's controls, disarmed after the test."""
+    with stub_controls(stub_url) as controls:
+        yield controls
