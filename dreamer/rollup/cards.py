@@ -162,18 +162,6 @@ def source_pieces(units: Sequence[SourceUnit], limit: int = MAX_CARD_CHARS) -> l
     return [SourceUnit(u.id, piece) for u in units for piece in split_long(u.text, limit)]
 
 
-def trim_card_text(text: str, limit: int = MAX_CARD_CHARS) -> str:
-    """Collapse whitespace and cut to at most ``limit`` characters at a word boundary."""
-    collapsed = " ".join(text.split())
-    if len(collapsed) <= limit:
-        return collapsed
-    cut = collapsed[: limit - 1]
-    boundary = cut.rfind(" ")
-    if boundary > 0:
-        cut = cut[:boundary]
-    return cut.rstrip(" ,;:-") + "…"
-
-
 def parse_reflect_cards(
     structured: Mapping[str, Any] | None,
     text: str,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from dreamer.rollup.cards import MAX_CARD_CHARS, CardDraft, SourceUnit, trim_card_text
+from dreamer.rollup.cards import MAX_CARD_CHARS, CardDraft, SourceUnit
 from dreamer.rollup.dedup import DedupThresholds, lexical_duplicate
 from dreamer.rollup.similarity import TextProfile, compare, covered_by, profile_text, says_outright
 
@@ -28,7 +28,6 @@ __all__ = [
     "classify",
     "extract_cards",
     "own_card",
-    "trim_card_text",
 ]
 
 #: Longest card text; longer text is cut at a word boundary and marked with "…".
