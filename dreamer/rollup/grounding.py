@@ -97,14 +97,20 @@ class Grounding:
 class _Analysed:
     """A text's profile, its details with any leading date clause, and its sentences' profiles."""
 
-    __slots__ = ("_sentences", "full", "profile")
+    __slots__ = ("_full", "_sentences", "profile")
 
     def __init__(self, text: str) -> None:
         self.profile = profile_text(text)
-        # "and " keeps a leading date clause ("On 8 May 2023, ...") in the text the details are
-        # read from: a card may repeat the date its unit was told on.
-        self.full: ProtectedDetails = protected_details("and " + text)
+        self._full: ProtectedDetails | None = None
         self._sentences: list[TextProfile] | None = None
+
+    @property
+    def full(self) -> ProtectedDetails:
+        """The details with a leading date clause ("On 8 May 2023, ...") kept ("and " in front
+        stops it being stripped): a card may repeat the date its unit was told on."""
+        if self._full is None:
+            self._full = protected_details("and " + self.profile.text)
+        return self._full
 
     def sentences(self) -> list[TextProfile]:
         if self._sentences is None:
@@ -174,12 +180,14 @@ def ground_cards(
     units: Sequence[SourceUnit],
     *,
     max_chars: int | None = MAX_CARD_CHARS,
+    check_invented: bool = True,
 ) -> Grounding:
     """Check each draft against the units it cites (see the module docstring).
 
     ``units`` may hold several pieces of one long unit under one id: each piece must be held by a
     card citing the id. A draft citing no known unit claims the units of the batch it holds. Cards
-    longer than ``max_chars`` (None: no cap) are rejected rather than cut.
+    longer than ``max_chars`` (None: no cap) are rejected rather than cut. ``check_invented``
+    False skips the invention check, for cards made of their units' own sentences (extractive).
     """
     analysed: dict[str, _Analysed] = {}
 
@@ -238,7 +246,7 @@ def ground_cards(
                         kept_ids.append(i)
         # What the card states must come from the units it keeps (from those it cites, when it
         # keeps none: the reason told is then the invention, not the missing facts).
-        invented = _invented(card, held or cited)
+        invented = _invented(card, held or cited) if check_invented else ""
         if invented:
             out.rejected.append(
                 Rejection(draft.text, draft.source_ids, RejectReason.INVENTED, f"states {invented}")
@@ -264,8 +272,8 @@ def ground_cards(
         if id(unit) in held_pieces:
             continue
         for _draft, card, kept_ids in standing:
-            if not held_why_not(card.profile, a.profile, sentences_of=card.sentences()) and not _invented(
-                card, [a, *(b for i in kept_ids for _, b in by_id[i])]
+            if not held_why_not(card.profile, a.profile, sentences_of=card.sentences()) and not (
+                check_invented and _invented(card, [a, *(b for i in kept_ids for _, b in by_id[i])])
             ):
                 if unit.id not in kept_ids:
                     kept_ids.append(unit.id)
@@ -301,13 +309,20 @@ def ground_batch(
     drafts (``model_written``, capped at `MAX_CARD_CHARS`) leave theirs to the extractive
     summariser, whose cards are grounded in turn; whatever is still not held gets a card of its
     own text (`extractive.own_card`), which holds it by construction."""
-    first = ground_cards(drafts, sources, max_chars=MAX_CARD_CHARS if model_written else None)
+    # Extractive cards are their units' own sentences: they cannot invent a detail.
+    first = ground_cards(
+        drafts,
+        sources,
+        max_chars=MAX_CARD_CHARS if model_written else None,
+        check_invented=model_written,
+    )
     leftover = first.unheld
     cited = {i for d in drafts for i in d.source_ids}
     recarded = frozenset(u.id for u in leftover if u.id in cited)
     fallback: list[CardDraft] = []
     if leftover and model_written:
-        second = ground_cards(extractive.extract_cards(leftover, len(leftover)), leftover, max_chars=None)
+        extracted = extractive.extract_cards(leftover, len(leftover))
+        second = ground_cards(extracted, leftover, max_chars=None, check_invented=False)
         fallback, leftover = list(second.cards), second.unheld
     fallback += [extractive.own_card(u) for u in leftover]
     return GroundedBatch(first, fallback, recarded)

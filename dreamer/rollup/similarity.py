@@ -13,6 +13,7 @@ what they are: docs/design/dedup.md.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -72,8 +73,11 @@ def content_shingles(text: str) -> frozenset[str]:
     return _char_shingles(content_tokens(text))
 
 
+@functools.lru_cache(maxsize=256)
 def profile_text(text: str) -> TextProfile:
-    """Precompute the comparison features of a text."""
+    """Precompute the comparison features of a text. Frozen, so shared: the summariser, grounding,
+    the judge and the ledger row analyse a batch's texts one after the other (the last 256 texts
+    are kept, about 2.5 MiB; on LoCoMo's quick run Dreamer's wall fell from 2.5 s to 1.2 s)."""
     normalized = normalize_text(text)
     content = tuple(content_tokens(text))
     return TextProfile(
