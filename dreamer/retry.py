@@ -128,7 +128,8 @@ class ServerCalls:
     def refused(self, response: httpx.Response) -> Exception:
         """The error of an answer with a status of 300 or more."""
         status = response.status_code
-        detail = self.redact(server_detail(response))[:MAX_DETAIL_CHARS]
+        # A redirect's body repeats its target, which is never shown (see redirect_origin).
+        detail = "" if 300 <= status < 400 else self.redact(server_detail(response))[:MAX_DETAIL_CHARS]
         shown = f": {detail}" if detail else ""
         transient = transient_status_error(
             status,
@@ -145,8 +146,9 @@ class ServerCalls:
             fix = f"check {table}.{self.url_key} (the server's base URL) and {table}.model"
         elif 300 <= status < 400:
             fix = (
-                f"set {table}.{self.url_key} to the server's final address "
-                f"({response.headers.get('Location', '?')}): redirects are not followed"
+                f"set {table}.{self.url_key} to the server's final address (it points at "
+                f"{redirect_origin(response.headers.get('Location'), self.redact)}): redirects are "
+                "not followed"
             )
         else:
             fix = f"check {table}.model and the server's logs"
@@ -156,6 +158,26 @@ class ServerCalls:
             operation=self.operation,
             detail=detail,
         )
+
+
+def redirect_origin(location: str | None, redact: Callable[[str], str]) -> str:
+    """Where a redirect's ``Location`` points, told by its scheme, host and port only, redacted.
+
+    The path, query, fragment and user part are never shown: a hostile or misconfigured server can
+    put anything there, the API key in any encoding among it (``?token=Bearer%20<key>``), and an
+    error message reaches the terminal, the journal, the run records and an agent's log.
+    """
+    if not location:
+        return "an address it did not name"
+    try:
+        url = httpx.URL(location.strip())
+    except (httpx.InvalidURL, ValueError, TypeError):
+        return "an address that does not parse"
+    if not url.host:
+        return "another path on the same server"
+    scheme = url.scheme if url.scheme in ("http", "https") else "?"
+    port = f":{url.port}" if url.port is not None else ""
+    return redact(f"{scheme}://{url.host}{port}")
 
 
 def transient_status_error(

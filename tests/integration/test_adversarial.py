@@ -7,6 +7,7 @@ are the findings these tests were written for.
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import sqlite3
 import subprocess
@@ -25,6 +26,7 @@ from dreamer.rollup.pipeline import Rollup
 from dreamer.service.runner import profile_run_lock, run_rollups_now, upstream_run_lock
 from dreamer.state import SCHEMA_VERSION, LedgerCard, Reinforcement, StateStore, Watermark
 from tests.support.configs import config_data, loaded
+from tests.support.hostile_server import Answer, HostileServer
 
 REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
@@ -333,47 +335,27 @@ class TestTerminalOutput:
 TEST_KEY = "hs-Zq7Xw2Lp9Vb4Nc8Rt5Ym3Kd6Gf1Hj0"
 
 
-class EchoingServer:
-    """A real HTTP server on 127.0.0.1 that answers every request 400 with a plain-text error body
-    echoing the request's Authorization header where a 500-character cut splits the key, then
-    again whole and in its repr."""
-
-    def __init__(self) -> None:
-        import http.server
-        import threading
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _answer(self) -> None:
-                auth = self.headers.get("Authorization", "")
-                payload = ("x" * 480 + " " + auth + f" you sent {auth!r}").encode()
-                self.send_response(400)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
-
-            do_GET = do_POST = _answer
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+ANSWERS = {
+    "echo": Answer.echo(),
+    # The key URL-quoted in the query, base64 in the path, and raw after a user part: a hostile
+    # redirect's target in any encoding, which no redactor could know.
+    "redirect-query": Answer.redirect("https://login.example/cb?token={auth}&next=/v1"),
+    "redirect-path": Answer.redirect(
+        "http://127.0.0.1:9/" + base64.urlsafe_b64encode(f"Bearer {TEST_KEY}".encode()).decode() + "/x",
+        status=307,
+    ),
+    "redirect-relative": Answer.redirect("/v1/again?key={auth}", status=308),
+}
 
 
 class TestTheKeyNeverLeaks:
-    """6. A server that echoes the Authorization header in a long error body: no output and no log
-    line holds the key or any 8-character piece of it."""
+    """6. A server that echoes the Authorization header in a long error body, or redirects to an
+    address that carries the key (URL-quoted, base64): no output, no log line and no file the
+    command wrote (run records) holds the key or any 8-character piece of it."""
 
-    @pytest.fixture
-    def echoing(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-        server = EchoingServer()
+    @pytest.fixture(params=sorted(ANSWERS))
+    def echoing(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: Any) -> Any:
+        server = HostileServer(ANSWERS[request.param])
         data = config_data(
             ("global", "shared", "research"),
             ("research",),
@@ -400,9 +382,23 @@ class TestTheKeyNeverLeaks:
     def test_no_piece_of_the_key_in_any_output(self, echoing: Path, command: tuple[str, ...]) -> None:
         proc = dreamer(echoing, *command, "--log-level", "debug")
         output = proc.stdout + proc.stderr
-        assert "HTTP 400" in output or "xxxxxxxx" in output, output
+        assert "HTTP" in output or "xxxxxxxx" in output, output
         pieces = {TEST_KEY[i : i + 8] for i in range(len(TEST_KEY) - 7)}
         assert [p for p in pieces if p in output] == []
+        written = "".join(
+            path.read_bytes().decode("utf-8", "replace") for path in echoing.rglob("*") if path.is_file()
+        )
+        assert [p for p in pieces if p in written] == []
+
+    def test_a_redirect_names_where_it_points_by_host_only(self, echoing: Path) -> None:
+        proc = dreamer(echoing, "retain", "a fact", "--bank", "research")
+        output = proc.stdout + proc.stderr
+        if "redirect" not in output:
+            pytest.skip("this server answers with an echo, not a redirect")
+        assert proc.returncode == 1, output
+        assert "backend.hindsight.url" in output
+        assert "token" not in output and "/cb" not in output and "again" not in output, output
+        assert "https://login.example" in output or "127.0.0.1:9" in output or "same server" in output
 
 
 async def test_a_peer_card_failure_after_the_commit_leaves_the_run_promoted(

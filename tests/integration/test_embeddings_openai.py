@@ -21,6 +21,7 @@ from dreamer.retry import RetryPolicy, call_with_retry
 from tests.support.configs import config_data, parsed
 from tests.support.embedding_model import local_embedder
 from tests.support.embeddings_server import EmbeddingsServer, serve
+from tests.support.hostile_server import Answer, HostileServer
 
 KEY = "emb-test-5f3a9c1e7b2d4a60"
 TEXTS = [
@@ -240,3 +241,31 @@ class TestHostileAnswers:
                 await embedder.embed(["b"])
         finally:
             await embedder.aclose()
+
+
+class TestRedirects:
+    """A real server on 127.0.0.1 that redirects to an address carrying the key: refused, never
+    followed, and the error names the target's host only."""
+
+    @pytest.mark.parametrize(
+        "location",
+        [
+            "https://login.example/cb?token={auth}",
+            "http://127.0.0.1:9/{auth}/v1/embeddings",
+            "/v1/embeddings?key={auth_raw}",
+        ],
+    )
+    async def test_refused_and_the_target_is_not_printed(self, location: str) -> None:
+        server = HostileServer(Answer.redirect(location))
+        embedder = embedder_for(server.url)
+        try:
+            with pytest.raises(PermanentBackendError) as caught:
+                await embedder.embed(["a"])
+        finally:
+            await embedder.aclose()
+            server.close()
+        message = str(caught.value)
+        assert "redirects are not followed" in message and "embeddings.url" in message
+        assert KEY[4:12] not in message and "token" not in message and "key=" not in message, message
+        assert caught.value.detail == ""
+        assert len(server.requests) == 1

@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from dreamer.errors import PermanentBackendError, TransientBackendError
-from dreamer.retry import RetriesExhausted, RetryPolicy, RetryStats, backoff_delay, call_with_retry
+from dreamer.retry import (
+    RetriesExhausted,
+    RetryPolicy,
+    RetryStats,
+    backoff_delay,
+    call_with_retry,
+    redirect_origin,
+)
 from dreamer.slot import SlotLock
 
 
@@ -108,3 +115,27 @@ class TestCallWithRetry:
         assert free_during_sleep == [True]
         assert slot.held
         slot.release()
+
+
+class TestRedirectOrigin:
+    """A redirect's target is told by scheme, host and port only: never its path, query or user."""
+
+    @pytest.mark.parametrize(
+        ("location", "shown"),
+        [
+            ("https://login.example/cb?token=Bearer%20sk-1", "https://login.example"),
+            ("http://user:sk-1@10.0.0.5:8443/a/sk-1", "http://10.0.0.5:8443"),
+            ("/v1/again?key=sk-1", "another path on the same server"),
+            ("", "an address it did not name"),
+            (None, "an address it did not name"),
+            ("http://[::1", "an address that does not parse"),
+            ("javascript://evil.example/x", "?://evil.example"),
+        ],
+    )
+    def test_shown(self, location: str | None, shown: str) -> None:
+        assert redirect_origin(location, lambda text: text) == shown
+
+    def test_the_host_is_redacted_too(self) -> None:
+        assert redirect_origin("https://sk-secret.example/", lambda t: t.replace("sk-secret", "***")) == (
+            "https://***.example"
+        )

@@ -16,7 +16,12 @@ from typing import Any
 import httpx
 
 from dreamer.errors import BackendError, PermanentBackendError
-from dreamer.retry import TRANSIENT_STATUSES, parse_retry_after, transient_status_error
+from dreamer.retry import (
+    TRANSIENT_STATUSES,
+    parse_retry_after,
+    redirect_origin,
+    transient_status_error,
+)
 
 __all__ = ["TRANSIENT_STATUSES", "is_bank_not_found", "parse_retry_after", "status_error"]
 
@@ -70,6 +75,9 @@ def status_error(
         body = None
     # Redact before cutting: a cut made first could leave a prefix of an echoed key unmasked.
     detail = redact(_flatten_detail(body) or response.text.strip())[:MAX_DETAIL_CHARS]
+    if 300 <= status < 400:
+        # A redirect's body repeats its target, which is never shown (see redirect_origin).
+        detail = ""
     shown = f": {detail}" if detail else ""
     transient = transient_status_error(
         status,
@@ -87,13 +95,12 @@ def status_error(
             detail=detail,
         )
     if 300 <= status < 400:
-        where = response.headers.get("Location", "?")
+        where = redirect_origin(response.headers.get("Location"), redact)
         return PermanentBackendError(
-            f"Hindsight answered {operation} with a redirect (HTTP {status} to {where}); set "
-            "backend.hindsight.url to the server's final address",
+            f"Hindsight answered {operation} with a redirect (HTTP {status}, to {where}); set "
+            "backend.hindsight.url to the server's final address: redirects are not followed",
             status=status,
             operation=operation,
-            detail=detail,
         )
     return PermanentBackendError(
         f"Hindsight rejected {operation} with HTTP {status}{shown}",
