@@ -13,6 +13,7 @@ and records the new fingerprints. `canary_breach` is the pure verdict; why: docs
 from __future__ import annotations
 
 import hashlib
+import re
 import secrets
 from collections.abc import Sequence
 
@@ -26,6 +27,7 @@ __all__ = [
     "canary_fingerprint",
     "canary_lines",
     "is_canary_entry",
+    "is_own_canary_line",
     "last_canary_block",
     "new_canary_token",
     "with_canary_token",
@@ -58,11 +60,24 @@ def new_canary_token() -> str:
     return secrets.token_hex(_TOKEN_BYTES)
 
 
+#: What may follow the marker on a canary line of its own: nothing, a token in parentheses or one
+#: word ("(token 3f2a…)", "mem-1"). A line with more after the marker quotes it: an entry's text.
+_CANARY_TAIL = re.compile(r"\s*(?:\([^()\n]{0,60}\)|[^\s()]{1,40})?\s*")
+
+
+def is_own_canary_line(line: str) -> bool:
+    """Whether ``line`` is a canary line itself (the marker and at most a token after it), not an
+    entry that quotes the marker mid-text."""
+    at = line.find(CANARY_MARKER)
+    return at >= 0 and _CANARY_TAIL.fullmatch(line[at + len(CANARY_MARKER) :]) is not None
+
+
 def with_canary_token(raw: str, token: str) -> str:
-    """`raw` with every canary line ending in `token`: what comes before the marker is kept."""
+    """`raw` with every canary line of its own ending in `token`: what comes before the marker is
+    kept, and a line that quotes the marker inside other text is left exactly as it is."""
     lines = raw.split("\n")
     for i, line in enumerate(lines):
-        if CANARY_MARKER in line:
+        if is_own_canary_line(line):
             lines[i] = line[: line.index(CANARY_MARKER)] + f"{CANARY_MARKER} (token {token})"
     return "\n".join(lines)
 

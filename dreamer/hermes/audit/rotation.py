@@ -19,11 +19,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from dreamer.hermes.audit.canary import (
+    CANARY_MARKER,
     ROTATED,
     ROTATING,
     canary_breach,
     canary_fingerprint,
     canary_lines,
+    is_own_canary_line,
     last_canary_block,
     new_canary_token,
     with_canary_token,
@@ -131,6 +133,11 @@ def _rotate(
             raise RotationRefusedError(f"cannot read {path}: {exc}; nothing was rotated") from exc
         if not canary_lines(raw):
             raise RotationRefusedError(f"{path} has no canary line; restore it, then rotate")
+        if not any(is_own_canary_line(line) for line in raw.split("\n")):
+            raise RotationRefusedError(
+                f"{path} only quotes the canary marker inside other text; put a line of its own "
+                f"holding '{CANARY_MARKER}' back, then rotate"
+            )
         if find_external_edit(raw, settings.limit_for(target)):
             raise RotationRefusedError(
                 f"{path} was edited outside the memory store; run the audit first, then rotate"

@@ -221,6 +221,29 @@ class TestScheduledRotation:
         assert agent.memory_path.read_bytes() == memory_before
         assert not agent.ledger_path.exists()
 
+    def test_an_entry_quoting_the_marker_keeps_every_word(self, tmp_path: Path) -> None:
+        """An entry that quotes the marker inside its text (a licence key after it) is not a canary
+        line: the rotation changes the canary line of its own and leaves the entry byte for byte."""
+        agent = make_agent(tmp_path)
+        quoting = f"Licence: the file's canary reads '{CANARY}' and must stay. Key LK-99-ABCD, renew in May."
+        raw = agent.memory_path.read_text(encoding="utf-8") + "\n§\n" + quoting
+        agent.memory_path.write_text(raw, encoding="utf-8")
+        rotation = rotate_canaries(agent, AuditSettings(), NOW)
+        after = agent.memory_path.read_text(encoding="utf-8")
+        assert quoting in after.split("\n")
+        assert f"{CANARY} (token {rotation.token})" in after.split("\n")
+        assert "mem-1" not in after
+
+    def test_a_file_that_only_quotes_the_marker_is_refused(self, tmp_path: Path) -> None:
+        """USER.md whose only marker is quoted inside an entry: refused naming the file, nothing written."""
+        agent = make_agent(tmp_path)
+        agent.user_path.write_text(f"Ada wrote '{CANARY}' on a sticky note, key 4411.", encoding="utf-8")
+        before = agent.user_path.read_bytes()
+        with pytest.raises(RotationRefusedError, match=r"USER\.md only quotes the canary marker"):
+            rotate_canaries(agent, AuditSettings(), NOW)
+        assert agent.user_path.read_bytes() == before
+        assert not agent.ledger_path.exists()
+
     def test_a_symlinked_memory_file_is_rotated_through_the_link(self, tmp_path: Path) -> None:
         """A MEMORY.md that is a link to a file the folder's owner owns is rotated as Hermes writes it:
         through the link, which stays a link, its target holding the new canary."""
