@@ -264,6 +264,16 @@ async def run_tool_call(
             query, banks if banks is not None else (None if bank is None else [bank])
         )
     if name == tools.retain:
+        known = {"content", "context", "tags", "bank", *(("scope",) if tools.retain_scope else ())}
+        unknown = sorted(set(args) - known)
+        if unknown:
+            # A write must not land somewhere the caller did not mean: banks=["code"] stored in
+            # the default bank would look done.
+            hint = "; a memory is stored in one bank: give bank, not banks" if "banks" in unknown else ""
+            raise PolicyError(
+                f"{name}: unknown argument {', '.join(map(repr, unknown))} (known: "
+                f"{', '.join(sorted(known))}){hint}; nothing was stored"
+            )
         return await router.retain(
             _string(args, "content", name),
             bank=_optional_string(args, "bank", name),

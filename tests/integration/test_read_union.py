@@ -39,7 +39,7 @@ from dreamer.config import Config
 from dreamer.errors import PolicyError, TransientBackendError
 from dreamer.readside.answers import RecallAnswer
 from dreamer.readside.router import BankRouter
-from dreamer.readside.tools import run_tool_call
+from dreamer.readside.tools import HINDSIGHT_TOOLS, MEMORY_TOOLS, run_tool_call
 from dreamer.retry import RetryPolicy, call_with_retry
 from tests.support.configs import config_data, default_bank_id, parsed
 
@@ -401,6 +401,19 @@ class TestToolCalls:
         recorder = RecordingBackend(world.backend)
         with pytest.raises(PolicyError, match="only through the roll-up"):
             await run_tool_call(world.router(recorder), "memory_retain", {"content": "x", "bank": "global"})
+        assert recorder.calls == []
+
+    @pytest.mark.parametrize("tools", [MEMORY_TOOLS, HINDSIGHT_TOOLS])
+    async def test_retain_tool_refuses_banks_and_unknown_arguments(self, world: World, tools: Any) -> None:
+        """A retain naming ``banks`` (or a misspelt key) is refused and sends nothing: it would have
+        been stored in the default bank while the caller meant another."""
+        recorder = RecordingBackend(world.backend)
+        with pytest.raises(PolicyError, match="give bank, not banks"):
+            await run_tool_call(
+                world.router(recorder), tools.retain, {"content": "x", "banks": ["code"]}, tools
+            )
+        with pytest.raises(PolicyError, match="unknown argument 'bnak'"):
+            await run_tool_call(world.router(recorder), tools.retain, {"content": "x", "bnak": "code"}, tools)
         assert recorder.calls == []
 
 

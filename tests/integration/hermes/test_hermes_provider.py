@@ -253,6 +253,17 @@ class TestTools:
         )
         assert calls == []
 
+    def test_a_retain_with_banks_is_refused_before_any_request(self, hermes: Hermes) -> None:
+        """``banks`` on a retain (a write the model meant for another bank) is refused, saying to give
+        ``bank``; nothing is stored in the default bank instead."""
+        calls: list[tuple[str, str]] = []
+        hermes.use(lambda backend: Recording(backend, calls))
+        answer = hermes.call("hindsight_retain", {"content": "The CI runner is ci07.", "banks": ["code"]})
+        assert "give bank, not banks" in answer["error"] and "nothing was stored" in answer["error"]
+        answer = hermes.call("hindsight_retain", {"content": "The CI runner is ci07.", "bnak": "code"})
+        assert "unknown argument 'bnak'" in answer["error"]
+        assert calls == []
+
     def test_a_multi_bank_recall_labels_each_bank(self, hermes: Hermes) -> None:
         """``banks=[code, research]`` returns hits of both, each line starting with its bank alias."""
         marker = uuid.uuid4().hex[:8]
