@@ -10,6 +10,7 @@ from typing import TextIO
 from dreamer.errors import ExitCode
 from dreamer.hermes_provider.install import (
     DEFAULT_NAME,
+    configured_provider,
     default_hermes_home,
     install_plugin,
     uninstall_plugin,
@@ -30,17 +31,30 @@ def hermes_install_command(
     """Install (or uninstall) the plugin. The settings it will read are validated first, so a broken
     ``hindsight/config.json`` or TOML is reported (ConfigError) and nothing is written."""
     hermes_home = home if home is not None else default_hermes_home()
+    config_yaml = hermes_home / "config.yaml"
     if uninstall:
         out.write(uninstall_plugin(hermes_home, name=name).render() + "\n")
+        if configured_provider(hermes_home) == name:
+            out.write(
+                f"next: {config_yaml} still sets memory.provider: {name}, so Hermes will report a "
+                f"missing provider; run `hermes config set memory.provider ''` (Hermes' built-in "
+                "memory only) or name another provider there\n"
+            )
         return ExitCode.OK
     settings = load_settings(hermes_home=hermes_home, config_path=config_path, profile=profile)
     report = install_plugin(hermes_home, name=name, config_path=config_path, profile=profile)
-    banks = BankPolicy(settings.config, settings.profile).aliases
+    policy = BankPolicy(settings.config, settings.profile)
     who = f"profile {settings.profile}" if settings.profile else "no profile"
     out.write(report.render() + "\n")
-    out.write(f"settings: {settings.source} ({who}; banks: {', '.join(banks) or 'none'})\n")
-    out.write(
-        f"next: in {hermes_home / 'config.yaml'} set\n  memory:\n    provider: {name}\n"
-        "(Hermes must run with a Python that can import dreamer)\n"
-    )
+    out.write(f"settings: {settings.source} ({who}; banks: {', '.join(policy.aliases) or 'none'})\n")
+    if settings.auto_retain and policy.default_for("retain") is None:
+        out.write(
+            "warning: conversation turns will not be stored: no bank takes a retain without a name "
+            f"({policy.no_default_reason('retain')})\n"
+        )
+    if configured_provider(hermes_home) == name:
+        out.write(f"memory.provider is already {name} in {config_yaml}\n")
+    else:
+        out.write(f"next: in {config_yaml} set\n  memory:\n    provider: {name}\n")
+    out.write("(Hermes must run with a Python that can import dreamer)\n")
     return ExitCode.OK

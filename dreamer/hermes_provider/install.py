@@ -21,7 +21,14 @@ from pathlib import Path
 
 from dreamer.errors import UsageError
 
-__all__ = ["InstallReport", "default_hermes_home", "install_plugin", "plugin_files", "uninstall_plugin"]
+__all__ = [
+    "InstallReport",
+    "configured_provider",
+    "default_hermes_home",
+    "install_plugin",
+    "plugin_files",
+    "uninstall_plugin",
+]
 
 MANIFEST = ".dreamer-install.json"
 DEFAULT_NAME = "dreamer"
@@ -96,21 +103,30 @@ def install_plugin(
             "move it away or install under another --name"
         )
     report = InstallReport(target)
+    digests = {n: _digest(t) for n, t in files.items()}
     try:
         target.parent.mkdir(mode=0o755, exist_ok=True)
         target.mkdir(mode=0o755, exist_ok=True)
         for filename, text in files.items():
             path = target / filename
             _refuse_link(path)
-            if path.is_file() and path.read_text(encoding="utf-8", errors="replace") == text:
+            current = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else None
+            if current == text:
                 report.actions[filename] = "unchanged"
                 continue
             if path.exists() and (manifest is None or filename not in manifest):
                 raise UsageError(f"{path} exists and was not written by dreamer hermes install; move it away")
+            if current is not None and manifest is not None and _digest(current) != manifest[filename]:
+                # Edited since the install wrote it: the user's edit wins, as on uninstall.
+                report.actions[filename] = (
+                    "kept (changed since the install; remove it and install again to get the new one)"
+                )
+                digests[filename] = manifest[filename]
+                continue
             _write(path, text)
             report.actions[filename] = "written"
         _refuse_link(target / MANIFEST)
-        _write(target / MANIFEST, json.dumps({n: _digest(t) for n, t in files.items()}, indent=2) + "\n")
+        _write(target / MANIFEST, json.dumps(digests, indent=2) + "\n")
     except PermissionError as exc:
         raise UsageError(
             f"cannot write {exc.filename or target}: permission denied; run as the user who owns the "
@@ -180,6 +196,43 @@ def _target(home: Path, name: str) -> Path:
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target} exists and is not a directory; move it away")
     return target
+
+
+_PROVIDER_LINE = re.compile(r"""^\s+provider:\s*(?:"([^"]*)"|'([^']*)'|([^\s#]*))\s*(?:#.*)?$""")
+
+
+def configured_provider(home: Path) -> str | None:
+    """``memory.provider`` of ``home/config.yaml`` ("" for Hermes' built-in memory only), or None
+    when the file is missing or does not say (read with PyYAML when it is there, as Hermes reads
+    it, else line by line for the block form Hermes writes)."""
+    path = home / "config.yaml"
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    try:
+        import yaml  # type: ignore[import-untyped, unused-ignore]
+    except ImportError:
+        yaml = None
+    if yaml is not None:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError:
+            return None
+        memory = data.get("memory") if isinstance(data, dict) else None
+        value = memory.get("provider") if isinstance(memory, dict) else None
+        return None if value is None else str(value)
+    inside = False
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line[0].isspace():
+            inside = line.split("#", 1)[0].strip() == "memory:"
+            continue
+        match = _PROVIDER_LINE.match(line) if inside else None
+        if match is not None:
+            return next(g for g in match.groups() if g is not None)
+    return None
 
 
 def _refuse_link(path: Path) -> None:

@@ -10,6 +10,7 @@ it, so no loop or connection is shared between Hermes' threads. Why, and what th
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import stat
@@ -50,6 +51,8 @@ _CARD_FRAME_CHARS = 400
 
 BackendOpener = Callable[[Config], MemoryBackend]
 
+log = logging.getLogger("dreamer.hermes_provider")
+
 
 class DeadlineExceeded(Exception):
     """The whole call missed its deadline; it goes on in the background and its answer is dropped."""
@@ -74,6 +77,12 @@ class DreamerMemory:
         self.turns: TurnWriter | None = None
         if settings.auto_retain and self.policy.default_for("retain") is not None:
             self.turns = TurnWriter(self._store_turns, every_n=settings.retain_every_n_turns)
+        elif settings.auto_retain:
+            log.warning(
+                "Dreamer memory: conversation turns will not be stored (%s); name a writable bank "
+                "as the profile's bank or topology.default_bank, or set auto_retain to false",
+                self.policy.no_default_reason("retain"),
+            )
 
     @property
     def config(self) -> Config:

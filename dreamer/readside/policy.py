@@ -117,16 +117,28 @@ class BankPolicy:
         return tuple(a for a in self._visible if self._refusal(a, operation) is None)
 
     def default_alias(self) -> str | None:
-        """The bank used when none is named: ``topology.default_bank``, else the profile's own bank."""
-        candidates = [self.config.topology.default_bank]
+        """The bank used when none is named: the profile's own bank when acting as a profile, else
+        ``topology.default_bank``. A profile's default is its own bank even where the configuration
+        names a roll-up bank (``global``) as ``default_bank``: turns and facts an agent stores
+        without naming a bank belong where the roll-up reads them."""
+        candidates: list[str | None] = []
         if self.profile is not None:
             candidates.append(self.config.profiles[self.profile].bank)
+        candidates.append(self.config.topology.default_bank)
         return next((a for a in candidates if a is not None and a in self._visible), None)
 
     def default_for(self, operation: Operation) -> str | None:
         """The default bank if ``operation`` may use it, else None (the caller must name a bank)."""
         alias = self.default_alias()
         return alias if alias is not None and self._refusal(alias, operation) is None else None
+
+    def no_default_reason(self, operation: Operation) -> str:
+        """Why ``operation`` without a bank name would be refused ("" when a default serves it)."""
+        try:
+            self.resolve(None, operation)
+        except PolicyError as exc:
+            return str(exc)
+        return ""
 
     def union_aliases(self) -> tuple[str, ...]:
         """The profile's read-union (own bank, upstream, shared, or as configured), visible ones only."""

@@ -170,10 +170,12 @@ class TestAccess:
 
 
 class TestDefaultBank:
-    def test_topology_default_bank_first(self) -> None:
-        """Without a name, topology.default_bank is used, even when a profile is given."""
+    def test_topology_default_bank_without_a_profile(self) -> None:
+        """Without a name and without a profile, topology.default_bank is used; a profile's own bank
+        comes before it."""
         config = config_with(lambda d: d.setdefault("topology", {}).update(default_bank="notes"))
-        assert BankPolicy(config, "research").resolve(None, "retain").alias == "notes"
+        assert BankPolicy(config).resolve(None, "retain").alias == "notes"
+        assert BankPolicy(config, "research").resolve(None, "retain").alias == "research"
 
     def test_profile_bank_when_no_default(self) -> None:
         """Without topology.default_bank, the profile's own bank is the default."""
@@ -189,6 +191,16 @@ class TestDefaultBank:
         """A disabled default bank is invisible, so the profile's own bank is used instead."""
         config = config_with(lambda d: d.setdefault("topology", {}).update(default_bank="archive"))
         assert BankPolicy(config, "research").default_alias() == "research"
+
+    def test_a_profile_defaults_to_its_own_bank_over_a_roll_up_default(self) -> None:
+        """With ``default_bank = "global"`` (the shipped example), a profile's unnamed retain goes to
+        its own bank, not to the roll-up bank (which would refuse it); without a profile the
+        configured default stays."""
+        config = config_with(lambda d: d.setdefault("topology", {}).update(default_bank="global"))
+        policy = BankPolicy(config, "research")
+        assert policy.default_for("retain") == "research"
+        assert policy.resolve(None, "retain").alias == "research"
+        assert BankPolicy(config).default_alias() == "global"
 
     def test_default_refused_for_the_operation(self) -> None:
         """A read-only default serves reads; retain without a name explains the default is read-only."""

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import io
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
+from dreamer.commands.hermes import hermes_install_command
 from dreamer.errors import UsageError
-from dreamer.hermes_provider.install import MANIFEST, install_plugin, plugin_files, uninstall_plugin
+from dreamer.hermes_provider.install import (
+    MANIFEST,
+    configured_provider,
+    install_plugin,
+    plugin_files,
+    uninstall_plugin,
+)
+from tests.support.configs import config_data, toml_text
 
 
 @pytest.fixture
@@ -135,3 +145,92 @@ class TestUninstall:
         with pytest.raises(UsageError, match="damaged"):
             uninstall_plugin(home)
         assert (home / "config.yaml").exists()
+
+
+class TestReinstall:
+    def test_a_user_edited_init_is_kept_on_reinstall(self, home: Path, tmp_path: Path) -> None:
+        """An ``__init__.py`` edited since the install survives an install with other arguments; the
+        report says how to get the new one, and uninstall still keeps the edit."""
+        install_plugin(home)
+        init = home / "plugins" / "dreamer" / "__init__.py"
+        edited = init.read_text(encoding="utf-8") + "# my logging tweak\n"
+        init.write_text(edited, encoding="utf-8")
+        report = install_plugin(home, profile="coder")
+        assert report.actions["__init__.py"].startswith("kept (changed since the install")
+        assert init.read_text(encoding="utf-8") == edited
+        assert uninstall_plugin(home).actions["__init__.py"] == "kept (changed since the install)"
+        assert init.read_text(encoding="utf-8") == edited
+
+    def test_an_unedited_init_is_rewritten_with_the_new_arguments(self, home: Path) -> None:
+        install_plugin(home)
+        assert install_plugin(home, profile="coder").actions["__init__.py"] == "written"
+        assert "profile='coder'" in (home / "plugins" / "dreamer" / "__init__.py").read_text(encoding="utf-8")
+
+
+class TestConfiguredProvider:
+    @pytest.mark.parametrize(
+        ("yaml_text", "provider"),
+        [
+            ("model: x\n", None),
+            ("memory:\n  provider: dreamer\n", "dreamer"),
+            ("memory:\n  memory_enabled: true\n  provider: 'dreamer'  # ours\n", "dreamer"),
+            ('memory:\n  provider: ""\n', ""),
+            ("memory:\n  x: 1\nother:\n  provider: dreamer\n", None),
+            ("memory: [unclosed\n", None),
+        ],
+    )
+    @pytest.mark.parametrize("with_pyyaml", [True, False])
+    def test_read_as_hermes_reads_it(
+        self,
+        home: Path,
+        yaml_text: str,
+        provider: str | None,
+        with_pyyaml: bool,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """The same answer with PyYAML and, where Dreamer runs without it, from the line scan."""
+        if not with_pyyaml:
+            monkeypatch.setitem(sys.modules, "yaml", None)
+        (home / "config.yaml").write_text(yaml_text, encoding="utf-8")
+        assert configured_provider(home) == provider
+
+    def test_a_missing_file_says_nothing(self, tmp_path: Path) -> None:
+        assert configured_provider(tmp_path) is None
+
+
+class TestCommandAdvice:
+    def test_next_step_only_when_the_provider_is_not_set(self, home: Path) -> None:
+        """Install says "next: set memory.provider" while config.yaml does not name it, and says it
+        is set once it does; uninstall then says exactly what to run."""
+        out = io.StringIO()
+        assert hermes_install_command(home=home, out=out) == 0
+        assert "next: in" in out.getvalue() and "provider: dreamer" in out.getvalue()
+        (home / "config.yaml").write_text("memory:\n  provider: dreamer\n", encoding="utf-8")
+        out = io.StringIO()
+        hermes_install_command(home=home, out=out)
+        assert "next:" not in out.getvalue() and "memory.provider is already dreamer" in out.getvalue()
+        out = io.StringIO()
+        hermes_install_command(home=home, uninstall=True, out=out)
+        assert "hermes config set memory.provider ''" in out.getvalue()
+
+    def test_uninstall_says_nothing_more_when_another_provider_is_set(self, home: Path) -> None:
+        hermes_install_command(home=home, out=io.StringIO())
+        (home / "config.yaml").write_text("memory:\n  provider: honcho\n", encoding="utf-8")
+        out = io.StringIO()
+        hermes_install_command(home=home, uninstall=True, out=out)
+        assert "next:" not in out.getvalue()
+
+    def test_a_configuration_without_a_writable_default_is_named_at_install(
+        self, home: Path, tmp_path: Path
+    ) -> None:
+        """A Dreamer TOML whose profile's bank is read-only: install warns that no turns are stored."""
+        data = config_data(
+            ("global", "shared", "research"), ("research",), state_dir=str(tmp_path / "state")
+        )
+        data["banks"]["research"]["access"] = "read_only"
+        path = tmp_path / "c.toml"
+        path.write_text(toml_text(data), encoding="utf-8")
+        out = io.StringIO()
+        hermes_install_command(home=home, config_path=path, profile="research", out=out)
+        assert "warning: conversation turns will not be stored" in out.getvalue()
+        assert "read-only" in out.getvalue()
