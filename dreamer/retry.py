@@ -107,7 +107,7 @@ class ServerCalls:
             raise TransientBackendError(
                 self.redact(
                     f"{self.what} at {self.endpoint} timed out ({type(exc).__name__}, "
-                    f"{self.timeout_s:g}s); it will be retried. If it keeps happening, raise "
+                    f"{self.timeout_s:g}s). If it keeps happening, raise "
                     f"{self.table}.timeout_s or {self.slow_fix}"
                 ),
                 operation=self.operation,
@@ -191,7 +191,7 @@ def transient_status_error(
     delay = parse_retry_after(retry_after)
     advice = f" (server asks to wait {delay:g}s)" if delay is not None else ""
     return TransientBackendError(
-        f"{failed}; it will be retried{advice}", status=status, operation=operation, retry_after=delay
+        f"{failed}, a transient fault{advice}", status=status, operation=operation, retry_after=delay
     )
 
 

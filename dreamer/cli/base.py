@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamer.config import Config, default_config_path, load_config
-from dreamer.errors import ConfigError, DreamerError, ExitCode, UnknownAgentError
+from dreamer.errors import ConfigError, DreamerError, ExitCode, TransientBackendError, UnknownAgentError
 from dreamer.log import LOG_FORMATS, LOG_LEVELS, LogFormat, LogLevel, configure_logging
 
 
@@ -88,7 +88,12 @@ def report_error(args: argparse.Namespace, exc: DreamerError) -> int:
     from dreamer.outcomes import classify, describe
 
     option = "--agent: " if isinstance(exc, UnknownAgentError) else ""
-    print(f"dreamer {args.command}: {option}{describe(exc)}", file=sys.stderr)
+    # A retrying caller wraps what it gave up on in RetriesExhausted; a bare transient error
+    # reached a one-shot command, which does not retry.
+    again = (
+        "; this command does not retry: run it again later" if isinstance(exc, TransientBackendError) else ""
+    )
+    print(f"dreamer {args.command}: {option}{describe(exc)}{again}", file=sys.stderr)
     _outcome, code = classify(exc) or (None, ExitCode.FAILED)
     return int(code)
 

@@ -13,7 +13,8 @@ from dreamer.backends.base import BankActivity
 from dreamer.commands.output import emit, iso
 from dreamer.config import Budget, Config
 from dreamer.embeddings import Embedder
-from dreamer.errors import BackendError, ExitCode
+from dreamer.errors import BackendError, ExitCode, PermanentBackendError
+from dreamer.readside.answers import MissingBank, config_fault
 
 
 def _open_searching(config: Config) -> tuple[MemoryBackend, Embedder | None]:
@@ -109,7 +110,16 @@ async def recall_command(
         if ledger is not None:
             ledger.close()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
-    return ExitCode.OK if answer.complete else ExitCode.TEMPFAIL
+    return _read_exit(answer.complete, answer.missing)
+
+
+def _read_exit(complete: bool, missing: Sequence[MissingBank]) -> int:
+    """0 when every bank answered; a bank refused for its credentials is a setting to fix (raised:
+    exit 1 with the key to check), any other missing bank is worth a retry later (75)."""
+    fault = config_fault(missing)
+    if fault is not None:
+        raise PermanentBackendError(f"bank {fault.alias}: {fault.detail}", operation="recall")
+    return ExitCode.OK if complete else ExitCode.TEMPFAIL
 
 
 async def reflect_command(
@@ -132,7 +142,7 @@ async def reflect_command(
     finally:
         await backend.aclose()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
-    return ExitCode.OK if answer.complete else ExitCode.TEMPFAIL
+    return _read_exit(answer.complete, answer.missing)
 
 
 async def retain_command(

@@ -31,7 +31,9 @@ __all__ = [
     "ReflectAnswer",
     "RetainAnswer",
     "Successor",
+    "config_fault",
     "failure_reason",
+    "is_config_fault",
     "merge_recalls",
 ]
 
@@ -50,9 +52,27 @@ class MissingBank:
     bank_id: str
     reason: str
     detail: str = ""
+    #: The server refused the credentials (401/403): a setting to fix, not a server to wait for.
+    config_fault: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {"alias": self.alias, "bank_id": self.bank_id, "reason": self.reason, "detail": self.detail}
+        return {
+            "alias": self.alias,
+            "bank_id": self.bank_id,
+            "reason": self.reason,
+            "detail": self.detail,
+            "config_fault": self.config_fault,
+        }
+
+
+def config_fault(missing: Sequence[MissingBank]) -> MissingBank | None:
+    """The first bank that failed for a setting to fix (a refused key), None when none did."""
+    return next((m for m in missing if m.config_fault), None)
+
+
+def is_config_fault(exc: BaseException) -> bool:
+    """Whether a bank's failure is the server refusing the credentials (HTTP 401/403)."""
+    return isinstance(exc, PermanentBackendError) and exc.status in (401, 403)
 
 
 def _render_missing(missing: Sequence[MissingBank]) -> str:

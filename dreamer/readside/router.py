@@ -30,6 +30,7 @@ from dreamer.readside.answers import (
     ReflectAnswer,
     RetainAnswer,
     failure_reason,
+    is_config_fault,
     merge_recalls,
 )
 from dreamer.readside.current import mark_superseded, successors_from_ledger
@@ -232,7 +233,9 @@ class BankRouter:
                         results[index] = await call()
             except (BackendError, TimeoutError) as exc:
                 detail = " ".join(str(exc).split())[:_DETAIL_CHARS] or type(exc).__name__
-                failures[index] = MissingBank(target.alias, target.bank_id, failure_reason(exc), detail)
+                failures[index] = MissingBank(
+                    target.alias, target.bank_id, failure_reason(exc), detail, is_config_fault(exc)
+                )
             except Exception as exc:  # a bug, not a bank failure: re-raised below, unwrapped
                 unexpected.append(exc)
 

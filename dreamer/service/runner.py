@@ -25,7 +25,7 @@ import anyio
 import structlog
 
 from dreamer.config import Config
-from dreamer.errors import DreamerError, RunBusyError
+from dreamer.errors import DreamerError, RunBusyError, StateFileError
 from dreamer.log import get_logger
 from dreamer.outcomes import TROUBLE, Outcome, classify, describe
 from dreamer.rollup.activity import ActivityCache
@@ -314,9 +314,13 @@ def _utcnow() -> datetime:
 
 
 def _record(action: str, call: Callable[[], None]) -> None:
-    """Write a run record; a state-store failure is logged, never allowed to kill the run."""
+    """Write a run record; a state-store failure is logged, never allowed to kill the run. A
+    :class:`StateFileError` (a full disk, a read-only directory) is one line naming the fix; any
+    other error is a bug and keeps its traceback."""
     try:
         call()
+    except StateFileError as exc:
+        log.error("could not write the run record", action=action, error=str(exc))
     except Exception:
         log.exception("could not write the run record", action=action)
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
+from dreamer.diskfaults import space_fault
 from dreamer.errors import StateFileError
 from dreamer.state.ranks import RANKS, fill_ranks
 
@@ -145,7 +146,7 @@ def state_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
             return method(*args, **kwargs)
         except sqlite3.Error as exc:
             path = getattr(args[0], "path", "the state file")
-            raise StateFileError(f"{path}: {_what_failed(exc)}") from exc
+            raise StateFileError(f"{path}: {_what_failed(exc, path)}") from exc
         except ValueError as exc:  # a damaged row: a time or a JSON list that does not parse
             path = getattr(args[0], "path", "the state file")
             raise StateFileError(
@@ -156,10 +157,11 @@ def state_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
     return guarded
 
 
-def _what_failed(exc: sqlite3.Error) -> str:
+def _what_failed(exc: sqlite3.Error, path: Path | str) -> str:
     text = str(exc)
-    if "full" in text:
-        return f"cannot write the state file: {text}; free space on its file system, then run again"
+    fault = space_fault(path, exc)
+    if fault:
+        return fault
     if isinstance(exc, sqlite3.OperationalError) and "locked" in text:
         return f"the state file stayed locked by another process: {text}"
     return f"the state file failed: {text}; if it is damaged, move it aside and restore it from a backup"

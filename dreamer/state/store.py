@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
+from dreamer.diskfaults import space_fault
 from dreamer.errors import RunBusyError, StateFileError
 from dreamer.state.ranks import ranked_chunk, ranked_count, rerank
 from dreamer.state.records import (
@@ -118,6 +119,9 @@ class StateStore(RunRecords):
                     f"({exc}); "
                     "another Dreamer may be upgrading it: wait for it, then run again"
                 ) from None
+            fault = space_fault(path, exc)
+            if fault:  # a healthy file on a full or read-only file system: never advise moving it
+                raise StateFileError(f"{path}: {fault}") from None
             raise StateFileError(
                 f"{path}: not a readable state file ({exc}); move it aside and restore it from a "
                 "backup, or point state_dir at a new directory to start over"

@@ -71,16 +71,20 @@ class HostileServer:
                 server.requests.append(Seen(self.command, self.path, dict(self.headers.items())))
                 answer = server.answer
                 auth = self.headers.get("Authorization", "")
-                fill = {"auth": urllib.parse.quote(auth, safe=""), "auth_raw": auth}
+                quoted = urllib.parse.quote(auth, safe="")
+
+                def fill(text: str) -> str:
+                    return text.replace("{auth}", quoted).replace("{auth_raw}", auth)
+
                 if answer.echo_auth:
                     payload = ("x" * 480 + " " + auth + f" you sent {auth!r}").encode()
                 else:
-                    payload = answer.body.format(**fill).encode()
+                    payload = fill(answer.body).encode()
                 self.send_response(answer.status)
                 self.send_header("Content-Type", answer.content_type)
                 self.send_header("Content-Length", str(len(payload)))
                 for name, value in answer.headers:
-                    self.send_header(name, value.format(**fill))
+                    self.send_header(name, fill(value))
                 self.end_headers()
                 if self.command == "HEAD":
                     return

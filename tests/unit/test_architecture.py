@@ -23,6 +23,7 @@ RANKS: dict[str, int] = {
     "dreamer.log": 0,
     "dreamer.cardtags": 0,
     "dreamer.cardrank": 0,
+    "dreamer.diskfaults": 0,
     "dreamer.config": 1,
     "dreamer.details": 1,
     "dreamer.outcomes": 1,

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dreamer.diskfaults import space_fault
 from dreamer.errors import BackendError, PermanentBackendError, TransientBackendError
 
 __all__ = [
@@ -216,6 +217,11 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[None]:
 
 def translate_error(exc: sqlite3.Error, path: Path, operation: str) -> BackendError:
     """Map a SQLite error to the error tree: lock and I/O trouble may pass, the rest will not."""
+    fault = space_fault(path, exc, f"the embedded store {path}")
+    if fault and "read-only" not in fault:  # a full disk passes once space is freed
+        return TransientBackendError(fault, operation=operation)
+    if fault:
+        return PermanentBackendError(fault, operation=operation, detail=str(exc))
     if isinstance(exc, sqlite3.OperationalError) and (
         _is_busy(exc) or "disk i/o" in str(exc).lower() or "disk is full" in str(exc).lower()
     ):

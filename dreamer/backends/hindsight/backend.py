@@ -141,7 +141,7 @@ class HindsightBackend:
                 self._redact(
                     f"Hindsight {operation} timed out ({type(exc).__name__}; connect {limits.connect}s, "
                     f"read {limits.read}s) at "
-                    f"{self._config.url}; it will be retried. If it keeps happening, raise "
+                    f"{self._config.url}. If it keeps happening, raise "
                     "backend.hindsight.read_timeout_s (reflect: reflect_timeout_s)"
                 ),
                 operation=operation,

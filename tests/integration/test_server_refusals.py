@@ -1,0 +1,87 @@
+"""What a command says and how it exits when the memory server refuses: a wrong key is a setting to
+fix (exit 1, naming the key's variable) on every command, and a busy server reached by a one-shot
+command is not promised a retry it will not get. A real server on 127.0.0.1 answers every request
+the same way (tests/support/hostile_server.py): Hindsight cannot be made to answer 401 to one bank
+or 503 on demand."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.configs import config_data, loaded
+from tests.support.hostile_server import Answer, HostileServer
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def dreamer(cfg_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
+    env["REFUSED_KEY"] = "hs-wrong-key-0123456789"
+    return subprocess.run(
+        [sys.executable, "-m", "dreamer", *args, "--config", str(cfg_dir / "config.toml")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[HostileServer]:
+    running = HostileServer()
+    data = config_data(
+        ("global", "shared", "research"),
+        ("research",),
+        state_dir="state",
+        backend={"kind": "hindsight", "hindsight": {"url": running.url, "api_key_env": "REFUSED_KEY"}},
+        retry={"max_attempts": 1},
+    )
+    data["banks"]["research"]["access"] = "read_write"
+    loaded(tmp_path, data)
+    yield running
+    running.close()
+
+
+UNAUTHORIZED = Answer(status=401, body=json.dumps({"detail": "Invalid API key"}))
+BUSY = Answer(status=503, body=json.dumps({"detail": "busy"}), headers=(("Retry-After", "7"),))
+
+
+class TestWrongKey:
+    @pytest.mark.parametrize(
+        "command",
+        [
+            ("recall", "anything", "--bank", "research"),
+            ("recall", "anything", "--profile", "research"),
+            ("reflect", "anything", "--bank", "research"),
+            ("retain", "a fact", "--bank", "research"),
+        ],
+    )
+    def test_exit_1_naming_the_key_setting(
+        self, server: HostileServer, tmp_path: Path, command: tuple[str, ...]
+    ) -> None:
+        """401 is not "try again later" (75): exit 1, one line naming backend.hindsight.api_key_env."""
+        server.answer = UNAUTHORIZED
+        proc = dreamer(tmp_path, *command)
+        assert proc.returncode == 1, (proc.stdout, proc.stderr)
+        assert "api_key_env" in proc.stderr and "401" in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stdout + proc.stderr
+
+
+class TestBusyServer:
+    def test_a_one_shot_retain_does_not_promise_a_retry(self, server: HostileServer, tmp_path: Path) -> None:
+        """503 with Retry-After on ``dreamer retain``: exit 75, and the line says this command does
+        not retry (it used to say "it will be retried"); one request was sent."""
+        server.answer = BUSY
+        proc = dreamer(tmp_path, "retain", "a fact", "--bank", "research")
+        assert proc.returncode == 75, (proc.stdout, proc.stderr)
+        assert "will be retried" not in proc.stderr
+        assert "this command does not retry: run it again later" in proc.stderr, proc.stderr
+        assert len([r for r in server.requests if r.method == "POST"]) == 1
