@@ -153,11 +153,20 @@ _TOKEN = re.compile(
 )
 
 
+#: Format characters (zero-width spaces and joiners, soft hyphens, bidi marks): invisible, so two
+#: texts that differ only by them read the same and must compare the same ("a\u200btlas" is "atlas").
+_FORMAT_CHARACTERS = re.compile(
+    r"[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff]"
+)
+
+
 def _fold(text: str) -> str:
     # NFKC again after casefold: casefolding can decompose a character NFKC would compose back.
     # The minus sign is a hyphen-minus once folded: "−5" and "-5" are the same number.
-    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+    visible = _FORMAT_CHARACTERS.sub("", text)
+    folded = unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", visible).casefold())
     return folded.replace("\u2212", "-")
+
 
 
 def _token(match: re.Match[str]) -> str:
@@ -383,6 +392,14 @@ def printable(text: str, *, keep_newlines: bool = True) -> str:
         for ch in text
     )
 
+
+def has_hidden_characters(text: str) -> bool:
+    """Whether ``text`` holds a character a reader cannot see: a format character (zero-width,
+    bidi) or a control other than newline and tab. Of two texts that compare the same, the one
+    without is the one to show."""
+    if text.isprintable():
+        return False
+    return any(ch not in "\n\t" and unicodedata.category(ch) in _HIDDEN_CATEGORIES for ch in text)
 
 def well_formed(text: str) -> str:
     """``text`` with each lone surrogate (from a JSON ``\\ud800`` escape, or a command-line

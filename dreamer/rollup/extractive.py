@@ -19,6 +19,7 @@ from typing import Protocol
 from dreamer.rollup.cards import MAX_CARD_CHARS, CardDraft, SourceUnit
 from dreamer.rollup.dedup import DedupThresholds, lexical_duplicate
 from dreamer.rollup.similarity import TextProfile, compare, covered_by, profile_text, says_outright
+from dreamer.text import has_hidden_characters
 
 __all__ = [
     "MAX_CARD_CHARS",
@@ -197,8 +198,16 @@ def extract_cards(
         else:
             clusters.append([(unit, profile)])
 
+    # The fullest member; of equals, one without invisible characters, then the earliest.
     reps = [
-        max(enumerate(cluster), key=lambda item: (len(item[1][1].content_set), -item[0]))[1][1]
+        max(
+            enumerate(cluster),
+            key=lambda item: (
+                len(item[1][1].content_set),
+                not has_hidden_characters(item[1][0].text),
+                -item[0],
+            ),
+        )[1][1]
         for cluster in clusters
     ]
     cards: list[CardDraft] = []

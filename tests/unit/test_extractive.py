@@ -62,6 +62,16 @@ class TestExtractCards:
         assert cards[0].text == sentence(MENTORING[2])
         assert cards[1].text == sentence(TURTLE_WALK[0])
 
+    @pytest.mark.parametrize("hidden_first", [True, False])
+    def test_the_clean_form_is_chosen_over_an_invisible_character_variant(self, hidden_first: bool) -> None:
+        """"a\u200btlas" (a zero-width space) and "atlas" are one fact, whichever comes first, and
+        the card shows the form without the invisible character."""
+        clean = SourceUnit("c", "Nextcloud runs on host atlas behind nginx.")
+        hidden = SourceUnit("h", "Nextcloud runs on host a\u200btlas behind ngi\u00adnx.")
+        cards = extract_cards([hidden, clean] if hidden_first else [clean, hidden], max_cards=10)
+        assert [card.text for card in cards] == [clean.text]
+        assert sorted(cards[0].source_ids) == ["c", "h"]
+
     def test_a_joint_event_told_from_each_side_is_one_card(self) -> None:
         """Two tellings of one joint plan, each from one side, merge into one card."""
         units = [

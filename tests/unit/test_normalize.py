@@ -71,6 +71,10 @@ KEPT_APART = [
 # Pairs that differ only in what carries no meaning: they normalise alike, so share an id.
 KEPT_TOGETHER = [
     ("Joanna is ALLERGIC to dairy.", "joanna is allergic to dairy."),
+    # Invisible format characters: a zero-width space, a soft hyphen, a bidi mark, a BOM.
+    ("Nextcloud runs on a\u200btlas.", "Nextcloud runs on atlas."),
+    ("Joanna is aller\u00adgic to dairy.", "Joanna is allergic to dairy."),
+    ("\ufeffJoanna is allergic\u200e to dairy.", "Joanna is allergic to dairy."),
     ("Joanna  is\tallergic to\u00a0dairy.", "Joanna is allergic to dairy."),
     ('Joanna calls it "dairy".', "Joanna calls it 'dairy'."),
     ("Joanna is allergic to dairy!!", "Joanna is allergic to dairy"),
