@@ -30,13 +30,42 @@ from pathlib import Path
 
 from dreamer.hermes.memory.locking import TEMP_PREFIX, TEMP_SUFFIX
 
-__all__ = ["FILE_MODE", "ForeignFileError", "Rename", "read_memory_text", "write_memory_file"]
+__all__ = [
+    "FILE_MODE",
+    "MAX_MEMORY_FILE_BYTES",
+    "ForeignFileError",
+    "MemoryFileTooLargeError",
+    "Rename",
+    "read_memory_text",
+    "write_memory_file",
+]
 
 #: The mode Hermes leaves a memory file with (its temporary file's, from mkstemp).
 FILE_MODE = 0o600
 
 #: `os.replace` with directory descriptors; a parameter so a test can inject a fault.
 Rename = Callable[..., None]
+
+
+#: The largest memory file read. Hermes' limits are a few thousand characters (2,200 and 1,375 by
+#: default); a file hundreds of times that is not a memory file being edited but a log or a dump
+#: put in its place, and reading it would make an audit run for minutes and report megabytes.
+MAX_MEMORY_FILE_BYTES = 1 << 20
+
+
+class MemoryFileTooLargeError(OSError):
+    """A memory file far larger than any memory limit (see `MAX_MEMORY_FILE_BYTES`)."""
+
+    def __init__(self, path: Path, size: int) -> None:
+        super().__init__(
+            errno.EFBIG,
+            f"{path} holds {size:,} bytes, far over any memory limit (Dreamer reads at most "
+            f"{MAX_MEMORY_FILE_BYTES:,}); trim it or move it aside, then run again",
+        )
+        self.filename = str(path)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 class ForeignFileError(OSError):
@@ -129,7 +158,9 @@ def read_memory_text(path: Path) -> str | None:
                     raise OSError(errno.EINVAL, f"{path} is not a regular file")
                 if place.via_link and info.st_uid != place.folder_owner:
                     raise ForeignFileError(path, "its link's target changed owner while it was opened")
-                data = handle.read()
+                data = handle.read(MAX_MEMORY_FILE_BYTES + 1)
+                if len(data) > MAX_MEMORY_FILE_BYTES:
+                    raise MemoryFileTooLargeError(path, max(info.st_size, len(data)))
     except FileNotFoundError:
         return None
     return data.decode("utf-8")

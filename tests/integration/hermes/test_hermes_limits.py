@@ -14,6 +14,7 @@ import pytest
 from dreamer.hermes.audit.report import AuditStatus
 from dreamer.hermes.audit.run import audit_agent
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
+from dreamer.hermes.memory.disk import MAX_MEMORY_FILE_BYTES
 
 REPO = Path(__file__).resolve().parents[3]
 NOW = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -129,3 +130,34 @@ class TestMemoryCommand:
         (tmp_path / "memories").mkdir()
         proc = dreamer(tmp_path, "add", "x", "--json", "--agent", "ada")
         assert proc.returncode == 2 and "--json applies to list and stats" in proc.stderr
+
+
+class TestAHugeFile:
+    """A MEMORY.md of 15.6 MB (a log put in its place): refused in one line by the audit and by
+    `dreamer memory`, with the bound named; nothing is written or reported at length."""
+
+    def huge(self, root: Path) -> AgentFiles:
+        agent = agent_home(root, None)
+        entry = "Deploy note: restart ingest on host atlas after the nightly backup finishes.\n§\n"
+        agent.memory_path.write_text(CANARY + "\n§\n" + entry * 200_000, encoding="utf-8")
+        assert agent.memory_path.stat().st_size > 15_000_000
+        return agent
+
+    def test_the_audit_refuses_it_in_one_line(self, tmp_path: Path) -> None:
+        agent = self.huge(tmp_path)
+        before = agent.memory_path.stat().st_mtime_ns
+        report = audit_agent(agent, FAST, NOW)
+        assert report.status is not AuditStatus.COMPLETE
+        assert f"{MAX_MEMORY_FILE_BYTES:,}" in report.reason and "trim it" in report.reason, report.reason
+        assert len(report.reason) < 400 and "\n" not in report.reason
+        assert agent.memory_path.stat().st_mtime_ns == before
+
+    @pytest.mark.parametrize("action", [("add", "One more entry."), ("list",), ("stats",)])
+    def test_memory_commands_refuse_it_in_one_line(self, tmp_path: Path, action: tuple[str, ...]) -> None:
+        self.huge(tmp_path)
+        size = (tmp_path / "memories" / "MEMORY.md").stat().st_size
+        proc = dreamer(tmp_path, *action, "--agent", "ada")
+        assert proc.returncode != 0
+        assert len(proc.stdout) < 1000, proc.stdout[:300]
+        assert "far over any memory limit" in proc.stderr and len(proc.stderr.splitlines()) == 1, proc.stderr
+        assert (tmp_path / "memories" / "MEMORY.md").stat().st_size == size
