@@ -102,7 +102,18 @@ class ServerCalls:
         """POST ``body`` to the endpoint; a transport failure raised as transient, a status >= 300
         as :meth:`refused` says."""
         try:
-            response = await client.post(self.endpoint, json=body)
+            # httpx bounds each read, not the answer: a server trickling a byte at a time would hold
+            # the call for ever. timeout_s bounds the whole request.
+            with anyio.fail_after(self.timeout_s):
+                response = await client.post(self.endpoint, json=body)
+        except TimeoutError:
+            raise TransientBackendError(
+                self.redact(
+                    f"{self.what} at {self.endpoint} sent no whole answer within {self.timeout_s:g}s; if "
+                    f"it keeps happening, raise {self.table}.timeout_s or {self.slow_fix}"
+                ),
+                operation=self.operation,
+            ) from None
         except httpx.TimeoutException as exc:
             raise TransientBackendError(
                 self.redact(

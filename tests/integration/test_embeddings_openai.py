@@ -269,3 +269,17 @@ class TestRedirects:
         assert KEY[4:12] not in message and "token" not in message and "key=" not in message, message
         assert caught.value.detail == ""
         assert len(server.requests) == 1
+
+
+class TestTrickling:
+    async def test_a_trickled_answer_is_cut_at_timeout_s(self) -> None:
+        """A real server on 127.0.0.1 that sends 600 bytes one every 50 ms (30 s in all, no read
+        waiting long): the call fails as transient at timeout_s, naming it."""
+        server = HostileServer(Answer(status=200, body="{" + " " * 598 + "}", trickle_s=0.05))
+        embedder = embedder_for(server.url, timeout_s=1.0)
+        try:
+            with pytest.raises(TransientBackendError, match="no whole answer within 1s"):
+                await embedder.embed(["a"])
+        finally:
+            await embedder.aclose()
+            server.close()

@@ -16,6 +16,7 @@ from dreamer.llm.usage import TokenUsage, estimate_tokens, usage_from
 from dreamer.rollup.cards import CARDS_SCHEMA
 from tests.hindsight_fixtures import LLMStub
 from tests.support.configs import config_data, parsed
+from tests.support.hostile_server import Answer, HostileServer
 
 KEY = "llm-test-Qm3Zx8Lp2Vb7Rt4N"
 MESSAGES = [{"role": "user", "content": "Summarise: [u1] Nate has 2 turtles. marker-llm-client"}]
@@ -123,6 +124,20 @@ class TestFailures:
         finally:
             await chat.aclose()
         assert [r.url.host for r in seen] == ["127.0.0.1"]
+
+
+class TestTrickling:
+    async def test_a_trickled_answer_is_cut_at_timeout_s(self) -> None:
+        """A real server on 127.0.0.1 that sends 600 bytes one every 50 ms (30 s in all, no read
+        waiting long): the completion fails as transient at timeout_s, naming it."""
+        server = HostileServer(Answer(status=200, body="{" + " " * 598 + "}", trickle_s=0.05))
+        chat = OpenAIChat(config_for(server.url + "/v1", timeout_s=1.0).llm)
+        try:
+            with pytest.raises(TransientBackendError, match="no whole answer within 1s"):
+                await chat.complete(MESSAGES)
+        finally:
+            await chat.aclose()
+            server.close()
 
 
 class TestUsage:

@@ -41,7 +41,15 @@ def server(tmp_path: Path) -> Iterator[HostileServer]:
         ("global", "shared", "research"),
         ("research",),
         state_dir="state",
-        backend={"kind": "hindsight", "hindsight": {"url": running.url, "api_key_env": "REFUSED_KEY"}},
+        backend={
+            "kind": "hindsight",
+            "hindsight": {
+                "url": running.url,
+                "api_key_env": "REFUSED_KEY",
+                "read_timeout_s": 1,
+                "connect_timeout_s": 1,
+            },
+        },
         retry={"max_attempts": 1},
     )
     data["banks"]["research"]["access"] = "read_write"
@@ -85,3 +93,19 @@ class TestBusyServer:
         assert "will be retried" not in proc.stderr
         assert "this command does not retry: run it again later" in proc.stderr, proc.stderr
         assert len([r for r in server.requests if r.method == "POST"]) == 1
+
+
+#: 600 bytes, one every 50 ms: no single read waits long, the whole answer takes 30 s.
+TRICKLE = Answer(status=200, body=json.dumps({"pad": "x" * 580}), trickle_s=0.05)
+
+
+class TestTricklingServer:
+    """11. A server that sends its answer a byte at a time: every outbound request is bounded by a
+    total deadline, so the command ends (transient, exit 75) instead of hanging for as long as the
+    server likes. The subprocess timeout of 120 s is a safety net, not a performance bound."""
+
+    def test_a_hindsight_retain_is_bounded_in_all(self, server: HostileServer, tmp_path: Path) -> None:
+        server.answer = TRICKLE
+        proc = dreamer(tmp_path, "retain", "a fact", "--bank", "research")
+        assert proc.returncode == 75, (proc.stdout, proc.stderr)
+        assert "sent no whole answer within 2s" in proc.stderr, proc.stderr

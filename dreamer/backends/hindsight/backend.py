@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
+import anyio
 import httpx
 
 from dreamer.backends.base import (
@@ -133,10 +134,23 @@ class HindsightBackend:
             method, path, params=params, json=json, timeout=timeout or self._timeout
         )
         started = time.monotonic()
+        limits = timeout or self._timeout
+        # httpx bounds each read, not the answer: a server trickling a byte a second would hold the
+        # call for ever. The whole request gets connect + read seconds.
+        deadline = (limits.connect or 0.0) + (limits.read or 0.0)
         try:
-            response = await self._client.send(request)
+            with anyio.fail_after(deadline if deadline > 0 else None):
+                response = await self._client.send(request)
+        except TimeoutError:
+            raise TransientBackendError(
+                self._redact(
+                    f"Hindsight {operation} at {self._config.url} sent no whole answer within "
+                    f"{deadline:g}s (connect {limits.connect}s + read {limits.read}s); if it keeps "
+                    "happening, raise backend.hindsight.read_timeout_s (reflect: reflect_timeout_s)"
+                ),
+                operation=operation,
+            ) from None
         except httpx.TimeoutException as exc:
-            limits = timeout or self._timeout
             raise TransientBackendError(
                 self._redact(
                     f"Hindsight {operation} timed out ({type(exc).__name__}; connect {limits.connect}s, "
