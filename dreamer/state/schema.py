@@ -191,8 +191,19 @@ def create(path: Path) -> None:
 
 
 def needs_upgrade(path: Path) -> bool:
-    """Whether opening the state file at ``path`` will upgrade it first (an older schema); False
-    when it does not exist or cannot be read (opening it then says why)."""
+    """Whether opening the state file at ``path`` will upgrade it first (an older schema) or roll
+    back a transaction a crash left in its journal (an upgrade killed halfway, most likely: it is
+    then rolled back and run again); False when it does not exist or cannot be read (opening it
+    then says why).
+
+    A hot journal is told by its file: the read-only open below cannot roll it back, so it would
+    read the version as committed (or fail) and answer False, and a large ledger's rollback plus
+    upgrade would run without the start time it needs."""
+    try:
+        if os.path.getsize(f"{path}-journal") > 0:
+            return True
+    except OSError:
+        pass
     try:
         # Read-only, and quoted: a "?" or "#" in a directory name must not end the path.
         conn = sqlite3.connect(f"file:{urllib.parse.quote(str(path))}?mode=ro", uri=True)

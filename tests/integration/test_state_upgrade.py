@@ -4,7 +4,10 @@ row, and is indexed by the next roll-up."""
 from __future__ import annotations
 
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +115,41 @@ def test_a_new_index_version_reindexes_every_card(tmp_path: Path) -> None:
         store.use_index_version("s2")
         assert [c.document_id for c in store.unindexed("g")] == ["d1"]
         assert indexed_words(store) == []
+
+
+# Upgrades the schema-1 file argv[1] and dies (SIGKILL, no cleanup) once the upgrade has rewritten
+# the ledger and built the word index, before it commits: a crash in the middle of its one
+# transaction, after SQLite had to spill changed pages to the file (so the journal is hot).
+KILLED_MID_UPGRADE = r"""
+import os, signal, sys
+from pathlib import Path
+from dreamer.state import StateStore, schema
+real = schema._run_script
+def dying(conn, script):
+    real(conn, script)
+    if script is schema.RANKS:
+        os.kill(os.getpid(), signal.SIGKILL)
+schema._run_script = dying
+StateStore.open(Path(sys.argv[1]))
+"""
+
+
+def test_a_crash_mid_upgrade_still_asks_for_start_time(tmp_path: Path) -> None:
+    """kill -9 during the upgrade leaves a hot journal: needs_upgrade still says yes (the daemon
+    extends systemd's start timeout for the rollback and the upgrade), and the next open rolls
+    back, upgrades and keeps every row."""
+    path = tmp_path / "state.sqlite3"
+    schema_1_file(path, 30_000)
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_MID_UPGRADE, str(path)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert Path(f"{path}-journal").stat().st_size > 0
+    assert schema.needs_upgrade(path) is True
+    with StateStore.open(path) as store:
+        assert len(store.unindexed("g")) == 30_000
+    assert schema.needs_upgrade(path) is False
