@@ -88,6 +88,8 @@ class Daemon:
         self.recorder = recorder
         self.notifier = notifier
         self._open_recorder = open_recorder
+        #: State stores replaced by a reopen (a file moved onto the path): closed at shutdown.
+        self.retired_recorders: list[RunRecorder] = []
         self._on_config = on_config
         self.plan: dict[str, JobSpec] = {}
         self.last_runs: dict[str, RunResult] = {}
@@ -279,6 +281,9 @@ class Daemon:
         if spec is None:
             log.warning("job is no longer planned; run skipped", job_id=job_id)
             return
+        usable, recorder = self._state_still_there(config, recorder)
+        if not usable:
+            return
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
@@ -301,6 +306,44 @@ class Daemon:
             self.running.pop(job_id, None)
             if not self.stopping:
                 self._publish_status()
+
+    def _state_still_there(
+        self, config: Config, recorder: RunRecorder | None
+    ) -> tuple[bool, RunRecorder | None]:
+        """Whether a run may start, and the recorder it runs with: the state file the daemon holds,
+        reopened when another file was moved onto its path (a restored backup: the run records
+        would go to the deleted file). When the file was removed the run is skipped: a roll-up
+        would otherwise start a new, empty state file and promote every fact again."""
+        if not isinstance(recorder, StateStore):
+            return True, recorder
+        moved = recorder.file_moved()
+        if not moved:
+            return True, recorder
+        if moved == "removed":
+            log.error(
+                "the state file was removed while Dreamer ran; no run until it is back",
+                path=str(recorder.path),
+                fix="restore the file (or move it back), or restart Dreamer to start a new one",
+            )
+            return False, None
+        if self._open_recorder is None:
+            return True, recorder
+        try:
+            reopened = self._open_recorder(config)
+        except DreamerError as exc:
+            log.error("the state file was replaced by one that cannot be opened", path=str(recorder.path),
+                      error=str(exc))  # fmt: skip
+            return False, None
+        log.warning(
+            "the state file was replaced on disk while Dreamer ran; reopened it (run records written "
+            "since the swap went to the old file)",
+            path=str(recorder.path),
+        )
+        if self.recorder is recorder:
+            self.recorder = reopened
+        # Not closed here: a run that started before the swap may still be writing its record.
+        self.retired_recorders.append(recorder)
+        return True, reopened
 
     def _write_metrics(self, config: Config, recorder: RunRecorder | None) -> None:
         """Rewrite the operator metrics file (``metrics.textfile``) after a run; a failure is a
@@ -453,5 +496,6 @@ def run_daemon(
         return ExitCode.SOFTWARE
     finally:
         store.close()
-        if isinstance(daemon.recorder, StateStore) and daemon.recorder is not store:
-            daemon.recorder.close()
+        for held in {id(r): r for r in (daemon.recorder, *daemon.retired_recorders)}.values():
+            if isinstance(held, StateStore) and held is not store:
+                held.close()

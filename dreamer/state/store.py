@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
@@ -84,6 +85,21 @@ class StateStore(RunRecords):
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
         self.path = path
+        # The file this store has open, by device and inode: a file moved onto the path, or the
+        # path removed, while a long-lived store (the daemon's) holds the old one is then seen.
+        info = os.stat(path)
+        self._identity = (info.st_dev, info.st_ino)
+
+    def file_moved(self) -> str:
+        """"" while the path still names the file this store has open; "removed" or "replaced"
+        when it does not (writes would go to a file nobody reads)."""
+        try:
+            info = os.stat(self.path)
+        except FileNotFoundError:
+            return "removed"
+        except OSError:
+            return ""
+        return "" if (info.st_dev, info.st_ino) == self._identity else "replaced"
 
     @classmethod
     def open(cls, path: Path) -> StateStore:

@@ -7,6 +7,8 @@ Jobs cycle every ~1.2 s (``interval_minutes = 0.02``). Where a job must be held 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import sqlite3
 from collections.abc import Iterator
@@ -163,6 +165,50 @@ class TestStartup:
             priorities.add(priority)
         assert {3, 6} <= priorities
         assert daemon.stderr() == ""
+
+
+class TestStateFileSwapped:
+    """8. The state file replaced under the running daemon (``mv`` of a copy onto it) or removed."""
+
+    def test_a_file_moved_onto_the_path_is_reopened_and_gets_the_records(
+        self, tmp_path: Path, notify: NotifySocket
+    ) -> None:
+        """After the swap the daemon says so once and reopens: every later run's record lands in
+        the file now at the path, none in the deleted one."""
+        state = tmp_path / "state"
+        config = write_config(tmp_path / "config.toml", state)
+        with DaemonProcess(
+            run_args(config), log_path=tmp_path / "out.log", env={"NOTIFY_SOCKET": notify.path}
+        ) as daemon:
+            daemon.wait_for_records(job_finished("research", "idle"), count=1)
+            copy = state / "copy.sqlite3"
+            shutil.copyfile(state / "state.sqlite3", copy)
+            os.replace(copy, state / "state.sqlite3")
+            swapped_at = len(daemon.records())
+            finished = daemon.wait_for_records(job_finished("research", "idle"), count=3, after=swapped_at)
+            assert stop(daemon, notify) == 0
+        warned = [r for r in daemon.records() if "replaced on disk" in str(r.get("event", ""))]
+        assert len(warned) == 1, warned
+        recorded = {run_id for run_id, _job, _outcome in runs(state)}
+        # The first run after the swap may have started (and written its start) before it.
+        assert {r["run_id"] for _, r in finished[1:]} <= recorded
+
+    def test_a_removed_file_stops_runs_instead_of_starting_a_new_one(
+        self, tmp_path: Path, notify: NotifySocket
+    ) -> None:
+        """With the file gone, no run starts (a roll-up would create a new, empty state file and
+        promote everything again); an error names the fix; nothing is created at the path."""
+        state = tmp_path / "state"
+        config = write_config(tmp_path / "config.toml", state)
+        with DaemonProcess(
+            run_args(config), log_path=tmp_path / "out.log", env={"NOTIFY_SOCKET": notify.path}
+        ) as daemon:
+            daemon.wait_for_records(job_finished("research", "idle"), count=1)
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{state / 'state.sqlite3'}{suffix}").unlink(missing_ok=True)
+            daemon.wait_for_records(lambda r: "was removed while Dreamer ran" in str(r.get("event")), count=2)
+            assert stop(daemon, notify) == 0
+        assert not (state / "state.sqlite3").exists()
 
 
 class TestReload:
