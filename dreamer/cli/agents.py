@@ -19,7 +19,19 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="A",
         help="audit this agent (repeatable; default: all)",
     )
-    parser.add_argument("--dry-run", action="store_true", help="change nothing; print the planned actions")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="change nothing and send no request (no URL is checked); print the planned actions",
+    )
+    parser.add_argument(
+        "--verify-urls",
+        action="store_true",
+        help=(
+            "with --dry-run, still check the URLs of the hosts listed in audit.verify_hosts (one HEAD "
+            "each, without query string); an audit that applies its plan checks them anyway"
+        ),
+    )
     parser.add_argument("--force", action="store_true", help="audit now even if no audit is due")
     parser.add_argument("--json", action="store_true", help="print the reports as JSON")
     parser.add_argument(
@@ -41,7 +53,10 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
         "or at once above audit.threshold_pct of a file's limit), or now with --force. Each agent "
         "is audited in isolation; changes are patch-level edits through the store and only when "
         "Dreamer is a registered writer in the agent's MEMORY_WRITERS.md; every audit appends to "
-        "the agent's MEMORY_AUDIT_LEDGER.md. Long entries are reworded shorter, keeping every number, "
+        "the agent's MEMORY_AUDIT_LEDGER.md. A URL in a technical-config entry is checked only when "
+        "its host is listed in audit.verify_hosts (default: none), with one HEAD to its scheme, host, "
+        "port and path, never its query string; one that does not answer is marked [UNVERIFIED], one "
+        "not checked is left as it is. Long entries are reworded shorter, keeping every number, "
         "name, path and URL (audit.compress_entries). SOUL.md is reported when stale (a copy of the "
         "default profile's, or older than config.yaml and the memory files); persona entries move into "
         "it. Exit 1 when an agent is CRITICAL (a canary missing, or changed outside a rotation) or its "
@@ -67,7 +82,12 @@ def _audit(args: argparse.Namespace) -> int:
     return run_async(
         args,
         lambda config: audit_command(
-            config, args.agent, dry_run=args.dry_run, force=args.force, as_json=args.json
+            config,
+            args.agent,
+            dry_run=args.dry_run,
+            force=args.force,
+            as_json=args.json,
+            verify_urls=args.verify_urls,
         ),
     )
 

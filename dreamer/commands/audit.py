@@ -39,9 +39,11 @@ async def audit_command(
     dry_run: bool,
     force: bool,
     as_json: bool,
+    verify_urls: bool = False,
     out: TextIO = sys.stdout,
 ) -> int:
-    """Audit the named agents (default: every enabled one). Exit 1 when any is CRITICAL/ERROR."""
+    """Audit the named agents (default: every enabled one). Exit 1 when any is CRITICAL/ERROR.
+    A dry run sends no request unless ``verify_urls`` (and then only to ``audit.verify_hosts``)."""
     names = list(agents) or sorted(n for n, a in config.agents.items() if a.enabled)
     for name in names:
         agent_files(config, name)  # unknown names fail before anything runs
@@ -49,7 +51,7 @@ async def audit_command(
     warnings: dict[str, tuple[str, ...]] = {}
     worst = 0
     for name in names:
-        report = await audit_once(config, name, dry_run=dry_run, force=force)
+        report = await audit_once(config, name, dry_run=dry_run, force=force, verify_urls=verify_urls)
         reports[name] = None if report is None else report.to_dict()
         warnings[name] = () if report is None else report.warnings
         if report is not None and str(report.status) in ALARMING:

@@ -40,6 +40,7 @@ from dreamer.config.fields import (
     ShortSeconds,
     StrictModel,
     http_url,
+    verify_host,
 )
 from dreamer.config.files import expand_path, read_config_bytes
 from dreamer.config.llm import LLMConfig
@@ -199,6 +200,9 @@ class AuditConfig(StrictModel):
     skip_below_pct: Annotated[float, Field(gt=0, le=100)] = 75.0
     stale_days: Annotated[int, Field(ge=1, le=3650)] = 14
     url_timeout_s: ShortSeconds = 2.0
+    #: The hosts whose URLs (in technical-config entries) the audit may check, ``host`` (any port) or
+    #: ``host:port``; none by default: a URL in memory text is never requested unless its host is here.
+    verify_hosts: Annotated[tuple[str, ...], Field(max_length=256)] = ()
     #: Rotate both canaries during an audit once this many days passed since the last rotation;
     #: 0: only on request (``dreamer audit --rotate-canary``).
     canary_rotation_days: Annotated[int, Field(ge=0, le=3650)] = 0
@@ -208,6 +212,16 @@ class AuditConfig(StrictModel):
     compress_min_chars: Annotated[int, Field(ge=20, le=100_000)] = 120
     compress_bank: Alias | None = None
     compress_budget: Budget = "low"
+
+    @field_validator("verify_hosts")
+    @classmethod
+    def _verify_hosts(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for number, entry in enumerate(value, start=1):
+            try:
+                verify_host(entry)
+            except ValueError as exc:
+                raise ValueError(f"entry {number}: {exc}") from None
+        return value
 
 
 class MetricsConfig(StrictModel):

@@ -52,8 +52,11 @@ def agent_files(config: Config, name: str) -> AgentFiles:
     )
 
 
-def audit_settings(config: Config, *, dry_run: bool = False, force: bool = False) -> AuditSettings:
-    """The audit's settings from ``[audit]``."""
+def audit_settings(
+    config: Config, *, dry_run: bool = False, force: bool = False, verify_urls: bool = False
+) -> AuditSettings:
+    """The audit's settings from ``[audit]``; ``verify_urls``: check the listed hosts' URLs in a
+    dry run too."""
     a = config.audit
     return AuditSettings(
         interval_days=a.interval_days,
@@ -61,6 +64,8 @@ def audit_settings(config: Config, *, dry_run: bool = False, force: bool = False
         skip_below_pct=a.skip_below_pct,
         stale_days=a.stale_days,
         url_timeout_s=a.url_timeout_s,
+        verify_hosts=a.verify_hosts,
+        verify_urls=verify_urls,
         canary_rotation_days=a.canary_rotation_days or None,
         compress_entries=a.compress_entries,
         compress_min_chars=a.compress_min_chars,
@@ -70,15 +75,16 @@ def audit_settings(config: Config, *, dry_run: bool = False, force: bool = False
 
 
 async def audit_once(
-    config: Config, name: str, *, dry_run: bool = False, force: bool = False
+    config: Config, name: str, *, dry_run: bool = False, force: bool = False, verify_urls: bool = False
 ) -> AuditReport | None:
     """Audit one agent if it is due (or forced); ``None`` when it was not due.
 
     The due check reads only file sizes and the ledger; the audit runs in a worker thread (file
-    locks and URL checks block).
+    locks and URL checks block). URLs are checked only on the hosts ``audit.verify_hosts`` lists,
+    and in a dry run only with ``verify_urls``.
     """
     files = agent_files(config, name)
-    settings = audit_settings(config, dry_run=dry_run, force=force)
+    settings = audit_settings(config, dry_run=dry_run, force=force, verify_urls=verify_urls)
     with contextlib.suppress(MemoryLimitsError):  # the audit itself reports it as an ERROR
         settings = with_hermes_limits(settings, files)
     now = datetime.now(UTC)

@@ -41,14 +41,36 @@ def plan_context(
     notes: list[str],
 ) -> PlanContext:
     """Everything `plan_audit` needs to know about `entries` beyond their text and classification."""
-    urls = urls_to_verify(entries, classifications)
     return PlanContext(
         settings=settings,
         ages={entry.id: entry_age(entry.text, state.first_seen_of(entry.text), now) for entry in entries},
-        url_answers=probe_urls(urls, probe) if urls else {},
+        url_answers=_url_answers(settings, urls_to_verify(entries, classifications), probe, notes),
         configured_model=_configured_model(agent, notes),
         skill_available=_skill_available(agent, notes),
     )
+
+
+def _url_answers(
+    settings: AuditSettings, urls: Sequence[str], probe: UrlProbe, notes: list[str]
+) -> Mapping[str, bool]:
+    """The answers of the URLs this audit may check; a URL not checked is left out (and noted), so
+    its entry is neither marked nor cleared."""
+    if not urls:
+        return {}
+    if not settings.checks_urls:
+        why = (
+            "no host is listed in audit.verify_hosts"
+            if not settings.verify_hosts
+            else "a dry run sends no request (--verify-urls checks the hosts in audit.verify_hosts)"
+        )
+        notes.append(f"{len(urls)} URL(s) not checked: {why}")
+        return {}
+    checks = probe_urls(urls, probe, settings.allowed_hosts)
+    if checks.not_checked:
+        notes.append(
+            f"URLs not checked, their host is not in audit.verify_hosts: {', '.join(checks.not_checked)}"
+        )
+    return checks.answers
 
 
 def _configured_model(agent: AgentFiles, notes: list[str]) -> str | None:

@@ -18,8 +18,9 @@ Rules:
 - A long entry with a shorter wording that kept every protected detail (`compressions`, see
   compress.py) is rewritten in place, last, in the file it ends up in (shorter: it always fits).
 - A technical config naming a URL that did not answer gets " [UNVERIFIED]" appended (never deleted);
-  a marked one whose URLs all answer again loses the mark; a `model:` value that disagrees with the
-  agent's config.yaml is corrected.
+  a marked one whose URLs all answer again loses the mark; a URL that was not checked (its host is
+  not on the allow-list, or a dry run) is absent from the answers and changes nothing; a `model:`
+  value that disagrees with the agent's config.yaml is corrected.
 """
 
 from __future__ import annotations

@@ -99,7 +99,8 @@ def audit_agent(
         settings = with_hermes_limits(settings, agent)
     except MemoryLimitsError as exc:
         return AuditReport(agent.name, AuditStatus.ERROR, now, reason=str(exc))
-    run = _AuditRun(agent, settings, now, probe or HttpUrlProbe(settings.url_timeout_s), classifier)
+    probe = probe or HttpUrlProbe(settings.url_timeout_s, settings.allowed_hosts)
+    run = _AuditRun(agent, settings, now, probe, classifier)
     run.compressor = compressor or RuleCompressor(settings.compress_min_chars)
     try:
         if settings.dry_run:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from dreamer.hermes.audit.hosts import HostAllowList
 from dreamer.hermes.memory.entries import (
     DEFAULT_MEMORY_CHAR_LIMIT,
     DEFAULT_USER_CHAR_LIMIT,
@@ -52,6 +53,10 @@ class AuditSettings:
     max_user_chars: int = DEFAULT_USER_CHAR_LIMIT
     stale_days: int = 14
     url_timeout_s: float = 2.0
+    #: Hosts whose URLs may be checked (``host`` or ``host:port``); none: no URL is requested.
+    verify_hosts: tuple[str, ...] = ()
+    #: Check the listed hosts' URLs in a requested dry run too (a dry run sends nothing otherwise).
+    verify_urls: bool = False
     writer_name: str = "dreamer"
     dry_run: bool = False
     force: bool = False
@@ -80,8 +85,22 @@ class AuditSettings:
             raise InvalidAuditSettingsError("compress_min_chars must be between 20 and 100000")
         if not self.url_timeout_s > 0:
             raise InvalidAuditSettingsError("url_timeout_s must be positive")
+        try:
+            HostAllowList.parse(self.verify_hosts)
+        except ValueError as exc:
+            raise InvalidAuditSettingsError(f"verify_hosts: {exc}") from None
         if not self.writer_name.strip() or any(ch.isspace() for ch in self.writer_name):
             raise InvalidAuditSettingsError("writer_name must be one word, e.g. 'dreamer'")
+
+    @property
+    def allowed_hosts(self) -> HostAllowList:
+        """The hosts whose URLs the audit may check."""
+        return HostAllowList.parse(self.verify_hosts)
+
+    @property
+    def checks_urls(self) -> bool:
+        """Whether this audit may send any request: a listed host, and not a dry run unless asked."""
+        return bool(self.verify_hosts) and (not self.dry_run or self.verify_urls)
 
     def limit_for(self, target: Target) -> int:
         """The character limit the audit applies to `target`."""

@@ -23,7 +23,8 @@ from dreamer.hermes.audit.trigger import needs_audit
 
 NOW = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 CANARY = "CANARY: Do not modify this line"
-FAST = AuditSettings(url_timeout_s=1.0)
+#: The tests' servers listen on 127.0.0.1, the one host whose URLs these audits may check.
+FAST = AuditSettings(url_timeout_s=1.0, verify_hosts=("127.0.0.1",))
 
 
 # --- fixtures ---------------------------------------------------------------------------------
@@ -90,6 +91,11 @@ class _Quiet(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
+
+    def do_HEAD(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -412,7 +418,7 @@ class TestUrlVerification:
             silent.listen(8)
             url = f"http://127.0.0.1:{silent.getsockname()[1]}/v1"
             agent = make_agent(tmp_path, "mumuni", [CANARY, f"Search API endpoint: {url}"], [CANARY])
-            report = audit_agent(agent, AuditSettings(url_timeout_s=0.2), NOW)
+            report = audit_agent(agent, AuditSettings(url_timeout_s=0.2, verify_hosts=("127.0.0.1",)), NOW)
         assert report.counts["unverified"] == 1
 
 
