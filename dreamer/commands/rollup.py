@@ -84,6 +84,11 @@ def format_report(report: RollupReport) -> str:
             f"{report.units_left_out} left out, {report.units_pending} pending"
             + (f" (dropped: {dropped})" if dropped else "")
         )
+        if report.units_tagged_rollup:
+            lines.append(
+                f"  {report.units_tagged_rollup} unit(s) tagged 'rollup' without being Dreamer's cards: "
+                "rolled up as ordinary memories"
+            )
         if report.cards_accepted or report.cards_rejected or report.cards_uncited:
             rejected = ", ".join(
                 f"{n} {reason.replace('_', ' ')}" for reason, n in sorted(report.cards_rejected.items())

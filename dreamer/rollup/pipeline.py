@@ -23,7 +23,7 @@ import anyio
 import structlog
 
 from dreamer.backends.base import BankActivity, MemoryBackend, MemoryUnit, RetainItem
-from dreamer.cardtags import scope_tags
+from dreamer.cardtags import is_dreamer_card, scope_tags
 from dreamer.config import Config, ProfileConfig
 from dreamer.embeddings.factory import describe_embedder
 from dreamer.errors import DreamerError
@@ -174,10 +174,7 @@ class Rollup:
         overlap = timedelta(seconds=self.config.rollup.watermark_overlap_s)
         watermark = self.state.watermark(profile)
         units = await self.backend.list_units_since(
-            self.config.bank_id(p.bank),
-            watermark.read_from(overlap),
-            exclude_tags=(ROLLUP_TAG,),
-            fact_types=INPUT_FACT_TYPES,
+            self.config.bank_id(p.bank), watermark.read_from(overlap), fact_types=INPUT_FACT_TYPES
         )
         return new_units(units, watermark, overlap)
 
@@ -294,13 +291,16 @@ class Rollup:
         units = await self._call(
             ctx,
             "list",
-            lambda: self.backend.list_units_since(
-                ctx.bank_id, start, exclude_tags=(ROLLUP_TAG,), fact_types=INPUT_FACT_TYPES
-            ),
+            # Not excluded by tag: a memory an agent tagged "rollup" is rolled up like any other;
+            # only Dreamer's own cards (tag and metadata mark) are left out, in new_units.
+            lambda: self.backend.list_units_since(ctx.bank_id, start, fact_types=INPUT_FACT_TYPES),
             needs_slot=False,
         )
         ctx.units = new_units(units, effective, overlap)
         ctx.report.units_seen = len(ctx.units)
+        ctx.report.units_tagged_rollup = sum(
+            1 for u in ctx.units if ROLLUP_TAG in u.tags and not is_dreamer_card(u.tags, u.metadata)
+        )
         self._step("collected", ctx.profile)
         if not ctx.units:
             ctx.start_batch(Batch((), ()), overlap)
@@ -561,11 +561,13 @@ class Rollup:
 
 def new_units(units: Sequence[MemoryUnit], watermark: Watermark, overlap: timedelta) -> list[MemoryUnit]:
     """The listed units a run judges: after ``watermark`` (or in its overlap, unseen), never
-    Dreamer's own cards, never empty."""
+    Dreamer's own cards (the ``rollup`` tag with Dreamer's metadata mark), never empty."""
     return [
         u
         for u in units
-        if ROLLUP_TAG not in u.tags and watermark.is_new(u.created_at, u.id, overlap) and u.text.strip()
+        if not is_dreamer_card(u.tags, u.metadata)
+        and watermark.is_new(u.created_at, u.id, overlap)
+        and u.text.strip()
     ]
 
 

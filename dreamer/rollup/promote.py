@@ -19,7 +19,7 @@ from datetime import datetime
 
 from dreamer import __version__
 from dreamer.backends.base import RetainItem
-from dreamer.cardtags import ROLLUP_TAG, SCOPE_TAG_PREFIX, SUPERSEDES, scope_tags, source_tag
+from dreamer.cardtags import CARD_MARK, ROLLUP_TAG, SCOPE_TAG_PREFIX, SUPERSEDES, scope_tags, source_tag
 from dreamer.config import ConflictPolicy
 from dreamer.rollup.candidates import index_words, word_sizes
 from dreamer.rollup.dedup import Verdict, VerdictKind
@@ -83,7 +83,7 @@ def retain_item(
         "watermark_from": facts.watermark_from or "",
         "watermark_to": facts.watermark_to or "",
         "kind": plan.kind,
-        "dreamer_version": __version__,
+        CARD_MARK: __version__,
     }
     if verdict.kind == VerdictKind.CONFLICT:
         if facts.conflict_policy == "recency_wins" and not scope_tags(tags):

@@ -56,6 +56,9 @@ class RollupReport:
     outcome: str = Outcome.FAILED
     reason: str = ""
     units_seen: int = 0
+    #: Units seen that carry the ``rollup`` tag without being Dreamer's cards (an agent set it):
+    #: rolled up like the others, counted so the tag's misuse is visible.
+    units_tagged_rollup: int = 0
     units_selected: int = 0
     #: What became of each unit seen: cited by a promoted card, merged into an existing card,
     #: dropped as chatter, left out by the summariser, or pending for a later batch or run.
@@ -153,6 +156,7 @@ class RollupReport:
     def counts(self) -> dict[str, int]:
         return {
             "units_seen": self.units_seen,
+            "units_tagged_rollup": self.units_tagged_rollup,
             "units_selected": self.units_selected,
             "units_promoted": self.units_promoted,
             "units_merged": self.units_merged,

@@ -15,6 +15,7 @@ import pytest
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.forwarding import ForwardingBackend
+from dreamer.commands.rollup import format_report
 from dreamer.config import Config
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
@@ -99,6 +100,34 @@ class TestPromotion:
         # the paraphrase pair collapsed: one card about the support group
         assert sum("restic" in c.text for c in cards) == 1
         await assert_held(cfg)
+
+    async def test_a_unit_an_agent_tagged_rollup_is_rolled_up_and_counted(self, tmp_path: Path) -> None:
+        """An agent's memory tagged "rollup" (without Dreamer's metadata mark) is rolled up like any
+        other and counted in the report; Dreamer's own cards in a bank it reads stay out."""
+        cfg = write_config(tmp_path)
+        bank = cfg.bank_id("research")
+        backend = EmbeddedBackend(cfg.embedded_path)
+        try:
+            await backend.retain(
+                bank,
+                [
+                    RetainItem("The Jellyfin server moved to host orion on port 8096.", tags=("rollup",)),
+                    RetainItem(
+                        "Grafana dashboards are provisioned from the ops repository.",
+                        tags=("rollup", "src:homelab"),
+                        metadata={"dreamer_version": "1.0", "source_profile": "homelab"},
+                    ),
+                ],
+            )
+        finally:
+            await backend.aclose()
+        report = await run_once(cfg)
+        assert report.outcome == "promoted", report.reason
+        assert report.units_seen == 1 and report.units_tagged_rollup == 1
+        texts = [card.text for card in await upstream_cards(cfg)]
+        assert any("8096" in text for text in texts)
+        assert not any("Grafana" in text for text in texts)
+        assert format_report(report).count("tagged 'rollup' without being Dreamer's cards") == 1
 
     async def test_second_run_without_new_input_promotes_nothing(self, tmp_path: Path) -> None:
         """Rerunning with no new units is idle: no new card upstream."""

@@ -14,10 +14,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from dreamer.backends.base import MemoryBackend, MemoryUnit
+from dreamer.cardtags import is_dreamer_card
 from dreamer.config import Config
 from dreamer.rollup.grounding import units_not_held
 from dreamer.rollup.pipeline import Rollup
-from dreamer.rollup.promote import INPUT_FACT_TYPES, ROLLUP_TAG
+from dreamer.rollup.promote import INPUT_FACT_TYPES
 from dreamer.rollup.salience import chatter_reason
 from dreamer.state import LedgerCard, StateStore
 
@@ -132,10 +133,8 @@ async def profile_units(
     """Every unit of ``profile``'s bank a roll-up reads (its input fact types, never a card, never
     empty) and the ids it has not summarised: its chatter and the backlog the next run would read."""
     bank_id = config.bank_id(config.profiles[profile].bank)
-    listed = await backend.list_units_since(
-        bank_id, None, exclude_tags=(ROLLUP_TAG,), fact_types=INPUT_FACT_TYPES
-    )
-    units = [u for u in listed if ROLLUP_TAG not in u.tags and u.text.strip()]
+    listed = await backend.list_units_since(bank_id, None, fact_types=INPUT_FACT_TYPES)
+    units = [u for u in listed if not is_dreamer_card(u.tags, u.metadata) and u.text.strip()]
     pending = await Rollup(config, backend, state).backlog(profile)
     return units, chatter_ids(units) | {u.id for u in pending}
 
