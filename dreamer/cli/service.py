@@ -47,7 +47,7 @@ def _check_config(args: argparse.Namespace) -> int:
 
     try:
         config = load_command_config(args)
-        check_embeddings(config, str(config_path(args)))
+        check_embeddings(config, str(config_path(args)), load=True)
     except ConfigError as exc:
         return print_problems(exc)
     data = config.redacted()

@@ -22,15 +22,25 @@ def make_embedder(config: Config) -> Embedder | None:
     return CachingEmbedder(_provider(config))
 
 
-def check_embeddings(config: Config, source: str = "") -> None:
+def check_embeddings(config: Config, source: str = "", *, load: bool = False) -> None:
     """Raise the :class:`~dreamer.errors.ConfigError` :func:`make_embedder` would raise (a missing
-    package, model package or model directory) without loading a model or opening a connection,
-    so ``check-config``, the daemon's start and its reload refuse it instead of every run failing.
-    ``source`` (the file) starts each problem, as every other configuration error does."""
+    package, model package or model directory, a model file that is not whole) without opening a
+    connection, so ``check-config``, the daemon's start and its reload refuse it instead of every
+    run failing. ``load`` also loads the local model's weights and tokenizer (``check-config``:
+    about a second). ``source`` (the file) starts each problem, as every other configuration
+    error does."""
     cfg = config.embeddings
     try:
         if cfg.provider == "local":
-            _provider(config)
+            embedder = _provider(config)
+            if load:
+                from dreamer.embeddings.local import LocalEmbedder, ModelFilesError
+
+                try:
+                    if isinstance(embedder, LocalEmbedder):
+                        embedder.check_loads()
+                except ModelFilesError as exc:
+                    raise ConfigError(f"embeddings.model_path: {exc}") from None
         elif cfg.provider == "openai":
             try:
                 require_numpy("embeddings.provider 'openai'")

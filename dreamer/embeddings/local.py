@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import json
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,8 +52,15 @@ def default_model_dir() -> Path:
     return root
 
 
+#: The largest safetensors header read (the real model's is about 10 KiB).
+_MAX_HEADER_BYTES = 100 << 20
+
+
 def check_model_dir(path: Path) -> None:
-    """Raise :class:`ModelFilesError` unless ``path`` holds every file the encoder reads."""
+    """Raise :class:`ModelFilesError` unless ``path`` holds every file the encoder reads, each one
+    whole: the JSON files parse, and the weights file's header parses and its tensors end within
+    the file (a truncated, empty or random-bytes file is refused here, naming it, rather than
+    failing every roll-up later). Reads the weights' header only, not the weights."""
     if not path.is_dir():
         raise ModelFilesError(f"{path}: not a directory with a model in it")
     for name in MODEL_FILES:
@@ -59,13 +68,78 @@ def check_model_dir(path: Path) -> None:
             raise ModelFilesError(
                 f"{path / name}: missing; the model directory needs {', '.join(MODEL_FILES)}"
             )
+    for name in ("config.json", "tokenizer.json"):
+        try:
+            parsed = json.loads((path / name).read_bytes())
+        except (OSError, ValueError) as exc:
+            raise ModelFilesError(f"{path / name}: not a readable JSON file ({exc})") from None
+        if not isinstance(parsed, dict):
+            raise ModelFilesError(f"{path / name}: not a JSON object")
+    _check_weights(path / "model.safetensors")
+
+
+def _check_weights(path: Path) -> None:
+    def damaged(why: str) -> ModelFilesError:
+        return ModelFilesError(f"{path}: not a whole safetensors file ({why}); reinstall the model")
+
+    try:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            head = handle.read(8)
+            if len(head) < 8:
+                raise damaged(f"{size} bytes")
+            length = int.from_bytes(head, "little")
+            if not 2 <= length <= min(size - 8, _MAX_HEADER_BYTES):
+                raise damaged("its header length does not fit the file")
+            header = json.loads(handle.read(length))
+    except OSError as exc:
+        raise ModelFilesError(f"{path}: cannot be read ({exc})") from None
+    except ValueError:
+        raise damaged("its header is not JSON") from None
+    if not isinstance(header, dict):
+        raise damaged("its header is not a JSON object")
+    room = size - 8 - length
+    ends = []
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
+        if (
+            not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+            or not 0 <= offsets[0] <= offsets[1]
+        ):
+            raise damaged(f"tensor {name!r} has no valid data_offsets")
+        ends.append(offsets[1])
+    if not ends:
+        raise damaged("it holds no tensor")
+    if max(ends) > room:
+        raise damaged(f"its tensors need {max(ends):,} bytes after the header, it has {room:,}: cut short")
+
+
+#: Content fingerprints already computed, by file identity (path, size, mtime, inode): a model
+#: directory is hashed once per process and again only when a file changes.
+_FINGERPRINTS: dict[tuple[str, ...], str] = {}
 
 
 def _fingerprint(path: Path) -> str:
-    """A short digest of the model's config and the size of its weights: changes when the model does."""
-    digest = hashlib.sha256((path / "config.json").read_bytes())
-    digest.update(str((path / "model.safetensors").stat().st_size).encode())
-    return digest.hexdigest()[:12]
+    """A short digest of the model files' content (config, tokenizer, weights): two directories
+    share an id only when they hold the same model, byte for byte."""
+    stats = [(path / name).stat() for name in MODEL_FILES]
+    key = (str(path.resolve()), *(f"{s.st_size}:{s.st_mtime_ns}:{s.st_ino}" for s in stats))
+    known = _FINGERPRINTS.get(key)
+    if known is not None:
+        return known
+    digest = hashlib.sha256()
+    for name in MODEL_FILES:
+        with open(path / name, "rb") as handle:
+            digest.update(name.encode() + b"\0")
+            while block := handle.read(1 << 20):
+                digest.update(block)
+    fingerprint = digest.hexdigest()[:12]
+    _FINGERPRINTS[key] = fingerprint
+    return fingerprint
 
 
 class LocalEmbedder:
@@ -111,6 +185,10 @@ class LocalEmbedder:
             tokenizer.enable_padding()
             self._tokenizer = tokenizer
         return self._tokenizer
+
+    def check_loads(self) -> None:
+        """Load the weights and the tokenizer now (``check-config``): ModelFilesError when they do not."""
+        self._load()
 
     def _load(self) -> BertEncoder:
         if self._encoder is None:

@@ -78,6 +78,42 @@ def dreamer(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
     )
 
 
+def damaged_model(root: Path, damage: str) -> Path:
+    """A copy of the installed model with one of its files damaged."""
+    from dreamer.embeddings.local import default_model_dir
+
+    try:
+        source = default_model_dir()
+    except ImportError as exc:
+        pytest.skip(str(exc))
+    root.mkdir()
+    for name in ("config.json", "tokenizer.json", "model.safetensors"):
+        (root / name).write_bytes((source / name).read_bytes())
+    weights = root / "model.safetensors"
+    if damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[:1_000_000])
+    elif damage == "random bytes":
+        weights.write_bytes(os.urandom(weights.stat().st_size))
+    elif damage == "does not load":  # whole files, but not a model the encoder can run
+        (root / "config.json").write_text('{"model_type": "gpt2"}', encoding="utf-8")
+    return root
+
+
+class TestDamagedModelFiles:
+    @pytest.mark.parametrize("damage", ["truncated", "random bytes", "does not load"])
+    def test_check_config_refuses_them_naming_the_file(self, tmp_path: Path, damage: str) -> None:
+        """18. A truncated or random-bytes model file, or one that does not load, fails check-config
+        (exit 78, naming embeddings.model_path and the file) instead of every roll-up later."""
+        model = damaged_model(tmp_path / "model", damage)
+        data = daemon_config(tmp_path / "state")
+        data["embeddings"] = {"provider": "local", "model_path": str(model)}
+        path = write_toml(tmp_path / "config.toml", data)
+        result = dreamer("check-config", "--config", str(path))
+        assert result.returncode == EX_CONFIG, (result.stdout, result.stderr)
+        assert f"{path}: embeddings.model_path: " in result.stderr, result.stderr
+        assert str(model) in result.stderr and "Traceback" not in result.stderr
+
+
 class TestInvalidConfig:
     @pytest.mark.parametrize("case", BAD_CONFIGS, ids=lambda c: c.name)
     def test_check_config_exits_78_naming_the_key(self, tmp_path: Path, case: BadConfig) -> None:

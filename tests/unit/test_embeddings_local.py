@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -86,15 +87,46 @@ class TestModelDirectory:
         with pytest.raises(ModelFilesError, match=r"tokenizer\.json: missing"):
             check_model_dir(tmp_path)
 
-    def test_damaged_weights_are_a_clear_error(self, tmp_path: Path) -> None:
-        """Truncated weights give a ModelFilesError naming the directory, not a traceback."""
+    @pytest.mark.parametrize("damage", ["truncated", "empty", "random bytes", "header only"])
+    def test_a_weights_file_that_is_not_whole_is_refused_by_name(self, tmp_path: Path, damage: str) -> None:
+        """Truncated, empty or random-bytes weights of the real size are refused when the embedder
+        is made (before any roll-up), naming the file; nothing loads them first."""
         src = _model_dir()
         for name in ("config.json", "tokenizer.json"):
             shutil.copy(src / name, tmp_path / name)
-        (tmp_path / "model.safetensors").write_bytes((src / "model.safetensors").read_bytes()[:4096])
-        embedder = LocalEmbedder(tmp_path)
-        with pytest.raises(ModelFilesError, match="cannot load the model"):
-            embedder.embed_sync(["hello"])
+        real = (src / "model.safetensors").read_bytes()
+        header_end = 8 + int.from_bytes(real[:8], "little")
+        broken = {
+            "truncated": real[: len(real) // 2],
+            "empty": b"",
+            "random bytes": os.urandom(len(real)),
+            "header only": real[:header_end],
+        }[damage]
+        (tmp_path / "model.safetensors").write_bytes(broken)
+        with pytest.raises(ModelFilesError, match=r"model\.safetensors: not a whole safetensors file"):
+            LocalEmbedder(tmp_path)
+
+    def test_the_model_id_follows_the_content_not_the_size(self, tmp_path: Path) -> None:
+        """One byte of the weights changed (same size, header intact): another model id, so vectors
+        of the two are never compared as one model's."""
+        src = _model_dir()
+        for name in ("config.json", "tokenizer.json"):
+            shutil.copy(src / name, tmp_path / name)
+        real = bytearray((src / "model.safetensors").read_bytes())
+        (tmp_path / "model.safetensors").write_bytes(real)
+        same = LocalEmbedder(tmp_path).model_id
+        assert same == LocalEmbedder(src).model_id
+        real[-1] ^= 0xFF
+        (tmp_path / "model.safetensors").write_bytes(real)
+        assert LocalEmbedder(tmp_path).model_id != same
+
+    def test_a_json_file_that_does_not_parse_is_refused(self, tmp_path: Path) -> None:
+        src = _model_dir()
+        for name in ("config.json", "model.safetensors"):
+            (tmp_path / name).symlink_to(src / name)
+        (tmp_path / "tokenizer.json").write_bytes(b"\x00" * 100)
+        with pytest.raises(ModelFilesError, match=r"tokenizer\.json: not a readable JSON file"):
+            LocalEmbedder(tmp_path)
 
     def test_not_a_bert_config_is_refused(self, tmp_path: Path) -> None:
         """A config of another architecture is refused when the model loads."""
