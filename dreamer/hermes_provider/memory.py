@@ -24,6 +24,7 @@ from dreamer.backends import open_backend
 from dreamer.backends.base import MemoryBackend
 from dreamer.config import Config
 from dreamer.errors import BackendError, DreamerError, PolicyError
+from dreamer.hermes_provider.logscrub import scrub_http_logs
 from dreamer.hermes_provider.settings import ProviderSettings
 from dreamer.hermes_provider.turns import TurnWriter, turn_text
 from dreamer.readside.answers import RecallAnswer, ReflectAnswer, RetainAnswer, failure_reason
@@ -70,6 +71,7 @@ class DreamerMemory:
         recall_bank_timeout_s: float = RECALL_BANK_TIMEOUT_S,
     ) -> None:
         self.settings = settings
+        scrub_http_logs(settings.config.secrets())
         self.policy = BankPolicy(settings.config, settings.profile)
         self.opener = opener
         self.prefetch_timeout_s = prefetch_timeout_s
