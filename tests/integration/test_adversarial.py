@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import os
 import sqlite3
 import subprocess
-import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,10 +23,10 @@ from dreamer.errors import RunBusyError, StateFileError
 from dreamer.rollup.pipeline import Rollup
 from dreamer.service.runner import profile_run_lock, run_rollups_now, upstream_run_lock
 from dreamer.state import SCHEMA_VERSION, LedgerCard, Reinforcement, StateStore, Watermark
+from tests.support.cli import run_dreamer
 from tests.support.configs import config_data, loaded
 from tests.support.hostile_server import Answer, HostileServer
 
-REPO = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 CONFIG = config_data(
@@ -44,15 +42,7 @@ MEMORIES = [
 
 
 def dreamer(cfg_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
-    return subprocess.run(
-        [sys.executable, "-m", "dreamer", *args, "--config", str(cfg_dir / "config.toml")],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_dreamer(cfg_dir / "config.toml", *args)
 
 
 async def seed(cfg: Config, texts: list[str]) -> None:
@@ -327,7 +317,9 @@ class TestTerminalOutput:
             assert "\x1b" not in proc.stdout and "\u202e" not in proc.stdout
             assert "\\x1b[31mlistens" in proc.stdout and "\\u202etxt.exe" in proc.stdout
         (line,) = recall.stdout.strip().splitlines()
-        assert line.startswith("[research] Grafana ")
+        # One line, under its own label; the bidi override flags it as Hermes' scan would block it.
+        assert line.startswith("[research] (flagged: reads like an instruction to the agent, not a fact: ")
+        assert "invisible_unicode_U+202E) Grafana \\x1b[2J" in line
         texts = [item["text"] for item in __import__("json").loads(as_json.stdout)["items"]]
         assert self.HOSTILE in texts
 

@@ -5,9 +5,7 @@ SQLite files, the real CLI in a subprocess."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,22 +15,13 @@ from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config
 from dreamer.state import StateStore
+from tests.support.cli import run_dreamer
 from tests.support.configs import config_data, loaded
 from tests.support.smallfs import fill, remount_read_only, small_fs
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def dreamer(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
-    return subprocess.run(
-        [sys.executable, "-m", "dreamer", *args, "--config", str(config)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_dreamer(config, *args)
 
 
 #: The config file, its loaded configuration, and the mounted file system holding the state dir.

@@ -7,31 +7,19 @@ or 503 on demand."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.support.cli import run_dreamer
 from tests.support.configs import config_data, loaded
 from tests.support.hostile_server import Answer, HostileServer
 
-REPO = Path(__file__).resolve().parents[2]
-
 
 def dreamer(cfg_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "NOTIFY_SOCKET"}
-    env["REFUSED_KEY"] = "hs-wrong-key-0123456789"
-    return subprocess.run(
-        [sys.executable, "-m", "dreamer", *args, "--config", str(cfg_dir / "config.toml")],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_dreamer(cfg_dir / "config.toml", *args, env={"REFUSED_KEY": "hs-wrong-key-0123456789"})
 
 
 @pytest.fixture
