@@ -55,6 +55,11 @@ async def card_command(
         return ExitCode.OK
     for name, _path, card in cards:
         out.write(f"{card.render()}\n\n" if card else f"({name}: no promoted cards yet)\n\n")
+        if card is not None and card.withheld:
+            out.write(
+                f"({name}: {card.withheld} card(s) withheld: they read like instructions to the agent; "
+                "dreamer recall shows them marked)\n\n"
+            )
     if write:
         out.write(written_paths(written) + "\n")
         if tokens.calls:

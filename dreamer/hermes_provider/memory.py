@@ -32,7 +32,7 @@ from dreamer.readside.policy import BankPolicy
 from dreamer.readside.prelude import prelude
 from dreamer.readside.router import BankRouter, open_ledger
 from dreamer.readside.tools import HINDSIGHT_TOOLS, policy_tool_schemas, run_tool_call
-from dreamer.text import printable
+from dreamer.threats import withhold_lines
 
 __all__ = ["DeadlineExceeded", "DreamerMemory"]
 
@@ -100,12 +100,13 @@ class DreamerMemory:
         return tuple(schema["name"] for schema in self.tool_schemas())
 
     def system_prompt_block(self) -> str:
-        """The prelude (or, without a profile, the banks offered) and the profile's peer card."""
+        """The prelude (or, without a profile, the banks offered) and the profile's peer card; a line
+        that reads like an instruction to the agent is withheld (``dreamer.threats``)."""
         parts = ["# Dreamer memory", self._orientation().rstrip()]
         card = self.peer_card()
         if card:
             parts.append(card)
-        return "\n\n".join(parts)
+        return withhold_lines("\n\n".join(parts))[0]
 
     def peer_card(self) -> str:
         """The profile's peer card as the daemon last wrote it, bounded; empty when there is none."""
@@ -128,7 +129,7 @@ class DreamerMemory:
         text = raw.decode("utf-8", "replace").strip()
         if len(text) > limit:
             text = text[:limit].rsplit("\n", 1)[0] + "\n(peer card cut at its budget)"
-        return "\n".join(printable(line) for line in text.splitlines())
+        return withhold_lines("\n".join(text.splitlines()))[0]
 
     def _orientation(self) -> str:
         if self.settings.profile is not None:
@@ -192,7 +193,9 @@ class DreamerMemory:
             return ""
         if not answer.items and answer.complete:
             return ""
-        return "# Dreamer memory (recalled for this turn; each line names its bank)\n" + answer.render()
+        # Not asked for by the model: a hit that reads like an instruction is withheld, not shown.
+        recalled = answer.render(withhold=True)
+        return "# Dreamer memory (recalled for this turn; each line names its bank)\n" + recalled
 
     def sync_turn(self, user: str, assistant: str, session_id: str = "") -> None:
         """Queue a finished turn for the default bank (``auto_retain``); never blocks, never raises."""

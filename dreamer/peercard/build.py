@@ -19,6 +19,7 @@ from dreamer.peercard.entry import KIND_MARKERS, format_entry
 from dreamer.peercard.polish import PolishedEntry
 from dreamer.state import LedgerCard
 from dreamer.text import content_tokens
+from dreamer.threats import prompt_threats
 
 __all__ = [
     "DEFAULT_BUDGET_CHARS",
@@ -101,7 +102,11 @@ def peer_card(
     if policy not in ("recency_wins", "keep_both"):
         raise ValueError(f"unknown conflict policy {policy!r}; use recency_wins or keep_both")
     candidates = (
-        (*format_entry(card.text, KIND_MARKERS.get(card.kind.lower()), max_entry_chars), card.document_id)
+        (
+            *format_entry(card.text, KIND_MARKERS.get(card.kind.lower()), max_entry_chars),
+            card.document_id,
+            card.text,
+        )
         for card in _ordered(source, profile, keep_both=policy == "keep_both")
     )
     total = source.count(superseded=policy == "keep_both")
@@ -170,7 +175,11 @@ def polished_peer_card(
     ``card`` it shares most content words with (provenance for :meth:`PeerCard.to_json`).
     """
     candidates = (
-        (*format_entry(entry.text, entry.mark, max_entry_chars), _closest_document(entry.text, card))
+        (
+            *format_entry(entry.text, entry.mark, max_entry_chars),
+            _closest_document(entry.text, card),
+            entry.text,
+        )
         for entry in entries
     )
     return _bounded_card(
@@ -195,23 +204,27 @@ def _closest_document(text: str, card: PeerCard) -> str:
 
 def _bounded_card(
     profile: str | None,
-    candidates: Iterable[tuple[str, str, str]],
+    candidates: Iterable[tuple[str, str, str, str]],
     *,
     max_entries: int,
     budget_chars: int,
     total: int,
 ) -> PeerCard | None:
-    """Entries ``(entry, dedup key, document id)`` taken in order within the bounds; None when empty.
+    """Entries ``(entry, dedup key, document id, source text)`` taken in order within the bounds;
+    None when empty.
 
     ``candidates`` is read lazily and holds ``total`` items. It is read no further once the card
     holds ``max_entries`` entries, or :data:`LOOKAHEAD` items after the first entry too big for what
     is left of the budget; the items not read are counted in ``left_out`` with those that did not fit.
+    An item whose source text reads like an instruction to the agent (the threat scan) is never an
+    entry: it is counted in ``withheld``.
     """
     entries: list[str] = []
     document_ids: list[str] = []
     seen: set[str] = set()
     used = 0
     left_out = 0
+    withheld = 0
     looked = 0
     first_misfit: int | None = None
     items = iter(candidates)
@@ -220,7 +233,10 @@ def _bounded_card(
         if item is None:
             break
         looked += 1
-        entry, key, document_id = item
+        entry, key, document_id, source = item
+        if key and prompt_threats(source):
+            withheld += 1
+            continue
         # Two facts cut to the same visible entry would be the same line twice.
         shown = "shown:" + " ".join(entry.casefold().split())
         if not key or key in seen or shown in seen:
@@ -238,7 +254,7 @@ def _bounded_card(
     left_out += max(0, total - looked)
     if not entries:
         return None
-    return PeerCard(profile, tuple(entries), tuple(document_ids), budget_chars, left_out)
+    return PeerCard(profile, tuple(entries), tuple(document_ids), budget_chars, left_out, withheld)
 
 
 def _rank(card: LedgerCard) -> RankKey:

@@ -20,7 +20,9 @@ GLOBAL_CARD_NAME = "global"
 class PeerCard:
     """A built peer card: its entries in order, the ledger card each came from, and its bounds.
 
-    ``left_out`` counts eligible cards that did not fit (entry count or character budget).
+    ``left_out`` counts eligible cards that did not fit (entry count or character budget);
+    ``withheld`` the cards read that were not put in because they read like an instruction to the
+    agent (``dreamer.threats``).
     """
 
     profile: str | None
@@ -28,6 +30,7 @@ class PeerCard:
     document_ids: tuple[str, ...]
     budget_chars: int
     left_out: int = 0
+    withheld: int = 0
 
     @property
     def name(self) -> str:
@@ -48,6 +51,7 @@ class PeerCard:
             "chars": self.chars,
             "budget_chars": self.budget_chars,
             "left_out": self.left_out,
+            "withheld": self.withheld,
             "entries": [
                 {"text": entry, "document_id": doc}
                 for entry, doc in zip(self.entries, self.document_ids, strict=True)

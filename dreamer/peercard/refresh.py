@@ -154,9 +154,15 @@ async def refresh_peer_cards(
             config, state, profiles=profiles, include_global=include_global, with_path_only=True
         )
     )
-    for _name, path, card in built:
+    for name, path, card in built:
         if path is None or card is None:
             continue
+        if card.withheld:
+            log.warning(
+                "peer card entries withheld: they read like instructions to the agent",
+                card=name,
+                withheld=card.withheld,
+            )
         await anyio.to_thread.run_sync(write_peer_card, path, card.render())
         written.append(path)
         if polisher is not None:
@@ -219,6 +225,8 @@ async def _polish(
             raise PolishRejected(
                 f"{polished.left_out} polished entries do not fit peer_card.max_entries or budget_chars"
             )
+        if polished.withheld:
+            raise PolishRejected(f"{polished.withheld} polished entries read like instructions to the agent")
     except (DreamerError, TimeoutError) as exc:
         detail = getattr(exc, "detail", "")
         log.warning(
@@ -237,4 +245,4 @@ async def _polish(
         entries_as_built=len(card.entries),
         chars_as_built=card.chars,
     )
-    return replace(polished, left_out=card.left_out)
+    return replace(polished, left_out=card.left_out, withheld=card.withheld)

@@ -22,6 +22,7 @@ from dreamer.backends.base import BasedOn, RecallItem
 from dreamer.cardtags import ROLLUP_TAG, SUPERSEDES
 from dreamer.errors import BackendError, PermanentBackendError, ProtocolError, TransientBackendError
 from dreamer.text import normalize_text, printable
+from dreamer.threats import flagged, mark_lines, prompt_threats, withheld
 
 __all__ = [
     "LabelledRecall",
@@ -124,15 +125,27 @@ class LabelledRecall:
     supersedes: tuple[str, ...] = ()
     superseded_by: Successor | None = None
 
-    def render(self) -> str:
+    def render(self, *, withhold: bool = False) -> str:
         """``[code,ops] The text on one line``; a superseded hit says so before its text and names
-        what replaced it: ``[global] (superseded) Old text — superseded by: New text``."""
-        if self.superseded_by is None:
-            return f"[{','.join(self.labels)}] {_one_line(self.text)}"
-        return (
-            f"[{','.join(self.labels)}] (superseded) {_one_line(self.text)}"
-            f" — superseded by: {self.superseded_by.render()}"
-        )
+        what replaced it: ``[global] (superseded) Old text — superseded by: New text``.
+
+        A hit that reads like an instruction to the agent (:func:`dreamer.threats.prompt_threats`)
+        is marked ``(flagged: …)`` before its text, or with ``withhold`` shown as a placeholder
+        naming the patterns instead of its text."""
+        labels = f"[{','.join(self.labels)}]"
+        body = _one_line(self.text)
+        if self.superseded_by is not None:
+            body = f"(superseded) {body} — superseded by: {self.superseded_by.render()}"
+        threats = self.threats
+        if threats and withhold:
+            return f"{labels} {withheld(threats)}"
+        return f"{labels} {flagged(threats)} {body}" if threats else f"{labels} {body}"
+
+    @property
+    def threats(self) -> tuple[str, ...]:
+        """The threat patterns the hit's text (and its successor's) matches; empty for most."""
+        successor = self.superseded_by.text if self.superseded_by is not None else None
+        return prompt_threats(self.text if not successor else f"{self.text}\n{successor}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -150,6 +163,7 @@ class LabelledRecall:
             "supersedes": list(self.supersedes),
             "superseded": self.superseded_by is not None,
             "superseded_by": self.superseded_by.to_json() if self.superseded_by else None,
+            "flagged": list(self.threats),
         }
 
 
@@ -167,9 +181,10 @@ class RecallAnswer:
         """True when every bank answered."""
         return not self.missing
 
-    def render(self) -> str:
-        """One ``[label] text`` line per hit, then ``(missing: bank — reason)`` when a bank failed."""
-        lines = [item.render() for item in self.items]
+    def render(self, *, withhold: bool = False) -> str:
+        """One ``[label] text`` line per hit, then ``(missing: bank — reason)`` when a bank failed;
+        a flagged hit is marked, or with ``withhold`` replaced by a placeholder."""
+        lines = [item.render(withhold=withhold) for item in self.items]
         if not self.items:
             answered = [b for b in self.banks if b not in {m.alias for m in self.missing}]
             if answered:
@@ -198,8 +213,9 @@ class LabelledReflection:
     used_llm: bool = True
 
     def render(self) -> str:
-        """``[label] answer``; further lines of the answer are indented under it."""
-        lines = printable(self.text.strip()).splitlines() or [""]
+        """``[label] answer``; further lines of the answer are indented under it, and a line that
+        reads like an instruction to the agent is marked ``(flagged: …)``."""
+        lines = mark_lines(self.text.strip()).splitlines() or [""]
         indent = " " * (len(self.label) + 3)
         rest = [indent + line if line else "" for line in lines[1:]]
         return "\n".join([f"[{self.label}] {lines[0]}", *rest])

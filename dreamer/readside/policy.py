@@ -19,6 +19,7 @@ from typing import Any, Literal
 from dreamer.backends.base import Budget
 from dreamer.config import Access, Config
 from dreamer.errors import PolicyError
+from dreamer.threats import withhold_lines
 
 __all__ = [
     "OPERATIONS",
@@ -167,10 +168,12 @@ class BankPolicy:
         return tuple(roles)
 
     def summary(self, alias: str) -> str:
-        """What a bank is for: its configured description, else a phrase for its role."""
+        """What a bank is for: its configured description, else a phrase for its role. The
+        description is shown to the model (tool schemas, prompts): its control characters are
+        escaped, and one that reads like an instruction to the agent is withheld."""
         description = " ".join(self.config.banks[alias].description.split())
         if description:
-            return description
+            return withhold_lines(description)[0]
         topology = self.config.topology
         phrases: list[str] = []
         if alias == topology.global_bank:

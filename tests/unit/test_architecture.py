@@ -28,6 +28,7 @@ RANKS: dict[str, int] = {
     "dreamer.details": 1,
     "dreamer.outcomes": 1,
     "dreamer.slot": 1,
+    "dreamer.threats": 1,
     "dreamer.state": 2,
     "dreamer.retry": 2,
     "dreamer.embeddings": 3,
