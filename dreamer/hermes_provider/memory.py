@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import re
+import sqlite3
 import stat
 import threading
 from collections.abc import Awaitable, Callable, Mapping
@@ -26,12 +27,14 @@ from dreamer.config import Config
 from dreamer.errors import BackendError, DreamerError, PolicyError
 from dreamer.hermes_provider.logscrub import scrub_http_logs
 from dreamer.hermes_provider.settings import ProviderSettings
-from dreamer.hermes_provider.turns import TurnWriter, turn_text
+from dreamer.hermes_provider.spool import Batch, TurnSpool, spool_path
+from dreamer.hermes_provider.turns import TURN_RETRY, TurnWriter, turn_text
 from dreamer.readside.answers import RecallAnswer, ReflectAnswer, RetainAnswer, failure_reason
 from dreamer.readside.policy import BankPolicy
 from dreamer.readside.prelude import prelude
 from dreamer.readside.router import BankRouter, open_ledger
 from dreamer.readside.tools import HINDSIGHT_TOOLS, policy_tool_schemas, run_tool_call
+from dreamer.retry import RetryPolicy
 from dreamer.threats import withhold_lines
 
 __all__ = ["DeadlineExceeded", "DreamerMemory"]
@@ -69,6 +72,7 @@ class DreamerMemory:
         opener: BackendOpener = open_backend,
         prefetch_timeout_s: float = PREFETCH_TIMEOUT_S,
         recall_bank_timeout_s: float = RECALL_BANK_TIMEOUT_S,
+        turn_retry: RetryPolicy = TURN_RETRY,
     ) -> None:
         self.settings = settings
         scrub_http_logs(settings.config.secrets())
@@ -78,7 +82,12 @@ class DreamerMemory:
         self.recall_bank_timeout_s = recall_bank_timeout_s
         self.turns: TurnWriter | None = None
         if settings.auto_retain and self.policy.default_for("retain") is not None:
-            self.turns = TurnWriter(self._store_turns, every_n=settings.retain_every_n_turns)
+            self.turns = TurnWriter(
+                self._store_turns,
+                self._turn_spool(),
+                every_n=settings.retain_every_n_turns,
+                retry=turn_retry,
+            )
         elif settings.auto_retain:
             log.warning(
                 "Dreamer memory: conversation turns will not be stored (%s); name a writable bank "
@@ -89,6 +98,27 @@ class DreamerMemory:
     @property
     def config(self) -> Config:
         return self.settings.config
+
+    def _turn_spool(self) -> TurnSpool:
+        """The spool of the default bank: in the Hermes home, else in Dreamer's state directory; in
+        memory only (said so) when neither can be written."""
+        default = self.policy.resolve(None, "retain")
+        settings = self.settings
+        directory = settings.hermes_home / "dreamer" if settings.hermes_home else settings.config.state_dir
+        spool = TurnSpool(spool_path(directory, default.bank_id))
+        try:
+            spool.open()
+        except (OSError, sqlite3.Error) as exc:
+            log.warning(
+                "Dreamer memory: the turn spool %s cannot be used (%s); conversation turns are kept in "
+                "memory only, so an exit loses those not yet stored: make %s writable, or move the file "
+                "aside",
+                spool.path,
+                getattr(exc, "strerror", None) or exc,
+                directory,
+            )
+            return TurnSpool(None)
+        return spool
 
     # --- what the model is offered ---------------------------------------------------------------
 
@@ -202,15 +232,41 @@ class DreamerMemory:
         if self.turns is not None and (user.strip() or assistant.strip()):
             self.turns.add(turn_text(user, assistant), _SESSION_UNSAFE.sub("-", session_id)[:64])
 
+    def start(self) -> None:
+        """Start storing turns; those an earlier process left in the spool go first (Hermes'
+        ``initialize``). A first turn starts it too."""
+        if self.turns is not None:
+            self.turns.start()
+
+    def turn_status(self) -> dict[str, str]:
+        """The turn spool as ``hermes memory status`` shows it: where, and what waits there."""
+        if self.turns is None:
+            return {"turns": "not stored (auto_retain is off, or no writable default bank)"}
+        try:
+            depth = self.turns.depth()
+        except (OSError, sqlite3.Error) as exc:
+            return {"turn spool": str(self.turns.spool), "turns waiting": f"unknown ({exc})"}
+        waiting = f"{depth.turns}"
+        if depth.parked:
+            waiting += f" ({depth.parked} set aside after refusals, tried again at the next start)"
+        return {"turn spool": str(self.turns.spool), "turns waiting": waiting}
+
     def close(self, timeout_s: float = 5.0) -> None:
-        """Store the buffered turns and stop the turn writer (Hermes' ``shutdown``)."""
+        """Store what the turn spool holds and stop the turn writer (Hermes' ``shutdown``)."""
         if self.turns is not None:
             self.turns.close(timeout_s)
 
-    def _store_turns(self, content: str, tags: list[str]) -> None:
-        arguments = {"content": content, "context": "conversation", "tags": tags}
+    def _store_turns(self, batch: Batch) -> None:
+        # The batch's own document id: a batch sent again after a crash is stored once, not twice.
         self._run(
-            lambda router: run_tool_call(router, HINDSIGHT_TOOLS.retain, arguments, HINDSIGHT_TOOLS), None
+            lambda router: router.retain(
+                batch.content,
+                context="conversation",
+                tags=batch.tags,
+                document_id=batch.document_id,
+                timestamp=batch.started_at,
+            ),
+            None,
         )
 
     # --- running the router ------------------------------------------------------------------------

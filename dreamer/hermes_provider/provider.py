@@ -95,7 +95,9 @@ class DreamerMemoryProvider(MemoryProvider):  # type: ignore[misc, unused-ignore
         home = kwargs.get("hermes_home")
         identity = kwargs.get("agent_identity")
         self._agent_context = str(kwargs.get("agent_context") or "primary")
-        self._load(Path(home) if home else None, str(identity) if identity else None)
+        memory = self._load(Path(home) if home else None, str(identity) if identity else None)
+        if memory is not None:
+            memory.start()  # turns a killed or timed-out process left in the spool are stored now
 
     def system_prompt_block(self) -> str:
         memory = self._ready()
@@ -130,3 +132,14 @@ class DreamerMemoryProvider(MemoryProvider):  # type: ignore[misc, unused-ignore
 
     def get_config_schema(self) -> list[dict[str, Any]]:
         return []
+
+    def get_status_config(self, provider_config: dict[str, Any]) -> dict[str, Any]:
+        """What ``hermes memory status`` shows: Hermes' settings for the provider, then where the
+        turn spool is and how many turns wait in it (read only: nothing is sent)."""
+        shown = dict(provider_config) if isinstance(provider_config, dict) else {}
+        memory = self._ready()
+        if memory is None:
+            shown["problem"] = self._problem
+            return shown
+        shown.update(memory.turn_status())
+        return shown

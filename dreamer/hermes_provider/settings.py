@@ -15,6 +15,7 @@ each key maps onto Dreamer's banks and topology: ``docs/design/hermes-provider.m
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -60,6 +61,8 @@ class ProviderSettings:
     auto_retain: bool = True
     #: Hermes' ``retain_every_n_turns``: turns are stored together, every N turns (1 to 100).
     retain_every_n_turns: int = 1
+    #: The Hermes home the agent runs in (its turn spool lives there); None outside an agent.
+    hermes_home: Path | None = None
 
 
 def hermes_json_paths(hermes_home: Path, environ: Mapping[str, str]) -> tuple[Path, Path]:
@@ -91,14 +94,18 @@ def load_settings(
         if chosen is not None and chosen not in config.profiles:
             known = ", ".join(sorted(config.profiles)) or "none defined under [profiles]"
             raise ConfigError(f"{config_path}: profile {chosen!r} is not under [profiles] (known: {known})")
-        return ProviderSettings(config, chosen, str(config_path))
+        return ProviderSettings(config, chosen, str(config_path), hermes_home=hermes_home)
+    settings = None
     for path in hermes_json_paths(hermes_home, env):
         if os.path.lexists(path):  # never raises: a name too long is read below, as a ConfigError
             data = _read_json(path)
-            return settings_from_hermes_json(data, source=str(path), identity=identity, environ=env)
-    return settings_from_hermes_json(
-        _environment_fallback(env), source="environment", identity=identity, environ=env
-    )
+            settings = settings_from_hermes_json(data, source=str(path), identity=identity, environ=env)
+            break
+    if settings is None:
+        settings = settings_from_hermes_json(
+            _environment_fallback(env), source="environment", identity=identity, environ=env
+        )
+    return dataclasses.replace(settings, hermes_home=hermes_home)
 
 
 def settings_from_hermes_json(
