@@ -29,7 +29,7 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help=(
             "with --dry-run, still check the URLs of the hosts listed in audit.verify_hosts (one HEAD "
-            "each, without query string); an audit that applies its plan checks them anyway"
+            "each, to the host's root); an audit that applies its plan checks them anyway"
         ),
     )
     parser.add_argument("--force", action="store_true", help="audit now even if no audit is due")
@@ -54,8 +54,8 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
         "is audited in isolation; changes are patch-level edits through the store and only when "
         "Dreamer is a registered writer in the agent's MEMORY_WRITERS.md; every audit appends to "
         "the agent's MEMORY_AUDIT_LEDGER.md. A URL in a technical-config entry is checked only when "
-        "its host is listed in audit.verify_hosts (default: none), with one HEAD to its scheme, host, "
-        "port and path, never its query string; one that does not answer is marked [UNVERIFIED], one "
+        "its host is listed in audit.verify_hosts (default: none), with one HEAD to the root of its "
+        "host and port, never its path or query string; one that does not answer is marked [UNVERIFIED], one "
         "not checked is left as it is. Long entries are reworded shorter, keeping every number, "
         "name, path and URL (audit.compress_entries). SOUL.md is reported when stale (a copy of the "
         "default profile's, or older than config.yaml and the memory files); persona entries move into "

@@ -2,8 +2,11 @@
 
 Memory text is written by agents and by whatever they read, so a URL in it is never trusted as a
 target. `HostAllowList` maps such a URL to the one request the audit may send for it, or to None:
-`scheme://host:port/path` of a listed host (``audit.verify_hosts``: ``host`` for any port,
-``host:port`` for one), without the user part, the query string and the fragment. The host is the
+`scheme://host:port/`, the root of a listed host (``audit.verify_hosts``: ``host`` for any port,
+``host:port`` for one). Nothing of the URL but its scheme, host and port is sent: not its path
+(many servers answer HEAD with their GET handler, so ``HEAD /users/7/delete`` could act), its user
+part, its query string or its fragment. Any answer means the service is there, which is all the
+check asks. The host is the
 one httpx itself parses from the URL, so the host that is checked against the list and the host the
 request goes to cannot differ. Why: ``docs/design/hermes-audit.md``.
 """
@@ -44,8 +47,8 @@ class HostAllowList:
         return (host, None) in self.entries or (host, port) in self.entries
 
     def request_url(self, url: str) -> str | None:
-        """The URL to send for ``url``: ``scheme://host:port/path`` when its host is listed, else
-        None (not checked). Never a query string, a fragment or a user part."""
+        """The URL to send for ``url``: ``scheme://host:port/`` when its host is listed, else None
+        (not checked). Never its path, query string, fragment or user part."""
         try:
             parsed = httpx.URL(url)
             if parsed.scheme not in _DEFAULT_PORTS or not parsed.raw_host:
@@ -54,15 +57,15 @@ class HostAllowList:
             host = parsed.raw_host.decode("ascii")
             if not self.allows(host, port):
                 return None
-            path = parsed.raw_path.split(b"?", 1)[0] or b"/"
-            target = httpx.URL(scheme=parsed.scheme, host=host, port=port, raw_path=path)
+            target = httpx.URL(scheme=parsed.scheme, host=host, port=port, raw_path=b"/")
         except (httpx.InvalidURL, UnicodeError, ValueError):
             return None
-        # Parsed again, as the client will: the same host and port, and nothing but a path.
+        # Parsed again, as the client will: the same host and port, and nothing but the root.
         again = httpx.URL(str(target))
         if (
             again.raw_host != parsed.raw_host
             or (again.port or _DEFAULT_PORTS[again.scheme]) != port
+            or again.raw_path != b"/"
             or again.query
             or again.fragment
             or again.userinfo

@@ -86,7 +86,7 @@ def run_command(config: Config, *, dry_run: bool = False, verify_urls: bool = Fa
 
 # --- what reaches the server ---------------------------------------------------------------------
 
-_HEAD_WITHOUT_QUERY = [("HEAD", DELETE_PATH)]
+_HEAD_WITHOUT_QUERY = [("HEAD", "/")]
 
 
 class TestWhichRequestsReachTheServer:
@@ -184,7 +184,7 @@ class TestTheRequestItself:
         url = f"http://admin:hunter2@127.0.0.1:{port_of(server)}/status?token=abc#top"
         agent = make_agent(tmp_path, "mumuni", [CANARY, f"Status API endpoint: {url}"], [CANARY])
         audit_agent(agent, AuditSettings(url_timeout_s=1.0, verify_hosts=("127.0.0.1",)), NOW)
-        assert seen(server) == [("HEAD", "/status")]
+        assert seen(server) == [("HEAD", "/")]
         assert "Authorization" not in server.requests[0].headers
 
     def test_a_redirect_is_not_followed(self, tmp_path: Path, other: HostileServer) -> None:
@@ -195,7 +195,7 @@ class TestTheRequestItself:
             entry = f"Admin API endpoint: {redirecting.url}/x"
             agent = make_agent(tmp_path, "mumuni", [CANARY, entry], [CANARY])
             report = audit_agent(agent, AuditSettings(url_timeout_s=1.0, verify_hosts=("127.0.0.1",)), NOW)
-            assert seen(redirecting) == [("HEAD", "/x")]
+            assert seen(redirecting) == [("HEAD", "/")]
         finally:
             redirecting.close()
         assert seen(other) == []
@@ -302,7 +302,7 @@ class TestNoCodePathRequestsAnUnlistedHost:
             _RECORDING.clear()
         assert report.status is AuditStatus.COMPLETE, report.to_json()
         assert seen(server) == []
-        assert seen(other) == [("HEAD", "/health")]
+        assert seen(other) == [("HEAD", "/")]
         connects = {address for event, address in _NETWORK if event == "socket.connect"}
         assert connects == {("127.0.0.1", port_of(other))}
         assert {host for event, host in _NETWORK if event == "socket.getaddrinfo"} <= {"127.0.0.1"}
