@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from dreamer.cli.base import config_path, load_command_config, log_format, log_level, print_problems
@@ -25,6 +26,9 @@ def flatten(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
 
 
 def _check_config_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "file", nargs="?", type=Path, help="the file to check (the same as --config FILE, and wins over it)"
+    )
     parser.add_argument("--json", action="store_true", help="print the configuration as one JSON document")
 
 
@@ -38,6 +42,7 @@ def _check_config_arguments(parser: argparse.ArgumentParser) -> None:
     ),
     arguments=_check_config_arguments,
     examples=[
+        "dreamer check-config /etc/dreamer/config.toml",
         "dreamer check-config --config /etc/dreamer/config.toml",
         "dreamer check-config --json | jq .profiles",
     ],
@@ -45,6 +50,8 @@ def _check_config_arguments(parser: argparse.ArgumentParser) -> None:
 def _check_config(args: argparse.Namespace) -> int:
     from dreamer.embeddings.factory import check_embeddings
 
+    if args.file is not None:
+        args.config = args.file
     try:
         config = load_command_config(args)
         check_embeddings(config, str(config_path(args)), load=True)

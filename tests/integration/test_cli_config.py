@@ -157,6 +157,17 @@ class TestInvalidConfig:
 
 
 class TestValidConfig:
+    def test_the_file_may_be_given_without_the_flag(self, tmp_path: Path) -> None:
+        """``dreamer check-config FILE`` checks FILE (it was "unrecognized arguments"); a bad one
+        exits 78 naming it, as with --config."""
+        good = write_config(tmp_path / "good.toml", tmp_path / "state")
+        result = dreamer("check-config", str(good))
+        assert result.returncode == 0, result.stderr
+        assert f'state_dir = "{tmp_path / "state"}"' in result.stdout
+        bad = write_bad(tmp_path / "bad.toml", BAD_CONFIGS[0])
+        result = dreamer("check-config", str(bad))
+        assert result.returncode == EX_CONFIG and result.stderr.startswith(f"{bad}: "), result.stderr
+
     def test_prints_normalised_config_with_secret_redacted(self, tmp_path: Path) -> None:
         """check-config prints one `key = value` line per setting, and the API key only as a marker."""
         path = write_config(tmp_path / "config.toml", tmp_path / "state")
