@@ -139,6 +139,7 @@ class Daemon:
                 jobs=sorted(self.plan),
                 watchdog_interval_s=interval,
             )
+            self._warn_if_idle()
             while True:
                 sig = await commands.get()
                 if sig == signal.SIGHUP:
@@ -195,6 +196,15 @@ class Daemon:
             self.notifier.watchdog()
             await asyncio.sleep(interval_s)
 
+    def _warn_if_idle(self) -> None:
+        """A daemon with no job runs and does nothing: say so, with what to add."""
+        if not self.plan:
+            log.warning(
+                "no jobs: the configuration has no enabled profile under [profiles] and no enabled "
+                "agent under [agents] with audit.enabled; add one, then reload (SIGHUP)",
+                config=str(self.config_path),
+            )
+
     # --- reload ----------------------------------------------------------------------------
 
     def reload(self) -> ReloadRecord:
@@ -239,6 +249,7 @@ class Daemon:
         if self._on_config is not None:
             self._on_config(config)
         log.info("configuration reloaded", **diff.summary())
+        self._warn_if_idle()
         return ReloadRecord(_utcnow(), True, _describe(diff) if diff.changed else "jobs unchanged")
 
     def _apply(self, diff: PlanDiff, new_plan: Mapping[str, JobSpec]) -> None:

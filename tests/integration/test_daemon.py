@@ -167,6 +167,27 @@ class TestStartup:
         assert daemon.stderr() == ""
 
 
+class TestNoJobs:
+    def test_a_configuration_without_jobs_is_warned_at_start_and_after_a_reload(
+        self, tmp_path: Path, notify: NotifySocket
+    ) -> None:
+        """No enabled profile and no audited agent: the daemon still starts (a reload may add one)
+        but warns that it has nothing to do and what to add; a reload that adds a profile ends it."""
+        state = tmp_path / "state"
+        config = write_config(tmp_path / "config.toml", state, profiles=())
+        with DaemonProcess(
+            run_args(config), log_path=tmp_path / "out.log", env={"NOTIFY_SOCKET": notify.path}
+        ) as daemon:
+            notify.wait_for(has("READY", "1"), what="READY=1")
+            warned = daemon.wait_for_records(lambda r: str(r.get("event", "")).startswith("no jobs:"))
+            assert "[profiles]" in warned[0][1]["event"]
+            write_config(tmp_path / "config.toml", state)
+            daemon.send(signal.SIGHUP)
+            daemon.wait_for_records(job_finished("research", "idle"))
+            assert stop(daemon, notify) == 0
+        assert len([r for r in daemon.records() if str(r.get("event", "")).startswith("no jobs:")]) == 1
+
+
 class TestStateFileSwapped:
     """8. The state file replaced under the running daemon (``mv`` of a copy onto it) or removed."""
 
