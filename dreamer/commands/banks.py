@@ -14,7 +14,7 @@ from dreamer.commands.output import emit, iso
 from dreamer.config import Budget, Config
 from dreamer.embeddings import Embedder
 from dreamer.errors import BackendError, ExitCode, PermanentBackendError
-from dreamer.readside.answers import MissingBank, config_fault
+from dreamer.readside.answers import MissingBank, first_config_fault
 
 
 def _open_searching(config: Config) -> tuple[MemoryBackend, Embedder | None]:
@@ -110,15 +110,15 @@ async def recall_command(
         if ledger is not None:
             ledger.close()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
-    return _read_exit(answer.complete, answer.missing)
+    return _read_exit(answer.complete, answer.missing, "recall")
 
 
-def _read_exit(complete: bool, missing: Sequence[MissingBank]) -> int:
+def _read_exit(complete: bool, missing: Sequence[MissingBank], operation: str) -> int:
     """0 when every bank answered; a bank refused for its credentials is a setting to fix (raised:
     exit 1 with the key to check), any other missing bank is worth a retry later (75)."""
-    fault = config_fault(missing)
+    fault = first_config_fault(missing)
     if fault is not None:
-        raise PermanentBackendError(f"bank {fault.alias}: {fault.detail}", operation="recall")
+        raise PermanentBackendError(f"bank {fault.alias}: {fault.detail}", operation=operation)
     return ExitCode.OK if complete else ExitCode.TEMPFAIL
 
 
@@ -142,7 +142,7 @@ async def reflect_command(
     finally:
         await backend.aclose()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
-    return _read_exit(answer.complete, answer.missing)
+    return _read_exit(answer.complete, answer.missing, "reflect")
 
 
 async def retain_command(

@@ -32,8 +32,8 @@ __all__ = [
     "ReflectAnswer",
     "RetainAnswer",
     "Successor",
-    "config_fault",
     "failure_reason",
+    "first_config_fault",
     "is_config_fault",
     "merge_recalls",
 ]
@@ -66,7 +66,7 @@ class MissingBank:
         }
 
 
-def config_fault(missing: Sequence[MissingBank]) -> MissingBank | None:
+def first_config_fault(missing: Sequence[MissingBank]) -> MissingBank | None:
     """The first bank that failed for a setting to fix (a refused key), None when none did."""
     return next((m for m in missing if m.config_fault), None)
 

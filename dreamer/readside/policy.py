@@ -167,13 +167,18 @@ class BankPolicy:
                 roles.append(f"upstream of {name}")
         return tuple(roles)
 
+    def description(self, alias: str) -> str:
+        """The bank's configured description on one line, as the model may be shown it (tool
+        schemas, prompts): control characters escaped, withheld when it reads like an instruction
+        to the agent; "" when it has none."""
+        return withhold_lines(" ".join(self.config.banks[alias].description.split()))[0]
+
     def summary(self, alias: str) -> str:
-        """What a bank is for: its configured description, else a phrase for its role. The
-        description is shown to the model (tool schemas, prompts): its control characters are
-        escaped, and one that reads like an instruction to the agent is withheld."""
-        description = " ".join(self.config.banks[alias].description.split())
+        """What a bank is for: its configured description (:meth:`description`), else a phrase for
+        its role."""
+        description = self.description(alias)
         if description:
-            return withhold_lines(description)[0]
+            return description
         topology = self.config.topology
         phrases: list[str] = []
         if alias == topology.global_bank:

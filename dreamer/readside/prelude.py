@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dreamer.config import Config
 from dreamer.readside.policy import BankPolicy
-from dreamer.threats import withhold_lines
 
 __all__ = ["prelude"]
 
@@ -30,8 +29,7 @@ def prelude(config: Config, profile: str) -> str:
         return "You may read and write it." if alias in writable else "Read-only for you."
 
     def about(alias: str) -> str:
-        # A description goes into a system prompt: escaped, and withheld when it reads like an instruction.
-        description = withhold_lines(" ".join(config.banks[alias].description.split()).rstrip("."))[0]
+        description = policy.description(alias).rstrip(".")
         return f" ({description})" if description else ""
 
     tiers: list[str] = []

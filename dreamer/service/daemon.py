@@ -342,8 +342,11 @@ class Daemon:
         try:
             reopened = self._open_recorder(config)
         except DreamerError as exc:
-            log.error("the state file was replaced by one that cannot be opened", path=str(recorder.path),
-                      error=str(exc))  # fmt: skip
+            log.error(
+                "the state file was replaced by one that cannot be opened",
+                path=str(recorder.path),
+                error=str(exc),
+            )
             return False, None
         log.warning(
             "the state file was replaced on disk while Dreamer ran; reopened it (run records written "

@@ -3,8 +3,8 @@
 This is the audit's only network I/O, kept behind the `UrlProbe` protocol so the planner stays
 pure: it receives a mapping URL → answered, holding only the URLs that were checked. A URL is
 checked only when its host is on the audit's allow-list (``audit.verify_hosts``, default: none,
-:mod:`~.hosts`), with one HEAD to its scheme, host, port and path: no query string, no fragment, no
-user part, no body. "Answered" means any HTTP response at all, an error status included (the
+:mod:`~.hosts`), with one HEAD to the root of its host and port: never its path, query string,
+fragment or user part, no body. "Answered" means any HTTP response at all, an error status included (the
 service is there); a refused connection, a DNS failure or a timeout means it did not. Requests go
 straight to the host (proxy variables are ignored, so a proxy that is up cannot vouch for a service
 that is down) and never follow redirects. A URL that was not checked is neither dead nor alive:
