@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import sqlite3
 import subprocess
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -347,19 +349,8 @@ class TestTheKeyNeverLeaks:
 
     @pytest.fixture(params=sorted(ANSWERS))
     def echoing(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: Any) -> Any:
-        server = HostileServer(ANSWERS[request.param])
-        data = config_data(
-            ("global", "shared", "research"),
-            ("research",),
-            state_dir="state",
-            backend={"kind": "hindsight", "hindsight": {"url": server.url, "api_key_env": "ECHO_KEY"}},
-            retry={"max_attempts": 1},
-        )
-        data["banks"]["research"]["access"] = "read_write"
-        loaded(tmp_path, data)
-        monkeypatch.setenv("ECHO_KEY", TEST_KEY)
-        yield tmp_path
-        server.close()
+        with hostile_backend(tmp_path, monkeypatch, ANSWERS[request.param]):
+            yield tmp_path
 
     @pytest.mark.parametrize(
         "command",
@@ -382,15 +373,46 @@ class TestTheKeyNeverLeaks:
         )
         assert [p for p in pieces if p in written] == []
 
-    def test_a_redirect_names_where_it_points_by_host_only(self, echoing: Path) -> None:
-        proc = dreamer(echoing, "retain", "a fact", "--bank", "research")
+    @pytest.mark.parametrize(
+        ("answer", "shown"),
+        [
+            ("redirect-query", "to https://login.example)"),
+            ("redirect-path", "to http://127.0.0.1:9)"),
+            ("redirect-relative", "to another path on the same server)"),
+        ],
+    )
+    def test_a_redirect_names_where_it_points_by_host_only(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: str, shown: str
+    ) -> None:
+        """Exit 1 naming the setting to fix and the target's scheme, host and port, never its path
+        or query."""
+        with hostile_backend(tmp_path, monkeypatch, ANSWERS[answer]):
+            proc = dreamer(tmp_path, "retain", "a fact", "--bank", "research")
         output = proc.stdout + proc.stderr
-        if "redirect" not in output:
-            pytest.skip("this server answers with an echo, not a redirect")
         assert proc.returncode == 1, output
-        assert "backend.hindsight.url" in output
+        assert "backend.hindsight.url" in output and shown in output, output
         assert "token" not in output and "/cb" not in output and "again" not in output, output
-        assert "https://login.example" in output or "127.0.0.1:9" in output or "same server" in output
+
+
+@contextlib.contextmanager
+def hostile_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, answer: Answer) -> Iterator[None]:
+    """``tmp_path/config.toml`` on a Hindsight backend that is a real server answering ``answer``
+    to every request, with the key TEST_KEY in ECHO_KEY and no retries."""
+    server = HostileServer(answer)
+    data = config_data(
+        ("global", "shared", "research"),
+        ("research",),
+        state_dir="state",
+        backend={"kind": "hindsight", "hindsight": {"url": server.url, "api_key_env": "ECHO_KEY"}},
+        retry={"max_attempts": 1},
+    )
+    data["banks"]["research"]["access"] = "read_write"
+    loaded(tmp_path, data)
+    monkeypatch.setenv("ECHO_KEY", TEST_KEY)
+    try:
+        yield
+    finally:
+        server.close()
 
 
 async def test_a_peer_card_failure_after_the_commit_leaves_the_run_promoted(
