@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 
@@ -27,6 +28,19 @@ def _slot_busy(path: Path, timeout_s: float) -> DreamerError:
     return SlotBusyError(
         f"slot lock {path} still held by another process after {timeout_s:g}s (slot.acquire_timeout_s)"
     )
+
+
+class SlotSettings(Protocol):
+    """What the accelerator-slot lock is built from (``[slot]``, :class:`dreamer.config.SlotConfig`)."""
+
+    @property
+    def lock_path(self) -> Path: ...
+
+    @property
+    def acquire_timeout_s(self) -> float: ...
+
+    @property
+    def poll_interval_s(self) -> float: ...
 
 
 class SlotLock:
@@ -55,6 +69,14 @@ class SlotLock:
         self.waited_s = 0.0
         self.held_s = 0.0
         self.acquisitions = 0
+
+    @classmethod
+    def from_config(cls, slot: SlotSettings) -> SlotLock:
+        """The accelerator-slot lock ``[slot]`` configures: one per run or reflect, so its
+        ``waited_s`` and ``held_s`` are that run's."""
+        return cls(
+            slot.lock_path, acquire_timeout_s=slot.acquire_timeout_s, poll_interval_s=slot.poll_interval_s
+        )
 
     @property
     def held(self) -> bool:

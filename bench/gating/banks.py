@@ -96,7 +96,7 @@ async def mark_rolled_up(
     config: Config, backend: MemoryBackend, state: StateStore, names: Sequence[str]
 ) -> None:
     """Leave each profile's watermark where a completed roll-up of its whole bank would."""
-    bank_ids = {name: config.bank_id(config.profiles[name].bank) for name in names}
+    bank_ids = {name: config.profile_bank_id(name) for name in names}
     activity = await backend.activity(list(bank_ids.values()))
     now = datetime.now(UTC)
     for name in names:

@@ -128,7 +128,7 @@ async def floor_once(config: Config, before: Watermark, repeat: int) -> tuple[fl
                     # Not the run's own document ids: those rows are in the ledger already.
                     document_id=card_document_id(PROFILE, f"{u.text} floor {repeat}"),
                     profile=PROFILE,
-                    upstream_bank=config.bank_id(config.upstream_alias(PROFILE)),
+                    upstream_bank=config.upstream_bank_id(PROFILE),
                     text=u.text,
                     normalized=normalize_text(u.text),
                     source_ids=(u.id,),

@@ -190,7 +190,7 @@ def try_next(config_path: Path) -> str:
 
 
 async def _retain(backend: EmbeddedBackend, config: Config, profile: str, texts: Sequence[str]) -> None:
-    bank = config.bank_id(config.profiles[profile].bank)
+    bank = config.profile_bank_id(profile)
     await backend.retain(bank, [RetainItem(content=t, context=f"{profile} session") for t in texts])
 
 

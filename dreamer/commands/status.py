@@ -32,7 +32,7 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
     with StateStore.open(config.state_path) as state:
         backend = open_backend(config)
         try:
-            activity = await backend.activity([config.bank_id(config.profiles[p].bank) for p in profiles])
+            activity = await backend.activity([config.profile_bank_id(p) for p in profiles])
             rollup = Rollup(config, backend, state)
             for name in profiles:
                 backlog[name] = len(await rollup.backlog(name))
@@ -52,7 +52,7 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
                     "profile": name,
                     "enabled": profile.enabled,
                     "bank": bank,
-                    "upstream": config.bank_id(config.upstream_alias(name)),
+                    "upstream": config.upstream_bank_id(name),
                     "watermark": iso(wm.created_at),
                     "last_rollup_at": iso(wm.rolled_at),
                     "units_in_bank": act.unit_count if act else None,

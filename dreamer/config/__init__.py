@@ -318,6 +318,14 @@ class Config(StrictModel):
     def bank_id(self, alias: str) -> str:
         return self.banks[alias].bank_id
 
+    def profile_bank_id(self, profile: str) -> str:
+        """The bank id of a profile's own bank."""
+        return self.bank_id(self.profiles[profile].bank)
+
+    def upstream_bank_id(self, profile: str) -> str:
+        """The bank id of the bank a profile's cards are promoted into."""
+        return self.bank_id(self.upstream_alias(profile))
+
     def enabled_profiles(self) -> dict[str, ProfileConfig]:
         return {name: p for name, p in self.profiles.items() if p.enabled}
 

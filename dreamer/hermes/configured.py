@@ -118,11 +118,7 @@ def _compressor(config: Config, backend: MemoryBackend | None, settings: AuditSe
         reason = f"the {backend.name} backend's reflect does not use an LLM"
         log.info("audit compresses by rules", reason=reason)
         return None
-    slot = SlotLock(
-        config.slot.lock_path,
-        acquire_timeout_s=config.slot.acquire_timeout_s,
-        poll_interval_s=config.slot.poll_interval_s,
-    )
+    slot = SlotLock.from_config(config.slot)
     policy = RetryPolicy.from_config(config.retry)
     bank_id, budget = config.bank_id(bank), config.audit.compress_budget
     return ReflectCompressor(

@@ -81,7 +81,7 @@ def _built(
         profile = config.profiles[name]
         if with_path_only and profile.peer_card_path is None:
             continue
-        ranks = _LedgerRanks(state, config.bank_id(config.upstream_alias(name)), name)
+        ranks = _LedgerRanks(state, config.upstream_bank_id(name), name)
         card = peer_card(ranks, profile=name, policy=profile.conflict_policy, **bounds)
         out.append((name, profile.peer_card_path, card))
     if include_global and not (with_path_only and settings.global_path is None):
@@ -143,11 +143,7 @@ async def refresh_peer_cards(
     if not config.peer_card.enabled:
         return []
     polisher = _polisher(config, backend)
-    slot = SlotLock(
-        config.slot.lock_path,
-        acquire_timeout_s=config.slot.acquire_timeout_s,
-        poll_interval_s=config.slot.poll_interval_s,
-    )
+    slot = SlotLock.from_config(config.slot)
     written: list[Path] = []
     built = await anyio.to_thread.run_sync(
         lambda: peer_cards(
@@ -192,7 +188,7 @@ def _polish_source(config: Config, card: PeerCard) -> tuple[str, tuple[str, ...]
     """The bank a card's polish reflects on and the tags limiting it to the card's own cards."""
     if card.profile is None:
         return config.bank_id(config.topology.global_bank), (ROLLUP_TAG,)
-    return config.bank_id(config.upstream_alias(card.profile)), (f"src:{card.profile}",)
+    return config.upstream_bank_id(card.profile), (f"src:{card.profile}",)
 
 
 async def _polish(

@@ -154,7 +154,7 @@ class Rollup:
 
     async def activity(self, profiles: Sequence[str]) -> dict[str, BankActivity]:
         """One backend call for the activity of every listed profile's bank."""
-        bank_ids = [self.config.bank_id(self.config.profiles[p].bank) for p in profiles]
+        bank_ids = [self.config.profile_bank_id(p) for p in profiles]
         return await self.backend.activity(bank_ids)
 
     def decide(self, profile: str, activity: BankActivity | None) -> GateDecision:
@@ -201,14 +201,10 @@ class Rollup:
         ctx = RunContext(
             profile=profile,
             settings=cfg.profiles[profile],
-            bank_id=cfg.bank_id(cfg.profiles[profile].bank),
-            upstream_id=cfg.bank_id(cfg.upstream_alias(profile)),
+            bank_id=cfg.profile_bank_id(profile),
+            upstream_id=cfg.upstream_bank_id(profile),
             report=report,
-            slot=SlotLock(
-                cfg.slot.lock_path,
-                acquire_timeout_s=cfg.slot.acquire_timeout_s,
-                poll_interval_s=cfg.slot.poll_interval_s,
-            ),
+            slot=SlotLock.from_config(cfg.slot),
             retry_stats=RetryStats(),
             activity=activity,
             since=since,

@@ -76,7 +76,7 @@ def rollup_job(config: Config, name: str) -> JobSpec:
         first_run_delay_s=schedule.first_run_delay_s,
         misfire_grace_s=schedule.misfire_grace_s,
         timeout_s=schedule.job_timeout_s,
-        context=(("profile", name), ("bank", config.bank_id(config.profiles[name].bank))),
+        context=(("profile", name), ("bank", config.profile_bank_id(name))),
     )
 
 

@@ -167,7 +167,7 @@ class RollupJob:
                 backend = open_backend(config, embedder=semantic.embedder if semantic is not None else None)
             with StateStore.open(config.state_path) as state:
                 banks = [config.bank_id(p.bank) for p in config.enabled_profiles().values()]
-                bank_id = config.bank_id(config.profiles[profile].bank)
+                bank_id = config.profile_bank_id(profile)
                 if bank_id not in banks:
                     banks.append(bank_id)
                 activity = await self._cache(config).get(backend, banks, bank_id)
@@ -219,7 +219,7 @@ def upstream_run_lock(config: Config, profile: str) -> SlotLock:
     """The lock that makes runs into one upstream bank one at a time, across processes: two
     profiles judged at once would each miss the other's new cards and promote the same fact twice
     into an append-only bank. A flock on ``<state_dir>/locks/upstream-<bank id>.lock``."""
-    bank_id = config.bank_id(config.upstream_alias(profile))
+    bank_id = config.upstream_bank_id(profile)
     return _run_lock(config, "upstream-" + bank_id, f"roll-up into the upstream bank {bank_id!r}", "its lock")
 
 

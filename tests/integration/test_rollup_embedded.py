@@ -50,7 +50,7 @@ def write_config(tmp_path: Path) -> Config:
 async def seed(cfg: Config, texts: list[str], profile: str = "research") -> None:
     backend = EmbeddedBackend(cfg.embedded_path)
     try:
-        await backend.retain(cfg.bank_id(cfg.profiles[profile].bank), [RetainItem(content=t) for t in texts])
+        await backend.retain(cfg.profile_bank_id(profile), [RetainItem(content=t) for t in texts])
     finally:
         await backend.aclose()
 

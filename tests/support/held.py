@@ -132,7 +132,7 @@ async def profile_units(
 ) -> tuple[list[MemoryUnit], set[str]]:
     """Every unit of ``profile``'s bank a roll-up reads (its input fact types, never a card, never
     empty) and the ids it has not summarised: its chatter and the backlog the next run would read."""
-    bank_id = config.bank_id(config.profiles[profile].bank)
+    bank_id = config.profile_bank_id(profile)
     listed = await backend.list_units_since(bank_id, None, fact_types=INPUT_FACT_TYPES)
     units = [u for u in listed if not is_dreamer_card(u.tags, u.metadata) and u.text.strip()]
     pending = await Rollup(config, backend, state).backlog(profile)
@@ -145,5 +145,5 @@ async def assert_profile_held(
     """`assert_units_held` for every unit of ``profile``'s bank that its runs summarised so far,
     against the ledger of the profile's upstream bank; the units it checked."""
     units, skipped = await profile_units(config, backend, state, profile)
-    assert_units_held(state, units, exclude=skipped, bank=config.bank_id(config.upstream_alias(profile)))
+    assert_units_held(state, units, exclude=skipped, bank=config.upstream_bank_id(profile))
     return [u for u in units if u.id not in skipped]
