@@ -34,6 +34,9 @@ but cannot be read raises `StoreReadError` instead of counting as empty, which w
 write erase it; a second backup within the same second gets a `.<n>` suffix instead of overwriting
 the first. Not carried over, because they belong to Hermes' agent loop rather than to the files:
 the per-turn limit of three failed consolidations and the write-approval gate.
+
+The refusals are defined in `refusals.py`, a batch's operations in `operations.py`, the values
+returned in `results.py`; all are exported from here as well.
 """
 
 from __future__ import annotations
@@ -42,9 +45,7 @@ import builtins
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, ExitStack
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from dreamer.hermes.memory.disk import ForeignFileError, read_memory_text, write_memory_file
 from dreamer.hermes.memory.entries import (
@@ -53,16 +54,31 @@ from dreamer.hermes.memory.entries import (
     ENTRY_DELIMITER,
     Target,
     dedupe,
-    has_delimiter_line,
     joined_length,
     parse_entries,
     serialize_entries,
-    usage_percent,
 )
 from dreamer.hermes.memory.limits import hermes_config_path, read_memory_limits
 from dreamer.hermes.memory.locking import exclusive_lock
+from dreamer.hermes.memory.operations import Operation, apply_operations, check_batch, matching
+from dreamer.hermes.memory.refusals import (
+    AmbiguousMatchError,
+    BatchError,
+    BlockedContentError,
+    EmptyContentError,
+    EntryDelimiterError,
+    ExternalEditError,
+    MemoryStoreError,
+    NoMatchError,
+    OverBudgetError,
+    StoreReadError,
+    StoreWriteError,
+    refuse_delimiter,
+    refuse_threat,
+)
 from dreamer.hermes.memory.render import render_block
-from dreamer.hermes.memory.threats import first_threat_message, snapshot_entries
+from dreamer.hermes.memory.results import Usage, WriteResult
+from dreamer.hermes.memory.threats import snapshot_entries
 
 __all__ = [
     "AmbiguousMatchError",
@@ -84,159 +100,6 @@ __all__ = [
 ]
 
 _PREVIEW_WIDTH = 80
-
-
-@dataclass(frozen=True)
-class Usage:
-    """How much of a file's budget its entries occupy."""
-
-    chars: int
-    limit: int
-
-    @property
-    def percent(self) -> int:
-        """Whole percent, truncated and capped at 100, as Hermes reports it."""
-        return usage_percent(self.chars, self.limit)
-
-    def __str__(self) -> str:
-        return f"{self.percent}% — {self.chars:,}/{self.limit:,} chars"
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    """A successful store call; `changed` is False when nothing had to be written."""
-
-    target: Target
-    message: str
-    usage: Usage
-    entry_count: int
-    changed: bool
-
-
-class MemoryStoreError(Exception):
-    """A store call that was refused; the file on disk is unchanged."""
-
-
-class EmptyContentError(MemoryStoreError, ValueError):
-    """Content or old_text was empty after stripping; pass the text of the entry."""
-
-
-class EntryDelimiterError(MemoryStoreError, ValueError):
-    """The content holds a line with only "§", the entry delimiter; change or remove that line."""
-
-    def __init__(self, where: str = "") -> None:
-        super().__init__(
-            f"{where}Content has a line holding only '§', the entry delimiter, so it would be stored as "
-            f"several entries. Remove that line or add text to it (for example '§ 4'), then retry."
-        )
-
-
-class BlockedContentError(MemoryStoreError, ValueError):
-    """Hermes' threat scan blocks the content (an injection phrase, invisible unicode); rewrite it."""
-
-
-def _refuse_threat(content: str, where: str = "") -> None:
-    reason = first_threat_message(content)
-    if reason is not None:
-        raise BlockedContentError(where + reason)
-
-
-def _refuse_delimiter(content: str, where: str = "") -> None:
-    if has_delimiter_line(content):
-        raise EntryDelimiterError(where)
-
-
-class OverBudgetError(MemoryStoreError):
-    """The result would exceed the file's limit; remove or shorten entries, then retry."""
-
-    def __init__(self, message: str, *, current_entries: Sequence[str], usage: Usage) -> None:
-        super().__init__(message)
-        self.current_entries: tuple[str, ...] = tuple(current_entries)
-        self.usage = usage
-
-
-class NoMatchError(MemoryStoreError):
-    """No entry contains old_text; retry with text copied from one of `current_entries`."""
-
-    def __init__(self, message: str, *, old_text: str, current_entries: Sequence[str]) -> None:
-        super().__init__(message)
-        self.old_text = old_text
-        self.current_entries: tuple[str, ...] = tuple(current_entries)
-
-
-class AmbiguousMatchError(MemoryStoreError):
-    """old_text occurs in several distinct entries; use a longer, unique piece of one of them."""
-
-    def __init__(self, message: str, *, old_text: str, matches: Sequence[str]) -> None:
-        super().__init__(message)
-        self.old_text = old_text
-        self.matches: tuple[str, ...] = tuple(matches)
-
-
-class BatchError(MemoryStoreError):
-    """One operation of a batch failed, so none was applied; fix that operation and resend all."""
-
-    def __init__(
-        self, message: str, *, index: int | None, current_entries: Sequence[str], usage: Usage | None
-    ) -> None:
-        super().__init__(message)
-        self.index = index
-        self.current_entries: tuple[str, ...] = tuple(current_entries)
-        self.usage = usage
-
-
-class ExternalEditError(MemoryStoreError):
-    """The file was edited outside the store; it was backed up and the write refused.
-
-    Fold what the backup holds back in with `add`, rewrite the file as a clean §-separated list,
-    then retry.
-    """
-
-    def __init__(self, path: Path, backup_path: Path | None) -> None:
-        saved = (
-            f"A copy was saved to {backup_path}." if backup_path else "The backup copy could not be written."
-        )
-        super().__init__(
-            f"Refusing to write {path.name}: it contains content that was not written through the memory "
-            f"store (a manual edit, a shell append or another tool). {saved} Move the extra content into "
-            f"entries with add, or rewrite the file as a clean list of entries separated by '§' lines, "
-            f"then retry."
-        )
-        self.path = path
-        self.backup_path = backup_path
-
-
-class StoreReadError(MemoryStoreError):
-    """A memory file exists but could not be read as UTF-8 text; fix its permissions or encoding."""
-
-
-class StoreWriteError(MemoryStoreError):
-    """A memory file could not be written; check free space and permissions of the directory."""
-
-
-@dataclass(frozen=True)
-class Operation:
-    """One step of a batch: add `content`, or replace/remove the entry found by `old_text`."""
-
-    action: Literal["add", "replace", "remove"]
-    content: str = ""
-    old_text: str = ""
-    exact: bool = False
-
-    @classmethod
-    def add(cls, content: str) -> Operation:
-        """Add `content` as a new entry."""
-        return cls("add", content=content)
-
-    @classmethod
-    def replace(cls, old_text: str, content: str, *, exact: bool = False) -> Operation:
-        """Replace the entry containing (or, with exact, equal to) `old_text` by `content`."""
-        return cls("replace", content=content, old_text=old_text, exact=exact)
-
-    @classmethod
-    def remove(cls, old_text: str, *, exact: bool = False) -> Operation:
-        """Remove the entry containing (or, with exact, equal to) `old_text`."""
-        return cls("remove", old_text=old_text, exact=exact)
 
 
 def find_external_edit(raw: str, limit: int) -> bool:
@@ -327,8 +190,8 @@ class MemoryStore:
         content = content.strip()
         if not content:
             raise EmptyContentError("Content cannot be empty.")
-        _refuse_threat(content)
-        _refuse_delimiter(content)
+        refuse_threat(content)
+        refuse_delimiter(content)
         path = self.path_for(target)
         with self._lock(path):
             entries = self._load_for_write(target, check_external_edit=False)
@@ -356,8 +219,8 @@ class MemoryStore:
             raise EmptyContentError("old_text cannot be empty.")
         if not new_content:
             raise EmptyContentError("new_content cannot be empty. Use 'remove' to delete entries.")
-        _refuse_threat(new_content)
-        _refuse_delimiter(new_content)
+        refuse_threat(new_content)
+        refuse_delimiter(new_content)
         path = self.path_for(target)
         with self._lock(path):
             entries = self._load_for_write(target, check_external_edit=True)
@@ -391,55 +254,13 @@ class MemoryStore:
 
     def batch(self, target: Target, operations: Sequence[Operation]) -> WriteResult:
         """Apply all `operations` to `target` against the final budget, or none of them."""
-        if not operations:
-            raise BatchError("operations list is empty.", index=None, current_entries=(), usage=None)
-        for number, op in enumerate(operations, start=1):
-            if op.action in ("add", "replace") and op.content:
-                _refuse_threat(op.content, f"Operation {number}: ")
-        for number, op in enumerate(operations, start=1):
-            _refuse_delimiter(op.content.strip(), f"Operation {number} ({op.action}): ")
+        check_batch(operations)
         path = self.path_for(target)
         limit = self.limit_for(target)
         with self._lock(path):
             entries = self._load_for_write(target, check_external_edit=True)
             usage = Usage(joined_length(entries), limit)
-            working = builtins.list(entries)
-
-            def fail(position: str, reason: str, index: int) -> BatchError:
-                return BatchError(
-                    f"{position}: {reason} No operations were applied (batch is all-or-nothing).",
-                    index=index,
-                    current_entries=entries,
-                    usage=usage,
-                )
-
-            for number, op in enumerate(operations, start=1):
-                position = f"Operation {number} ({op.action})"
-                content = op.content.strip()
-                old_text = op.old_text.strip()
-                if op.action == "add":
-                    if not content:
-                        raise fail(position, "content is required.", number)
-                    if content not in working:  # a repeated add is idempotent, not a failure
-                        working.append(content)
-                    continue
-                if op.action not in ("replace", "remove"):
-                    raise fail(position, "unknown action. Use add, replace, or remove.", number)
-                if not old_text:
-                    raise fail(position, "old_text is required.", number)
-                if op.action == "replace" and not content:
-                    raise fail(position, "content is required (use action='remove' to delete).", number)
-                matches = self._matches(working, old_text, exact=op.exact)
-                if not matches:
-                    raise fail(position, f"no entry matched '{old_text}'.", number)
-                if len({working[i] for i in matches}) > 1:
-                    reason = f"'{old_text}' matched multiple distinct entries -- be more specific."
-                    raise fail(position, reason, number)
-                if op.action == "replace":
-                    working[matches[0]] = content
-                else:
-                    working.pop(matches[0])
-
+            working = apply_operations(entries, operations, usage)
             new_total = joined_length(working)
             if new_total > limit:
                 raise OverBudgetError(
@@ -516,14 +337,8 @@ class MemoryStore:
         except OSError as exc:
             raise StoreWriteError(f"Failed to write memory file {path}: {exc}") from exc
 
-    @staticmethod
-    def _matches(entries: Sequence[str], old_text: str, *, exact: bool) -> builtins.list[int]:
-        if exact:
-            return [i for i, entry in enumerate(entries) if entry == old_text]
-        return [i for i, entry in enumerate(entries) if old_text in entry]
-
     def _unique_match(self, entries: Sequence[str], old_text: str, *, exact: bool) -> int:
-        matches = self._matches(entries, old_text, exact=exact)
+        matches = matching(entries, old_text, exact=exact)
         if not matches:
             raise NoMatchError(
                 f"No entry matched '{old_text}'. Check current_entries and retry with the exact text of "
