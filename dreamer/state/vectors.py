@@ -1,0 +1,86 @@
+"""The vector part of :class:`~dreamer.state.StateStore`: each ledger card's embedding, by model and
+length, for the semantic dedup (docs/design/dedup.md).
+
+Every written vector gets a new ``seq``, so a reader that keeps the last ``seq`` it saw reads only
+what changed since (:meth:`Vectors.vectors_since`). A vector is written with its card in the
+commit's transaction (:meth:`Vectors._put_vector`) or later, when the card is embedded afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dreamer.state.base import StoreBase
+from dreamer.state.records import CandidateCard, StoredVector, VectorRow
+from dreamer.state.schema import state_errors
+
+__all__ = ["Vectors"]
+
+
+class Vectors(StoreBase):
+    """The stored vectors' reads (new since, missing, by model) and writes."""
+
+    @state_errors
+    def vectors_since(
+        self, upstream_bank: str, model_id: str, dimension: int, after_seq: int
+    ) -> list[VectorRow]:
+        """The vectors of ``upstream_bank``'s cards made by this model and length, written after
+        ``after_seq``, in ``seq`` order (a reader keeps the last ``seq`` it saw)."""
+        rows = self._conn.execute(
+            "SELECT v.seq, v.document_id, l.text, v.vector FROM ledger_vectors v "
+            "JOIN ledger l ON l.document_id = v.document_id "
+            "WHERE v.model_id = ? AND v.dimension = ? AND v.seq > ? AND l.upstream_bank = ? "
+            "ORDER BY v.seq",
+            (model_id, dimension, after_seq, upstream_bank),
+        )
+        return [VectorRow(r[0], r[1], r[2], r[3]) for r in rows]
+
+    @state_errors
+    def last_vector_seq(self) -> int:
+        """The highest ``seq`` ever given to a vector (0 when none was)."""
+        row = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'ledger_vectors'").fetchone()
+        return 0 if row is None else int(row[0])
+
+    @state_errors
+    def stale_vectors(
+        self, upstream_bank: str, model_id: str, dimension: int | None, limit: int
+    ) -> list[CandidateCard]:
+        """Up to ``limit`` cards of ``upstream_bank`` with no vector of this model (and length,
+        when known), oldest first: the next ones to embed."""
+        rows = self._conn.execute(
+            "SELECT l.document_id, l.text, l.sketch FROM ledger l "
+            "LEFT JOIN ledger_vectors v ON v.document_id = l.document_id "
+            "WHERE l.upstream_bank = ? AND (v.document_id IS NULL OR v.model_id != ? "
+            "OR (? IS NOT NULL AND v.dimension != ?)) "
+            "ORDER BY l.promoted_at, l.document_id LIMIT ?",
+            (upstream_bank, model_id, dimension, dimension, limit),
+        )
+        return [CandidateCard(r[0], r[1], r[2]) for r in rows]
+
+    @state_errors
+    def store_vectors(self, vectors: Mapping[str, StoredVector]) -> None:
+        """Replace the vectors of these ledger cards (document id -> vector), in one transaction.
+        A card the ledger does not hold is skipped; a replaced vector gets a new ``seq``."""
+        if not vectors:
+            return
+        with self._write():
+            for document_id, vector in vectors.items():
+                self._put_vector(document_id, vector)
+
+    @state_errors
+    def vector_models(self) -> list[tuple[str, int, int]]:
+        """Which models made the stored vectors: (model id, dimension, cards), most cards first."""
+        rows = self._conn.execute(
+            "SELECT model_id, dimension, COUNT(*) FROM ledger_vectors GROUP BY model_id, dimension "
+            "ORDER BY COUNT(*) DESC, model_id"
+        )
+        return [(r[0], int(r[1]), int(r[2])) for r in rows]
+
+    def _put_vector(self, document_id: str, vector: StoredVector) -> None:
+        """Write (or replace) a card's vector, only when the ledger holds the card: a vector
+        embedded for a card that is gone must not leave a row no card owns."""
+        self._conn.execute(
+            "INSERT OR REPLACE INTO ledger_vectors (document_id, model_id, dimension, vector) "
+            "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM ledger WHERE document_id = ?)",
+            (document_id, vector.model_id, vector.dimension, vector.blob, document_id),
+        )

@@ -1,0 +1,143 @@
+"""The word-index part of :class:`~dreamer.state.StateStore`: each ledger card's words, so the dedup
+probes the cards sharing words with a new one instead of reading every card of the bank.
+
+A card's words are written in the transaction of its row (:meth:`WordIndex._index_card`, a step of
+the commit) or later for cards written before the index existed (:meth:`WordIndex.store_index`).
+The index records the version of the analysis that made its words; a new version empties it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+
+from dreamer.state.base import StoreBase
+from dreamer.state.records import CandidateCard, LedgerCard, WordScan
+from dreamer.state.rows import CARD_COLUMNS, card_from_row
+from dreamer.state.schema import state_errors
+
+__all__ = ["WordIndex"]
+
+# One range of the word index, read through the index on (word, set size) of its side.
+_SCANS = {
+    "content": "SELECT document_id FROM ledger_words INDEXED BY ledger_words_by_content "
+    "WHERE word = ? AND content_n BETWEEN ? AND ?",
+    "residual": "SELECT document_id FROM ledger_words INDEXED BY ledger_words_by_residual "
+    "WHERE word = ? AND residual_n BETWEEN ? AND ?",
+}
+# A probe's cards, each read through its own key: three queries, as SQLite reads the whole bank for
+# an OR of them, and (the unary +) for the ids unless told not to use the bank's index.
+_CANDIDATE = "SELECT document_id, promoted_at, text, sketch FROM ledger WHERE "
+_BY_ID = _CANDIDATE + "+upstream_bank = ? AND document_id IN (SELECT value FROM json_each(?))"
+_BY_TEXT = _CANDIDATE + "upstream_bank = ? AND normalized IN (SELECT value FROM json_each(?))"
+_UNINDEXED = _CANDIDATE + "upstream_bank = ? AND indexed = 0"
+
+
+class WordIndex(StoreBase):
+    """The word index's reads (counts, ranges, a probe's candidates) and writes."""
+
+    @state_errors
+    def word_counts(self, words: Iterable[str]) -> dict[str, int]:
+        """How many indexed cards hold each of ``words`` (a word no card holds is left out)."""
+        rows = self._conn.execute(
+            "SELECT word, cards FROM ledger_word_counts WHERE word IN (SELECT value FROM json_each(?))",
+            (json.dumps(sorted(set(words))),),
+        )
+        return {r[0]: int(r[1]) for r in rows}
+
+    @state_errors
+    def scan_index(self, scans: Iterable[WordScan]) -> set[str]:
+        """The document ids in the word index's ranges ``scans`` (of every bank). Each range is
+        read through the index on (word, set size) of its side, so a common word costs only its
+        cards of the sizes asked for."""
+        ids: set[str] = set()
+        for scan in scans:
+            rows = self._conn.execute(_SCANS[scan.side], (scan.word, scan.shortest, scan.longest))
+            ids.update(r[0] for r in rows)
+        return ids
+
+    @state_errors
+    def ledger_candidates(
+        self, upstream_bank: str, *, ids: Iterable[str] | None, normalized: Iterable[str]
+    ) -> list[CandidateCard]:
+        """The cards of ``upstream_bank`` among ``ids`` (None: every card), or whose normalised
+        text is one of ``normalized``, plus every card not indexed yet; in promotion order."""
+        if ids is None:
+            rows = self._conn.execute(
+                "SELECT document_id, text, sketch FROM ledger WHERE upstream_bank = ? "
+                "ORDER BY promoted_at, document_id",
+                (upstream_bank,),
+            )
+            return [CandidateCard(r[0], r[1], r[2]) for r in rows]
+        found: dict[str, tuple[str, str, str, str | None]] = {}
+        for sql, arg in (
+            (_BY_ID, json.dumps(sorted(set(ids)))),
+            (_BY_TEXT, json.dumps(sorted(set(normalized)))),
+            (_UNINDEXED, None),
+        ):
+            for r in self._conn.execute(sql, (upstream_bank,) if arg is None else (upstream_bank, arg)):
+                found[r[0]] = r
+        ordered = sorted(found.values(), key=lambda r: (r[1], r[0]))
+        return [CandidateCard(r[0], r[2], r[3]) for r in ordered]
+
+    @state_errors
+    def unindexed(self, upstream_bank: str) -> list[LedgerCard]:
+        """Cards whose words are not in the index yet (written before it existed)."""
+        sql = (
+            # Told which index to use: for the ORDER BY, SQLite would walk the bank's every card.
+            f"SELECT {CARD_COLUMNS} FROM ledger INDEXED BY ledger_unindexed "
+            "WHERE upstream_bank = ? AND indexed = 0 ORDER BY promoted_at, document_id"
+        )
+        return [card_from_row(r) for r in self._conn.execute(sql, (upstream_bank,))]
+
+    @state_errors
+    def index_version(self) -> str | None:
+        """The version the word index was built with (None: not named yet)."""
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'index_version'").fetchone()
+        return None if row is None else str(row[0])
+
+    @state_errors
+    def use_index_version(self, version: str) -> None:
+        """Declare how the index's words are made (the dedup sketch's version). When it differs
+        from the one the index was built with, the index is emptied and every card marked for
+        indexing again: words made by an older analysis would find the wrong cards. A file that
+        names no version yet (new, or upgraded from before the index) takes this one as it is."""
+        stored = self.index_version()
+        if stored == version:
+            return
+        with self._write() as conn:
+            if stored is not None:
+                conn.execute("DELETE FROM ledger_words")
+                conn.execute("DELETE FROM ledger_word_counts")
+                conn.execute("UPDATE ledger SET indexed = 0 WHERE indexed = 1")
+            conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('index_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (version,),
+            )
+
+    @state_errors
+    def store_index(self, entries: Mapping[str, tuple[str, Iterable[str], tuple[int, int]]]) -> None:
+        """Index ledger cards: document id -> (its dedup sketch, its words, its content and residual
+        word counts), in one transaction.
+
+        Only the derived columns and the word index change; a card's text and provenance are never
+        rewritten.
+        """
+        if not entries:
+            return
+        with self._write() as conn:
+            for document_id, (sketch, words, sizes) in entries.items():
+                conn.execute("UPDATE ledger SET sketch = ? WHERE document_id = ?", (sketch, document_id))
+                self._index_card(document_id, words, sizes)
+
+    def _index_card(self, document_id: str, words: Iterable[str], sizes: tuple[int, int]) -> None:
+        """Put a card's words in the index (with its word-set sizes) and mark the card indexed. A
+        card's words never change (its text does not), so words already there are left as they are;
+        a new index version empties the whole index first (:meth:`use_index_version`)."""
+        self._conn.executemany(
+            "INSERT OR IGNORE INTO ledger_words (word, document_id, content_n, residual_n) "
+            "VALUES (?, ?, ?, ?)",
+            [(word, document_id, sizes[0], sizes[1]) for word in sorted(set(words))],
+        )
+        self._conn.execute("UPDATE ledger SET indexed = 1 WHERE document_id = ?", (document_id,))
