@@ -8,17 +8,20 @@ same statement about the same subject, the new card is a `conflict` and supersed
 Ledger cards are met by their stored `Sketch` (`dreamer.rollup.similarity`) first and analysed in
 full only when it passes a Jaccard gate. Every verdict carries a reason fit for a log line.
 
-Why the rules and thresholds are what they are: docs/design/dedup.md.
+The thresholds and the lexical and conflict rules are in `dreamer.rollup.dedup_rules`, the values
+in and out in `dreamer.rollup.dedup_values`, the wording of each verdict in
+`dreamer.rollup.verdicts`; they are re-exported here. Why the rules and thresholds are what
+they are: docs/design/dedup.md.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
-from dreamer.details import VALUE_DETAILS, Detail
+from dreamer.rollup.dedup_rules import DedupThresholds, InvalidThresholdsError, is_conflict, lexical_duplicate
+from dreamer.rollup.dedup_values import CardText, SemanticSimilarity, UpstreamCandidate, Verdict, VerdictKind
 from dreamer.rollup.similarity import (
     Comparison,
     Sketch,
@@ -30,6 +33,7 @@ from dreamer.rollup.similarity import (
     profile_text,
     sketch_of,
 )
+from dreamer.rollup.verdicts import Outcomes, duplicate_verdict
 
 __all__ = [
     "BatchJudge",
@@ -44,163 +48,6 @@ __all__ = [
     "judge_batch",
     "lexical_duplicate",
 ]
-
-
-# --- values in and out ----------------------------------------------------------------------------
-
-
-class InvalidThresholdsError(ValueError):
-    """A dedup threshold is outside its range; the message names the field and the allowed range."""
-
-
-@dataclass(frozen=True, slots=True)
-class DedupThresholds:
-    """When two texts count as the same card; the defaults are measured (docs/design/dedup.md).
-
-    >>> DedupThresholds(semantic=0.92).semantic
-    0.92
-    """
-
-    #: Content-word Jaccard at or above which two texts are lexical duplicates.
-    lexical_jaccard: float = 0.65
-    #: Fraction of the new card's content words found in the existing card, for the subset rule ...
-    containment: float = 1.0
-    #: ... which also needs this much Jaccard, so a short card is not swallowed by any long one.
-    containment_jaccard: float = 0.5
-    #: Character 3-gram Jaccard of the content words for the typo rule ("musuem") ...
-    shingle: float = 0.7
-    #: ... which also needs this much content-word Jaccard.
-    shingle_jaccard: float = 0.5
-    #: Backend semantic score at or above which an upstream candidate may be a duplicate ...
-    semantic: float = 0.90
-    #: ... when the texts also share at least this content-word Jaccard (the lexical evidence).
-    semantic_lexical_floor: float = 0.3
-    #: Cosine of Dreamer's own embedder (`SemanticSimilarity`) at or above which two texts may be
-    #: duplicates; it replaces the backend's score when the caller supplies one ...
-    embedding: float = 0.90
-    #: ... when the texts also share at least this content-word Jaccard (the lexical evidence).
-    embedding_lexical_floor: float = 0.2
-    #: Jaccard of the words outside protected details above which a changed detail is a conflict ...
-    conflict: float = 0.75
-    #: ... or above which it is one when the embedder's cosine reaches `embedding` (a reworded restatement).
-    conflict_near: float = 0.5
-    #: How many upstream candidates the caller should recall per card (the top k, never just one).
-    upstream_top_k: int = 8
-    #: Share of the new card's content words the existing card must say for the new card to
-    #: reinforce it: a reinforcement keeps the old text, so the old text must hold the new fact
-    #: (the share grounding asks of a card for each unit, `grounding.HOLD_SHARE`).
-    reinforce_containment: float = 0.6
-
-    def __post_init__(self) -> None:
-        for name in (
-            "lexical_jaccard",
-            "containment",
-            "containment_jaccard",
-            "shingle",
-            "shingle_jaccard",
-            "semantic",
-            "semantic_lexical_floor",
-            "embedding",
-            "embedding_lexical_floor",
-            "conflict",
-            "conflict_near",
-            "reinforce_containment",
-        ):
-            value = getattr(self, name)
-            if not 0.0 <= value <= 1.0:
-                raise InvalidThresholdsError(
-                    f"dedup threshold {name}={value} is outside 0..1: use a fraction"
-                )
-        if self.upstream_top_k < 5:
-            raise InvalidThresholdsError(
-                f"upstream_top_k={self.upstream_top_k} is too small: recall at least 5 candidates, "
-                "the nearest one is often a changed-detail variant rather than the duplicate"
-            )
-
-
-#: The cosine similarity of two texts by the embedder Dreamer decides with: `(new card's text,
-#: existing card's text) -> cosine`, or None when one of the texts has no vector (that pair is
-#: then judged as without an embedder). Called for each card and each card it is compared with, so
-#: a caller that embeds keeps the vectors (one per text) rather than embedding in the call.
-SemanticSimilarity = Callable[[str, str], float | None]
-
-
-@dataclass(frozen=True, slots=True)
-class CardText:
-    """A card by id and text: one of the batch being judged, or one already promoted (the ledger)."""
-
-    card_id: str
-    text: str
-    #: The card's stored sketch, if the caller has one (ledger cards); computed from `text` if None.
-    sketch: Sketch | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamCandidate:
-    """One result of a recall on the upstream bank for a card, with the backend's semantic score if any."""
-
-    card_id: str
-    text: str
-    semantic_score: float | None = None
-
-
-class VerdictKind(StrEnum):
-    """What to do with a card: promote it (`new`, `conflict`) or skip it (`duplicate`)."""
-
-    NEW = "new"
-    DUPLICATE = "duplicate"
-    CONFLICT = "conflict"
-
-
-@dataclass(frozen=True, slots=True)
-class Verdict:
-    """The decision on one card, with a reason fit for a log line.
-
-    `matched_id` is the existing card a duplicate repeats or a conflict supersedes; `changed` lists
-    the protected details that differ from it.
-    """
-
-    kind: VerdictKind
-    reason: str
-    matched_id: str | None = None
-    scores: dict[str, float] = field(default_factory=dict, hash=False)
-    changed: tuple[str, ...] = ()
-
-
-# --- the rules ------------------------------------------------------------------------------------
-
-
-def lexical_duplicate(comparison: Comparison, thresholds: DedupThresholds) -> bool:
-    """The lexical rule alone, protected details aside: enough word overlap to be the same statement."""
-    if comparison.jaccard >= thresholds.lexical_jaccard:
-        return True
-    if (
-        comparison.containment >= thresholds.containment
-        and comparison.jaccard >= thresholds.containment_jaccard
-    ):
-        return True
-    return comparison.shingle >= thresholds.shingle and comparison.jaccard >= thresholds.shingle_jaccard
-
-
-def is_conflict(comparison: Comparison, thresholds: DedupThresholds, *, near: bool = False) -> bool:
-    """A changed value (not an added or dropped one) in the same statement about the same subject.
-
-    The same statement: the words outside protected details overlap by `conflict`, or by
-    `conflict_near` when the embedder finds the texts near (`near`: a reworded restatement) and
-    the change is a value, not a negation.
-    """
-    changed = set(comparison.changed)
-    # A reworded text may add a "not" of its own ("... and not give up"): near, only values count.
-    same_statement = comparison.residual_jaccard >= thresholds.conflict or (
-        near and Detail.NEGATION not in changed and comparison.residual_jaccard >= thresholds.conflict_near
-    )
-    return (
-        bool(changed)
-        and changed <= VALUE_DETAILS
-        and not changed & set(comparison.added)
-        and comparison.same_subject
-        and same_statement
-    )
 
 
 # --- judging a batch ------------------------------------------------------------------------------
@@ -280,55 +127,6 @@ class _Existing:
         return self._shingles
 
 
-def _describe(existing: _Existing) -> str:
-    return f"{existing.origin} card {existing.card_id!r}"
-
-
-def _duplicate(existing: _Existing, verb: str, scores: dict[str, float], how: str = "") -> Verdict:
-    reason = f"{verb} {_describe(existing)}"
-    matched_id = existing.card_id
-    if existing.repeats is not None:
-        reason += f", which itself repeats {existing.repeats!r}"
-        matched_id = existing.repeats
-    if how:
-        reason += f" ({how})"
-    return Verdict(kind=VerdictKind.DUPLICATE, reason=reason, matched_id=matched_id, scores=scores)
-
-
-def _format_scores(scores: Mapping[str, float]) -> str:
-    return ", ".join(f"{name} {value:.2f}" for name, value in scores.items())
-
-
-def _scores(comparison: Comparison, semantic: float | None, name: str) -> dict[str, float]:
-    scores = comparison.scores()
-    if semantic is not None:
-        scores[name] = round(semantic, 3)
-    return scores
-
-
-@dataclass(slots=True)
-class _Best:
-    """The most similar existing card seen so far for one outcome."""
-
-    similarity: float = -1.0
-    existing: _Existing | None = None
-    comparison: Comparison | None = None
-    how: str = ""
-    semantic: float | None = None
-
-    def offer(
-        self,
-        similarity: float,
-        existing: _Existing,
-        comparison: Comparison,
-        how: str = "",
-        semantic: float | None = None,
-    ) -> None:
-        if similarity > self.similarity:
-            self.similarity, self.existing, self.comparison = similarity, existing, comparison
-            self.how, self.semantic = how, semantic
-
-
 @dataclass(frozen=True, slots=True)
 class _SemanticRule:
     """Where the semantic signal comes from for one batch, and the thresholds that apply to it."""
@@ -361,61 +159,106 @@ def _judge_one(
     thresholds: DedupThresholds,
     rule: _SemanticRule,
 ) -> Verdict:
+    """The verdict of one card: an exact repeat at once, else the pool weighed card by card."""
     exact = exact_index.get(card.normalized)
     if exact is not None and not compare(card, exact.profile).changed:
-        return _duplicate(exact, "same text, once normalised, as", {"exact": 1.0})
-
-    duplicate, conflict, blocked, nearest, unheld = _Best(), _Best(), _Best(), _Best(), _Best()
-    # Below every Jaccard gate a text can be neither duplicate nor conflict: skip the full comparison.
-    lexical_gate = min(thresholds.lexical_jaccard, thresholds.containment_jaccard, thresholds.shingle_jaccard)
-    residual = frozenset(card.details.residual_tokens)
-    nearest_unscored: tuple[float, _Existing] | None = None
+        return duplicate_verdict(exact, "same text, once normalised, as", {"exact": 1.0})
+    judgement = _Judgement(card, thresholds, rule)
     for existing in pool:
-        semantic = rule.score(card, existing)
-        near = semantic is not None and semantic >= rule.threshold
+        judgement.weigh(existing)
+    return judgement.verdict()
+
+
+class _Judgement:
+    """One card weighed against existing cards, cheapest check first, keeping the best of each outcome.
+
+    Most pairs are turned away by the lexical gate or judged on their figures (`compare_figures`):
+    only a pair that could be a duplicate, a conflict or a detail-blocked repeat is compared in full.
+    """
+
+    __slots__ = ("card", "lexical_gate", "limits", "nearest_unscored", "outcomes", "residual", "rule")
+
+    def __init__(self, card: TextProfile, thresholds: DedupThresholds, rule: _SemanticRule) -> None:
+        self.card = card
+        self.limits = thresholds
+        self.rule = rule
+        self.outcomes = Outcomes()
+        # Below every Jaccard gate a text can be neither duplicate nor conflict: skip the full comparison.
+        self.lexical_gate = min(
+            thresholds.lexical_jaccard, thresholds.containment_jaccard, thresholds.shingle_jaccard
+        )
+        self.residual = frozenset(card.details.residual_tokens)
+        #: The card sharing most content words among those the gate turned away (nearest, unscored).
+        self.nearest_unscored: tuple[float, _Existing] | None = None
+
+    def weigh(self, existing: _Existing) -> None:
+        """Offer ``existing`` to the outcome it may be, after the cheapest check that settles it."""
+        semantic = self.rule.score(self.card, existing)
+        near = semantic is not None and semantic >= self.rule.threshold
         # A backend score is only given to the few upstream candidates: they are always compared.
         # An embedder scores every card, so a pair far apart in meaning faces the lexical gate.
-        if semantic is None or (rule.similarity is not None and not near):
-            jaccard = jaccard_index(card.content_set, existing.sketch.content)
-            if (
-                jaccard < lexical_gate
-                and jaccard_index(residual, existing.sketch.residual) < thresholds.conflict
-            ):
-                if jaccard > 0 and (nearest_unscored is None or jaccard > nearest_unscored[0]):
-                    nearest_unscored = (jaccard, existing)
-                continue
-        if not near:
-            # Without the semantic route a pair is a duplicate, a conflict or a detail-blocked
-            # repeat only when its figures pass a lexical rule or the conflict's residual Jaccard;
-            # else it can only be the nearest card, whose figures need no analysis of its details.
-            figures = compare_figures(card, existing.sketch, existing.shingles)
-            if not lexical_duplicate(figures, thresholds) and figures.residual_jaccard < thresholds.conflict:
-                nearest.offer(max(figures.jaccard, semantic or 0.0), existing, figures, semantic=semantic)
-                continue
-        comparison = compare(card, existing.profile)
+        if (semantic is None or (self.rule.similarity is not None and not near)) and self._turned_away(
+            existing
+        ):
+            return
+        if not near and self._only_nearest(existing, semantic):
+            return
+        self._classify(existing, compare(self.card, existing.profile), semantic, near)
+
+    def _turned_away(self, existing: _Existing) -> bool:
+        """True when the pair is below every lexical gate and the conflict's residual one, judged by
+        the stored sketch alone; the most word-sharing such card is kept for the nearest verdict."""
+        jaccard = jaccard_index(self.card.content_set, existing.sketch.content)
+        if (
+            jaccard < self.lexical_gate
+            and jaccard_index(self.residual, existing.sketch.residual) < self.limits.conflict
+        ):
+            if jaccard > 0 and (self.nearest_unscored is None or jaccard > self.nearest_unscored[0]):
+                self.nearest_unscored = (jaccard, existing)
+            return True
+        return False
+
+    def _only_nearest(self, existing: _Existing, semantic: float | None) -> bool:
+        """True when, without the semantic route, the pair's figures pass no lexical rule nor the
+        conflict's residual Jaccard: then it can only be the nearest card, offered as such without
+        an analysis of its details."""
+        figures = compare_figures(self.card, existing.sketch, existing.shingles)
+        if not lexical_duplicate(figures, self.limits) and figures.residual_jaccard < self.limits.conflict:
+            self.outcomes.nearest.offer(
+                max(figures.jaccard, semantic or 0.0), existing, figures, semantic=semantic
+            )
+            return True
+        return False
+
+    def _classify(
+        self, existing: _Existing, comparison: Comparison, semantic: float | None, near: bool
+    ) -> None:
+        """Offer a fully compared pair to the nearest card and to the one outcome its scores and
+        protected details make it."""
+        thresholds, rule, found = self.limits, self.rule, self.outcomes
         similarity = max(comparison.jaccard, semantic or 0.0)
-        nearest.offer(similarity, existing, comparison, semantic=semantic)
+        found.nearest.offer(similarity, existing, comparison, semantic=semantic)
         lexical = lexical_duplicate(comparison, thresholds)
         # A new card holding every word of the existing one and more says more: it is new.
-        says_more = existing.sketch.content < card.content_set
+        says_more = existing.sketch.content < self.card.content_set
         semantic_match = near and comparison.jaccard >= rule.lexical_floor and not says_more
         if comparison.changed:
             # A protected detail differs: never a duplicate, whatever the scores say.
             if is_conflict(comparison, thresholds, near=near and rule.similarity is not None):
-                conflict.offer(similarity, existing, comparison, semantic=semantic)
+                found.conflict.offer(similarity, existing, comparison, semantic=semantic)
             if lexical or semantic_match:
-                blocked.offer(similarity, existing, comparison, semantic=semantic)
+                found.blocked.offer(similarity, existing, comparison, semantic=semantic)
         elif (lexical or semantic_match) and comparison.containment < thresholds.reinforce_containment:
             # Near enough to be a duplicate, but the existing text would drop the new card's words.
-            unheld.offer(similarity, existing, comparison, semantic=semantic)
+            found.unheld.offer(similarity, existing, comparison, semantic=semantic)
         elif lexical and semantic_match:
-            duplicate.offer(
+            found.duplicate.offer(
                 similarity, existing, comparison, f"rewords|the {rule.name} agrees", semantic=semantic
             )
         elif lexical:
-            duplicate.offer(similarity, existing, comparison, "rewords|", semantic=semantic)
+            found.duplicate.offer(similarity, existing, comparison, "rewords|", semantic=semantic)
         elif semantic_match:
-            duplicate.offer(
+            found.duplicate.offer(
                 similarity,
                 existing,
                 comparison,
@@ -423,64 +266,21 @@ def _judge_one(
                 semantic=semantic,
             )
 
-    if duplicate.existing is not None and duplicate.comparison is not None:
-        scores = _scores(duplicate.comparison, duplicate.semantic, rule.name)
-        verb, _, how = duplicate.how.partition("|")
-        detail = f"{how}: {_format_scores(scores)}" if how else _format_scores(scores)
-        return _duplicate(duplicate.existing, verb, scores, detail)
-    if conflict.existing is not None and conflict.comparison is not None:
-        scores = _scores(conflict.comparison, conflict.semantic, rule.name)
-        changed = tuple(str(kind) for kind in conflict.comparison.changed)
-        return Verdict(
-            kind=VerdictKind.CONFLICT,
-            reason=(
-                f"restates {_describe(conflict.existing)} about the same subject with a changed "
-                f"{', '.join(changed)} ({_format_scores(scores)}): supersedes it"
-            ),
-            matched_id=conflict.existing.repeats or conflict.existing.card_id,
-            scores=scores,
-            changed=changed,
-        )
-    if blocked.existing is not None and blocked.comparison is not None:
-        scores = _scores(blocked.comparison, blocked.semantic, rule.name)
-        changed = tuple(str(kind) for kind in blocked.comparison.changed)
-        return Verdict(
-            kind=VerdictKind.NEW,
-            reason=(
-                f"similar to {_describe(blocked.existing)} ({_format_scores(scores)}) but differs in "
-                f"{', '.join(changed)}, so it is another fact"
-            ),
-            scores=scores,
-            changed=changed,
-        )
-    if unheld.existing is not None and unheld.comparison is not None:
-        scores = _scores(unheld.comparison, unheld.semantic, rule.name)
-        return Verdict(
-            kind=VerdictKind.NEW,
-            reason=(
-                f"near {_describe(unheld.existing)} ({_format_scores(scores)}), which says only "
-                f"{unheld.comparison.containment:.0%} of its content words: promoted beside it, so "
-                "no new fact is dropped"
-            ),
-            matched_id=unheld.existing.repeats or unheld.existing.card_id,
-            scores=scores,
-        )
-    if nearest_unscored is not None and nearest_unscored[0] > nearest.similarity:
-        unscored = nearest_unscored[1]
-        nearest.offer(
-            nearest_unscored[0],
-            unscored,
-            compare(card, unscored.profile),
-            semantic=rule.score(card, unscored),
-        )
-    if nearest.existing is not None and nearest.comparison is not None:
-        scores = _scores(nearest.comparison, nearest.semantic, rule.name)
-        return Verdict(
-            kind=VerdictKind.NEW,
-            reason=f"nearest is {_describe(nearest.existing)} ({_format_scores(scores)}), not a duplicate",
-            scores=scores,
-        )
-    return Verdict(kind=VerdictKind.NEW, reason="no existing card shares a content word with it")
+    def verdict(self) -> Verdict:
+        """The verdict once every existing card is weighed. A card the gate turned away is compared
+        in full only here, and only when it would be the nearest: it explains a new card."""
+        decided = self.outcomes.decided(self.rule.name)
+        if decided is not None:
+            return decided
+        nearest, unscored = self.outcomes.nearest, self.nearest_unscored
+        if unscored is not None and unscored[0] > nearest.similarity:
+            nearest.offer(
+                unscored[0],
+                unscored[1],
+                compare(self.card, unscored[1].profile),
+                semantic=self.rule.score(self.card, unscored[1]),
+            )
+        return self.outcomes.nearest_verdict(self.rule.name)
 
 
 def _upstream(candidate: UpstreamCandidate, same_text: _Existing | None) -> _Existing:
