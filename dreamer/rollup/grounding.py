@@ -27,7 +27,7 @@ from enum import StrEnum
 from dreamer.details import VALUE_DETAILS, Detail, ProtectedDetails, protected_details
 from dreamer.rollup import extractive
 from dreamer.rollup.cards import MAX_CARD_CHARS, CardDraft, SourceUnit, sentences
-from dreamer.rollup.dedup import DedupThresholds, is_conflict
+from dreamer.rollup.dedup_rules import DedupThresholds, is_conflict
 from dreamer.rollup.similarity import TextProfile, compare, profile_text, role_swapped
 
 __all__ = [
@@ -165,7 +165,7 @@ def _invented(card: _Analysed, cited: Sequence[_Analysed]) -> str:
 
 def _fused(held: Sequence[_Analysed]) -> str:
     """Two held units that the dedup would call a conflict (the same statement about the same
-    subject with a changed value: `dedup.is_conflict`), or ""."""
+    subject with a changed value: `dedup_rules.is_conflict`), or ""."""
     for i, a in enumerate(held):
         for b in held[i + 1 :]:
             comparison = compare(a.profile, b.profile)
@@ -189,101 +189,126 @@ def ground_cards(
     longer than ``max_chars`` (None: no cap) are rejected rather than cut. ``check_invented``
     False skips the invention check, for cards made of their units' own sentences (extractive).
     """
-    analysed: dict[str, _Analysed] = {}
+    grounder = _Grounder(units, check_invented=check_invented)
+    for draft in drafts:
+        grounder.check(draft, max_chars)
+    grounder.claim_unheld()
+    return grounder.result()
 
-    def analyse(text: str) -> _Analysed:
-        found = analysed.get(text)
+
+class _Grounder:
+    """One grounding of a batch: its unit pieces by id, each text analysed once, the cards that stand.
+
+    Drafts are checked in order (`check`); the pieces no standing card holds are then offered to
+    the standing cards that did not cite them (`claim_unheld`), before they are left to card again.
+    """
+
+    def __init__(self, units: Sequence[SourceUnit], *, check_invented: bool) -> None:
+        self.check_invented = check_invented
+        self._analysed: dict[str, _Analysed] = {}
+        self.pieces = [(u, self.analyse(u.text)) for u in units if u.text.strip()]
+        self.by_id: dict[str, list[tuple[SourceUnit, _Analysed]]] = {}
+        for unit, a in self.pieces:
+            self.by_id.setdefault(unit.id, []).append((unit, a))
+        self.out = Grounding()
+        #: The pieces (by object id) some standing card holds.
+        self.held_pieces: set[int] = set()
+        #: Each standing draft, its analysis and the ids it keeps (in draft order).
+        self.standing: list[tuple[CardDraft, _Analysed, list[str]]] = []
+
+    def analyse(self, text: str) -> _Analysed:
+        """The analysis of ``text``, made once: a card may repeat a unit's text word for word."""
+        found = self._analysed.get(text)
         if found is None:
-            found = analysed[text] = _Analysed(text)
+            found = self._analysed[text] = _Analysed(text)
         return found
 
-    pieces = [(u, analyse(u.text)) for u in units if u.text.strip()]
-    by_id: dict[str, list[tuple[SourceUnit, _Analysed]]] = {}
-    for unit, a in pieces:
-        by_id.setdefault(unit.id, []).append((unit, a))
-
-    out = Grounding()
-    held_pieces: set[int] = set()
-    standing: list[tuple[CardDraft, _Analysed, list[str]]] = []
-    for draft in drafts:
+    def check(self, draft: CardDraft, max_chars: int | None) -> None:
+        """Keep ``draft`` standing, citing only the units it holds, or record why it is rejected."""
         if not draft.text.strip():
-            continue
-        ids = [i for i in dict.fromkeys(draft.source_ids) if i in by_id]
+            return
+        ids = [i for i in dict.fromkeys(draft.source_ids) if i in self.by_id]
         if max_chars is not None and len(draft.text) > max_chars:
-            out.rejected.append(
-                Rejection(
-                    draft.text, draft.source_ids, RejectReason.TOO_LONG, f"{len(draft.text)} characters"
-                )
-            )
-            continue
-        card = analyse(draft.text)
+            self._reject(draft, RejectReason.TOO_LONG, f"{len(draft.text)} characters")
+            return
+        card = self.analyse(draft.text)
         if not ids:
             # Cited nothing of this batch: it claims what it holds.
-            ids = [
-                i
-                for i, group in by_id.items()
-                if any(
-                    not held_why_not(card.profile, a.profile, sentences_of=card.sentences()) for _, a in group
-                )
-            ]
+            ids = self._claimed(card)
         if not ids:
-            out.rejected.append(
-                Rejection(
-                    draft.text, draft.source_ids, RejectReason.HOLDS_NONE, "it holds no unit of the batch"
-                )
-            )
-            continue
-        cited = [a for i in ids for _, a in by_id[i]]
+            self._reject(draft, RejectReason.HOLDS_NONE, "it holds no unit of the batch")
+            return
+        cited = [a for i in ids for _, a in self.by_id[i]]
+        kept_ids, held, held_here = self._held(card, ids)
+        # What the card states must come from the units it keeps (from those it cites, when it
+        # keeps none: the reason told is then the invention, not the missing facts).
+        invented = _invented(card, held or cited) if self.check_invented else ""
+        if invented:
+            self._reject(draft, RejectReason.INVENTED, f"states {invented}")
+            return
+        if not kept_ids:
+            self._reject(draft, RejectReason.HOLDS_NONE, "it says none of their facts")
+            return
+        fused = _fused(held)
+        if fused:
+            self._reject(draft, RejectReason.FUSED, fused)
+            return
+        self.out.claims_dropped += len(cited) - len(held)
+        self.held_pieces.update(held_here)
+        self.standing.append((draft, card, kept_ids))
+
+    def _reject(self, draft: CardDraft, reason: RejectReason, detail: str) -> None:
+        self.out.rejected.append(Rejection(draft.text, draft.source_ids, reason, detail))
+
+    def _claimed(self, card: _Analysed) -> list[str]:
+        """The ids of the batch's units ``card`` holds a piece of, for a card that cites none."""
+        return [
+            i
+            for i, group in self.by_id.items()
+            if any(not held_why_not(card.profile, a.profile, sentences_of=card.sentences()) for _, a in group)
+        ]
+
+    def _held(self, card: _Analysed, ids: Sequence[str]) -> tuple[list[str], list[_Analysed], list[int]]:
+        """Of the pieces of ``ids``, those ``card`` holds: the ids it keeps (in citation order),
+        the pieces' analyses and the pieces themselves (by object id)."""
         kept_ids: list[str] = []
         held: list[_Analysed] = []
         held_here: list[int] = []
         for i in ids:
-            for unit, a in by_id[i]:
+            for unit, a in self.by_id[i]:
                 if not held_why_not(card.profile, a.profile, sentences_of=card.sentences()):
                     held.append(a)
                     held_here.append(id(unit))
                     if i not in kept_ids:
                         kept_ids.append(i)
-        # What the card states must come from the units it keeps (from those it cites, when it
-        # keeps none: the reason told is then the invention, not the missing facts).
-        invented = _invented(card, held or cited) if check_invented else ""
-        if invented:
-            out.rejected.append(
-                Rejection(draft.text, draft.source_ids, RejectReason.INVENTED, f"states {invented}")
-            )
-            continue
-        if not kept_ids:
-            out.rejected.append(
-                Rejection(
-                    draft.text, draft.source_ids, RejectReason.HOLDS_NONE, "it says none of their facts"
-                )
-            )
-            continue
-        fused = _fused(held)
-        if fused:
-            out.rejected.append(Rejection(draft.text, draft.source_ids, RejectReason.FUSED, fused))
-            continue
-        out.claims_dropped += len(cited) - len(held)
-        held_pieces.update(held_here)
-        standing.append((draft, card, kept_ids))
+        return kept_ids, held, held_here
 
-    # A piece no card held may still be held by a standing card that did not cite it.
-    for unit, a in pieces:
-        if id(unit) in held_pieces:
-            continue
-        for _draft, card, kept_ids in standing:
-            if not held_why_not(card.profile, a.profile, sentences_of=card.sentences()) and not (
-                check_invented and _invented(card, [a, *(b for i in kept_ids for _, b in by_id[i])])
-            ):
-                if unit.id not in kept_ids:
-                    kept_ids.append(unit.id)
-                    out.claims_added += 1
-                held_pieces.add(id(unit))
-                break
-        else:
-            out.unheld.append(unit)
-    out.cards = [CardDraft(d.text, d.kind, tuple(ids)) for d, _, ids in standing]
-    return out
+    def claim_unheld(self) -> None:
+        """A piece no card held may still be held by a standing card that did not cite it: the
+        first such card cites it now; a piece none holds is left to card again."""
+        for unit, a in self.pieces:
+            if id(unit) in self.held_pieces:
+                continue
+            for _draft, card, kept_ids in self.standing:
+                if self._holds_uncited(card, a, kept_ids):
+                    if unit.id not in kept_ids:
+                        kept_ids.append(unit.id)
+                        self.out.claims_added += 1
+                    self.held_pieces.add(id(unit))
+                    break
+            else:
+                self.out.unheld.append(unit)
+
+    def _holds_uncited(self, card: _Analysed, piece: _Analysed, kept_ids: Sequence[str]) -> bool:
+        """Whether a standing card holds ``piece`` and, citing it, would still invent nothing."""
+        return not held_why_not(card.profile, piece.profile, sentences_of=card.sentences()) and not (
+            self.check_invented and _invented(card, [piece, *(b for i in kept_ids for _, b in self.by_id[i])])
+        )
+
+    def result(self) -> Grounding:
+        """The grounding, each standing card citing the units it keeps."""
+        self.out.cards = [CardDraft(d.text, d.kind, tuple(ids)) for d, _, ids in self.standing]
+        return self.out
 
 
 @dataclass(frozen=True, slots=True)
