@@ -1,20 +1,19 @@
 """One audit of one Hermes agent's memory files: its phases in order, touching only that agent's files.
 
 Refuse planted links, read, canary check, skip rule, writer registry, classify, plan, drift alerts,
-then either a dry run or applying the plan (after removing temp files a crashed writer left), the
-post-audit canary check, over-limit warnings, the first-seen state and the ledger block.
+then either a dry run or applying the plan (``changes.py``: after removing temp files a crashed writer
+left), the post-audit canary check, over-limit warnings, the first-seen state and the ledger block.
 The phases and why they are what they are: ``docs/design/hermes-audit.md``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import structlog
 
-from dreamer.hermes.audit.apply import apply_plan
 from dreamer.hermes.audit.canary import (
     CANARY_MARKER,
     canary_breach,
@@ -22,13 +21,13 @@ from dreamer.hermes.audit.canary import (
     canary_lines,
     is_canary_entry,
 )
+from dreamer.hermes.audit.changes import Changes, make_changes
 from dreamer.hermes.audit.classify import Classification, EntryClassifier, RuleBasedClassifier
 from dreamer.hermes.audit.compress import Compressor, RuleCompressor
 from dreamer.hermes.audit.context import load_first_seen, plan_context
 from dreamer.hermes.audit.drift import drift_alerts
 from dreamer.hermes.audit.files import MemoryFiles, read_memory_files, utilisation
 from dreamer.hermes.audit.ledger import LedgerEntry, LedgerReadError, last_audit, read_ledger
-from dreamer.hermes.audit.leftovers import remove_leftover_temp_files
 from dreamer.hermes.audit.planner import (
     UNVERIFIED_MARK,
     ActionKind,
@@ -41,7 +40,6 @@ from dreamer.hermes.audit.planner import (
 from dreamer.hermes.audit.probe import HttpUrlProbe, UrlProbe
 from dreamer.hermes.audit.record import LedgerFacts, append_ledger_block, save_audit_state
 from dreamer.hermes.audit.report import (
-    ActionRecord,
     AuditReport,
     AuditStatus,
     Utilisation,
@@ -60,13 +58,13 @@ from dreamer.hermes.audit.rotation import (
 )
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings, with_hermes_limits
 from dreamer.hermes.audit.soul import SoulMove, plan_soul_moves
-from dreamer.hermes.audit.soul_audit import SoulFindings, apply_soul_moves, inspect_soul, soul_move_record
+from dreamer.hermes.audit.soul_audit import SoulFindings, inspect_soul, soul_move_record
 from dreamer.hermes.audit.state import AuditState, with_entries_seen
 from dreamer.hermes.audit.trigger import require_aware, skip_reason
 from dreamer.hermes.audit.writers import WriterRegistryError, is_registered_writer
 from dreamer.hermes.memory.limits import MemoryLimitsError
 from dreamer.hermes.memory.locking import exclusive_lock, refuse_symlink
-from dreamer.hermes.memory.store import MemoryStore, StoreReadError
+from dreamer.hermes.memory.store import StoreReadError
 
 __all__ = ["audit_agent"]
 
@@ -114,6 +112,18 @@ def audit_agent(
         return AuditReport(agent.name, AuditStatus.ERROR, now, reason=str(exc), counts=llm)
 
 
+@dataclass(frozen=True)
+class _Findings:
+    """What an audit found before it changes anything: the plan and what it was made from."""
+
+    plan: Plan
+    entries: Sequence[Entry]
+    state: AuditState
+    before: Utilisation
+    canaries: Mapping[str, bool]
+    alerts: tuple[str, ...]
+
+
 class _AuditRun:
     """One audit of one agent; `execute` runs the phases in order."""
 
@@ -138,6 +148,7 @@ class _AuditRun:
         self.soul_moves: list[SoulMove] = []
 
     def execute(self) -> AuditReport:
+        """The phases in order; a missing or changed canary, or the skip rule, ends the audit early."""
         agent, settings, now = self.agent, self.settings, self.now
         for path in agent.written_paths():
             # Before anything changes: a planted link would carry a later write outside the folder.
@@ -168,31 +179,37 @@ class _AuditRun:
         registered, registry_reason = is_registered_writer(agent.writers_path, settings.writer_name)
         state = load_first_seen(agent, self.notes)
         entries = collect_entries(files.memory_entries, files.user_entries)
-        classifications: dict[int, Classification] = {
-            entry.id: self.classifier.classify(entry.text)
-            for entry in entries
-            if not is_canary_entry(entry.text)
-        }
-        context = plan_context(agent, settings, now, entries, classifications, state, self.probe, self.notes)
-        self.soul = inspect_soul(agent, settings, self.classifier, self.notes)
-        context = replace(
-            context, compressions=self._compressions(entries), soul_unavailable=self.soul.unavailable
-        )
-        plan = plan_audit(entries, classifications, context)
-        plan = self._plan_soul(plan)
+        plan = self._plan(entries, state)
         alerts = drift_alerts(
             previous,
             now=now,
             deletions=plan.count(ActionKind.DELETE),
             unverified_total=plan.unverified_total,
         )
-
+        found = _Findings(plan, entries, state, before, canaries, alerts)
         if settings.dry_run or not registered:
             reason = "dry run requested; nothing was changed" if settings.dry_run else registry_reason
-            return self._dry_run(plan, entries, state, before, canaries, alerts, registered, reason)
-        return self._apply(plan, entries, state, before, files, canaries, alerts)
+            return self._dry_run(found, registered, reason)
+        return self._apply(found, files)
 
     # --- phases -------------------------------------------------------------------------------
+
+    def _plan(self, entries: Sequence[Entry], state: AuditState) -> Plan:
+        """Classify the entries (canaries never), gather what the planner is told besides them
+        (ages, URL answers, the model, compressions, SOUL.md), and plan."""
+        classifications: dict[int, Classification] = {
+            entry.id: self.classifier.classify(entry.text)
+            for entry in entries
+            if not is_canary_entry(entry.text)
+        }
+        context = plan_context(
+            self.agent, self.settings, self.now, entries, classifications, state, self.probe, self.notes
+        )
+        self.soul = inspect_soul(self.agent, self.settings, self.classifier, self.notes)
+        context = replace(
+            context, compressions=self._compressions(entries), soul_unavailable=self.soul.unavailable
+        )
+        return self._plan_soul(plan_audit(entries, classifications, context))
 
     def _plan_soul(self, plan: Plan) -> Plan:
         """Plan the moves out of SOUL.md after the memory files' plan (MEMORY.md's room is known then)."""
@@ -232,6 +249,7 @@ class _AuditRun:
         return rotation
 
     def _critical(self, canaries: Mapping[str, bool], before: Utilisation, breach: str = "") -> AuditReport:
+        """The CRITICAL report of a missing canary line or one that disagrees with the ledger."""
         missing = [name for name, present in canaries.items() if not present]
         reason = (
             f"CANARY BREACH — memory integrity compromised: {breach}"
@@ -256,17 +274,12 @@ class _AuditRun:
             canary_intact=False,
         )
 
-    def _dry_run(
-        self,
-        plan: Plan,
-        entries: Sequence[Entry],
-        state: AuditState,
-        before: Utilisation,
-        canaries: Mapping[str, bool],
-        alerts: tuple[str, ...],
-        registered: bool,
-        reason: str,
-    ) -> AuditReport:
+    # --- a dry run ----------------------------------------------------------------------------
+
+    def _dry_run(self, found: _Findings, registered: bool, reason: str) -> AuditReport:
+        """The plan reported, nothing changed. Not a registered writer (no dry run requested): the
+        findings are recorded too, so the interval advances and the operator sees why."""
+        plan = found.plan
         counts = count_actions(plan.actions)
         counts["moves"] += len(self.soul_moves)
         counts.update(self.compressor.llm_counts())
@@ -278,35 +291,25 @@ class _AuditRun:
         warnings = (*over_limit_warnings(after, planned=True), *self.soul.warnings())
         ledger_updated = False
         if not self.settings.dry_run:
-            # Not a registered writer: memory stays untouched, but the findings are recorded so the
-            # interval advances and the operator sees why nothing was applied.
-            save_audit_state(
-                self.agent, with_entries_seen(state, [e.text for e in entries], self.now), self.notes
+            facts = LedgerFacts(
+                status=AuditStatus.DRY_RUN,
+                mode="dry-run",
+                before=found.before,
+                after=found.before,
+                counts=counts,
+                unverified_total=sum(UNVERIFIED_MARK in entry.text for entry in found.entries),
+                unresolved=len(plan.unresolved),
+                alerts=found.alerts,
+                canary_intact=True,
+                writer_registered=registered,
+                note=reason,
+                records=records,
+                warnings=warnings,
+                canary_memory=self.fingerprints[0],
+                canary_user=self.fingerprints[1],
+                soul=self.soul.state,
             )
-            unverified_now = sum(UNVERIFIED_MARK in entry.text for entry in entries)
-            ledger_updated = append_ledger_block(
-                self.agent,
-                self.now,
-                LedgerFacts(
-                    status=AuditStatus.DRY_RUN,
-                    mode="dry-run",
-                    before=before,
-                    after=before,
-                    counts=counts,
-                    unverified_total=unverified_now,
-                    unresolved=len(plan.unresolved),
-                    alerts=alerts,
-                    canary_intact=True,
-                    writer_registered=registered,
-                    note=reason,
-                    records=records,
-                    warnings=warnings,
-                    canary_memory=self.fingerprints[0],
-                    canary_user=self.fingerprints[1],
-                    soul=self.soul.state,
-                ),
-                self.notes,
-            )
+            ledger_updated = self._record(found.state, [e.text for e in found.entries], facts)
         return AuditReport(
             self.agent.name,
             AuditStatus.DRY_RUN,
@@ -314,142 +317,119 @@ class _AuditRun:
             reason=reason,
             dry_run=True,
             writer_registered=registered,
-            utilisation_before=before,
+            utilisation_before=found.before,
             utilisation_after=after,
             counts=counts,
             actions=records,
             unresolved=plan.unresolved,
-            drift_alerts=alerts,
+            drift_alerts=found.alerts,
             notes=tuple(self.notes),
-            canaries=dict(canaries),
+            canaries=dict(found.canaries),
             canary_intact=True,
             ledger_updated=ledger_updated,
-            summary=summary_line(counts, len(plan.unresolved), alerts, planned=True),
+            summary=summary_line(counts, len(plan.unresolved), found.alerts, planned=True),
             warnings=warnings,
             soul=self.soul.to_dict(),
         )
 
-    def _apply(
-        self,
-        plan: Plan,
-        entries: Sequence[Entry],
-        state: AuditState,
-        before: Utilisation,
-        files: MemoryFiles,
-        canaries: Mapping[str, bool],
-        alerts: tuple[str, ...],
-    ) -> AuditReport:
-        settings = self.settings
-        store = MemoryStore(
-            self.agent.memories_dir,
-            memory_char_limit=settings.max_memory_chars,
-            user_char_limit=settings.max_user_chars,
-        )
-        temp_files_removed = remove_leftover_temp_files(self.agent, self.notes)
-        outcomes = apply_plan(plan, entries, store, self.agent.rules_skill_path, self.agent.soul_path)
-        soul_records: tuple[ActionRecord, ...] = ()
-        if self.soul_moves and self.agent.soul_path is not None:
-            soul_records = apply_soul_moves(self.soul_moves, store, self.agent.soul_path)
+    def _record(self, state: AuditState, seen: Sequence[str], facts: LedgerFacts) -> bool:
+        """Save the first-seen state with the entries `seen` now, then append the ledger block of
+        `facts`; whether the block was written (a failure of either is a note, never the audit's)."""
+        save_audit_state(self.agent, with_entries_seen(state, seen, self.now), self.notes)
+        return append_ledger_block(self.agent, self.now, facts, self.notes)
 
-        after_files = read_memory_files(self.agent)
-        after = utilisation(after_files.memory_entries, after_files.user_entries, settings)
-        canary_intact = canary_lines(after_files.memory_raw) == canary_lines(
-            files.memory_raw
-        ) and canary_lines(after_files.user_raw) == canary_lines(files.user_raw)
-        if not canary_intact:
+    # --- applying the plan --------------------------------------------------------------------
+
+    def _apply(self, found: _Findings, files: MemoryFiles) -> AuditReport:
+        """Apply the plan, check the canaries survived, record the audit, rotate the canaries when
+        that is due, and report. A changed canary makes the audit CRITICAL and is never recorded as
+        the new baseline."""
+        changes = make_changes(
+            self.agent, self.settings, found.plan, found.entries, self.soul_moves, files, self.notes
+        )
+        alerts = found.alerts
+        if not changes.canary_intact:
             alerts = (*alerts, "CRITICAL: Canary destroyed during audit — memory integrity compromised")
             log.error("hermes_audit_canary_changed", agent=self.agent.name)
-
-        unresolved = (
-            *plan.unresolved,
-            *(
-                UnresolvedEntry(o.action.source.filename, o.action.entry, f"{o.action.kind}: {o.detail}")
-                for o in outcomes
-                if not o.applied
-            ),
-            *(
-                UnresolvedEntry(r.file, r.entry, f"{r.kind}: {r.detail}")
-                for r in soul_records
-                if r.outcome != "applied"
-            ),
-        )
-        applied = [o.action for o in outcomes if o.applied]
-        counts = count_actions(applied)
-        counts["moves"] += sum(r.outcome == "applied" for r in soul_records)
+        counts = dict(changes.counts)
         counts.update(self.compressor.llm_counts())
-        records = (
-            *(action_record(o.action, "applied" if o.applied else "skipped", o.detail) for o in outcomes),
-            *soul_records,
-        )
-        remaining = [*after_files.memory_entries, *after_files.user_entries]
-        save_audit_state(self.agent, with_entries_seen(state, remaining, self.now), self.notes)
-        status = AuditStatus.COMPLETE if canary_intact else AuditStatus.CRITICAL
-        if canary_intact:
-            self.fingerprints = _fingerprints(after_files.memory_raw, after_files.user_raw)
-        warnings = (*over_limit_warnings(after, planned=False), *self.soul.warnings())
-        ledger_updated = append_ledger_block(
-            self.agent,
-            self.now,
-            LedgerFacts(
-                status=status,
-                mode="apply",
-                before=before,
-                after=after,
-                counts=counts,
-                unverified_total=sum(UNVERIFIED_MARK in text for text in remaining),
-                unresolved=len(unresolved),
-                alerts=alerts,
-                canary_intact=canary_intact,
-                writer_registered=True,
-                note="",
-                records=records,
-                warnings=warnings,
-                temp_files_removed=temp_files_removed,
-                # A changed canary is recorded only as the alarm, never as the new baseline.
-                canary_memory=self.fingerprints[0] if canary_intact else "",
-                canary_user=self.fingerprints[1] if canary_intact else "",
-                soul=self.soul.state,
-            ),
-            self.notes,
-        )
-        rotation = self._scheduled_rotation() if canary_intact else None
+        status = AuditStatus.COMPLETE if changes.canary_intact else AuditStatus.CRITICAL
+        warnings = (*over_limit_warnings(changes.after, planned=False), *self.soul.warnings())
+        ledger_updated = self._record_applied(found, changes, status, counts, alerts, warnings)
+        rotation = self._scheduled_rotation() if changes.canary_intact else None
         log.info(
             "hermes_audit_complete",
             agent=self.agent.name,
             status=str(status),
-            memory_pct_before=before.memory_pct,
-            memory_pct_after=after.memory_pct,
-            user_pct_before=before.user_pct,
-            user_pct_after=after.user_pct,
-            unresolved=len(unresolved),
+            memory_pct_before=found.before.memory_pct,
+            memory_pct_after=changes.after.memory_pct,
+            user_pct_before=found.before.user_pct,
+            user_pct_after=changes.after.user_pct,
+            unresolved=len(changes.unresolved),
             drift_alerts=len(alerts),
             warnings=list(warnings),
-            temp_files_removed=list(temp_files_removed),
+            temp_files_removed=list(changes.temp_files_removed),
             **counts,
         )
         return AuditReport(
             self.agent.name,
             status,
             self.now,
-            reason="" if canary_intact else "a canary line changed during the audit",
+            reason="" if changes.canary_intact else "a canary line changed during the audit",
             dry_run=False,
             writer_registered=True,
-            utilisation_before=before,
-            utilisation_after=after,
+            utilisation_before=found.before,
+            utilisation_after=changes.after,
             counts=counts,
-            actions=records,
-            unresolved=unresolved,
+            actions=changes.records,
+            unresolved=changes.unresolved,
             drift_alerts=alerts,
             notes=tuple(self.notes),
-            canaries=dict(canaries),
-            canary_intact=canary_intact,
+            canaries=dict(found.canaries),
+            canary_intact=changes.canary_intact,
             ledger_updated=ledger_updated,
-            summary=summary_line(counts, len(unresolved), alerts, planned=False),
+            summary=summary_line(counts, len(changes.unresolved), alerts, planned=False),
             warnings=warnings,
             soul=self.soul.to_dict(),
-            temp_files_removed=temp_files_removed,
+            temp_files_removed=changes.temp_files_removed,
             canary_rotation=rotation.canary_memory + "/" + rotation.canary_user if rotation else "",
         )
+
+    def _record_applied(
+        self,
+        found: _Findings,
+        changes: Changes,
+        status: AuditStatus,
+        counts: Mapping[str, int],
+        alerts: tuple[str, ...],
+        warnings: tuple[str, ...],
+    ) -> bool:
+        """Record an applied audit: the entries left as seen, the canaries as they are now (only when
+        they held: a changed one is recorded as the alarm alone), and the ledger block."""
+        intact = changes.canary_intact
+        remaining = changes.remaining
+        if intact:
+            self.fingerprints = _fingerprints(changes.files_after.memory_raw, changes.files_after.user_raw)
+        facts = LedgerFacts(
+            status=status,
+            mode="apply",
+            before=found.before,
+            after=changes.after,
+            counts=counts,
+            unverified_total=sum(UNVERIFIED_MARK in text for text in remaining),
+            unresolved=len(changes.unresolved),
+            alerts=alerts,
+            canary_intact=intact,
+            writer_registered=True,
+            note="",
+            records=changes.records,
+            warnings=warnings,
+            temp_files_removed=changes.temp_files_removed,
+            canary_memory=self.fingerprints[0] if intact else "",
+            canary_user=self.fingerprints[1] if intact else "",
+            soul=self.soul.state,
+        )
+        return self._record(found.state, remaining, facts)
 
 
 def _fingerprints(memory_raw: str, user_raw: str) -> tuple[str, str]:
