@@ -1,5 +1,5 @@
 """The bodies of ``dreamer audit`` and ``dreamer memory``: the configured agents' memory files,
-audited or edited with Hermes' store semantics (:mod:`dreamer.hermes.configured` maps the
+audited or edited with Hermes' store semantics (:mod:`dreamer.jobs.audit` maps the
 configuration)."""
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from dreamer.hermes import (
 )
 from dreamer.hermes.audit.canary import CANARY_MARKER
 from dreamer.hermes.audit.rotation import RotationRefusedError
-from dreamer.hermes.configured import ALARMING, agent_files, audit_once, rotate_once
 from dreamer.hermes.memory.limits import MemoryLimitsError
 from dreamer.hermes.memory.store import (
     AmbiguousMatchError,
@@ -28,6 +27,7 @@ from dreamer.hermes.memory.store import (
     EntryDelimiterError,
     OverBudgetError,
 )
+from dreamer.jobs.audit import ALARMING, agent_files, audit_once, rotate_once
 
 log = structlog.get_logger("dreamer.audit")
 

@@ -8,28 +8,12 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from dreamer.backends import MemoryBackend, open_backend
 from dreamer.backends.base import BankActivity
 from dreamer.commands.output import emit, iso
 from dreamer.config import Budget, Config
-from dreamer.embeddings import Embedder
 from dreamer.errors import BackendError, ExitCode, PermanentBackendError
+from dreamer.jobs.open import open_for
 from dreamer.readside.answers import MissingBank, first_config_fault
-
-
-def _open_searching(config: Config) -> tuple[MemoryBackend, Embedder | None]:
-    """The backend for recall and retain: on the embedded store with ``[embeddings]``, with the
-    embedder, so its recall is hybrid and a retained unit gets its vector."""
-    from dreamer.embeddings.factory import make_embedder
-
-    embedder = make_embedder(config) if config.backend.kind == "embedded" else None
-    return open_backend(config, embedder=embedder), embedder
-
-
-async def _close(backend: MemoryBackend, embedder: Embedder | None) -> None:
-    await backend.aclose()
-    if embedder is not None:
-        await embedder.aclose()
 
 
 async def banks_command(
@@ -41,13 +25,11 @@ async def banks_command(
     infos = BankPolicy(config, profile).describe(include_disabled=True)
     activity: dict[str, BankActivity] = {}
     activity_error = None
-    backend = open_backend(config)
-    try:
-        activity = await backend.activity([i.bank_id for i in infos])
-    except BackendError as exc:
-        activity_error = str(exc)
-    finally:
-        await backend.aclose()
+    async with open_for(config, backend=True) as opened:
+        try:
+            activity = await opened.backend.activity([i.bank_id for i in infos])
+        except BackendError as exc:
+            activity_error = str(exc)
     if as_json:
         docs = []
         for info in infos:
@@ -90,25 +72,14 @@ async def recall_command(
 ) -> int:
     """Labelled recall: the named banks, else the profile's read-union, else the default bank.
     Exit 75 when a bank could not be read (the others' results are still printed)."""
-    from dreamer.readside.router import BankRouter, open_ledger
+    from dreamer.readside.router import BankRouter
 
-    ledger = open_ledger(config)
-    try:
-        backend, embedder = _open_searching(config)
-    except BaseException:
-        if ledger is not None:
-            ledger.close()
-        raise
-    try:
-        router = BankRouter(config, backend, profile=profile, ledger=ledger)
+    async with open_for(config, backend=True, search=True, state="read") as opened:
+        router = BankRouter(config, opened.backend, profile=profile, ledger=opened.ledger)
         if not banks and profile is not None:
             answer = await router.read_union(query, limit=limit, budget=budget)
         else:
             answer = await router.recall(query, banks=list(banks) or None, limit=limit, budget=budget)
-    finally:
-        await _close(backend, embedder)
-        if ledger is not None:
-            ledger.close()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
     return _read_exit(answer.complete, answer.missing, "recall")
 
@@ -135,12 +106,9 @@ async def reflect_command(
     """One reflect per bank, each answer labelled with its alias."""
     from dreamer.readside.router import BankRouter
 
-    backend = open_backend(config)
-    try:
-        router = BankRouter(config, backend, profile=profile)
+    async with open_for(config, backend=True) as opened:
+        router = BankRouter(config, opened.backend, profile=profile)
         answer = await router.reflect_each(query, list(banks) or None, budget=budget)
-    finally:
-        await backend.aclose()
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
     return _read_exit(answer.complete, answer.missing, "reflect")
 
@@ -163,12 +131,9 @@ async def retain_command(
 
     if scope is not None:
         scope_tag(scope)  # a bad value is refused before the backend is opened
-    backend, embedder = _open_searching(config)
-    try:
-        answer = await BankRouter(config, backend, profile=profile).retain(
+    async with open_for(config, backend=True, search=True) as opened:
+        answer = await BankRouter(config, opened.backend, profile=profile).retain(
             text, bank=bank, context=context, tags=tuple(tags), scope=scope
         )
-    finally:
-        await _close(backend, embedder)
     emit(answer.to_json() if as_json else answer.render(), as_json, out)
     return ExitCode.OK

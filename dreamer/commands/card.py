@@ -7,12 +7,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from dreamer.backends import open_backend
 from dreamer.commands.output import emit, written_paths
 from dreamer.commands.rollup import select_profiles
 from dreamer.config import Config
 from dreamer.errors import ExitCode
-from dreamer.state import StateStore
+from dreamer.jobs.open import open_for
 
 if TYPE_CHECKING:
     from dreamer.peercard.polish import PolishTokens
@@ -27,25 +26,21 @@ async def card_command(
     from dreamer.peercard.refresh import peer_cards, refresh_peer_cards
 
     chosen = select_profiles(config, profiles)
-    with StateStore.open(config.state_path) as state:
-        cards = peer_cards(config, state, profiles=chosen, include_global=not profiles)
+    polish = write and config.peer_card.polish
+    # The polish (peer_card.polish) needs the backend; the cards printed are the cards as built.
+    async with open_for(config, backend=polish, state="write") as opened:
+        cards = peer_cards(config, opened.state, profiles=chosen, include_global=not profiles)
         written: list[Path] = []
         tokens = PolishTokens()
         if write:
-            # The polish (peer_card.polish) needs the backend; the cards printed are the cards as built.
-            backend = open_backend(config) if config.peer_card.polish else None
-            try:
-                written = await refresh_peer_cards(
-                    config,
-                    state,
-                    profiles=chosen,
-                    include_global=not profiles,
-                    backend=backend,
-                    tokens=tokens,
-                )
-            finally:
-                if backend is not None:
-                    await backend.aclose()
+            written = await refresh_peer_cards(
+                config,
+                opened.state,
+                profiles=chosen,
+                include_global=not profiles,
+                backend=opened.opened_backend,
+                tokens=tokens,
+            )
     if as_json:
         doc = {name: (card.to_json() if card else None) for name, _path, card in cards}
         payload: dict[str, object] = {"cards": doc, "written": [str(p) for p in written]}

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dreamer.backends import MemoryBackend
 from dreamer.backends.base import RetainItem
-from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, parse_config
 from dreamer.errors import UsageError
+from dreamer.jobs.open import open_for
 from dreamer.rollup.report import RollupReport
 from dreamer.service.runner import run_rollups_now
 
@@ -117,9 +118,9 @@ async def run_demo(directory: Path | None = None, *, echo: Callable[[str], None]
     config_path = write_demo_config(root)
     config = parse_config(DEMO_CONFIG, source=str(config_path), base_dir=config_path.parent)
     echo(f"Dreamer demo in {root} (embedded store: {config.embedded_path})")
-    backend = EmbeddedBackend(config.embedded_path)
     days: list[list[RollupReport]] = []
-    try:
+    async with open_for(config, backend=True) as opened:
+        backend = opened.backend
         for label, memories in (("day 1", DAY1), ("day 2", DAY2)):
             echo(f"\n== {label}: agents write to their profile banks")
             for profile, texts in memories.items():
@@ -132,12 +133,10 @@ async def run_demo(directory: Path | None = None, *, echo: Callable[[str], None]
                 _print_report(r, echo)
             days.append(reports)
         upstream = config.bank_id(config.topology.global_bank)
-        cards = await backend.all_units(upstream)
+        cards = await backend.list_units_since(upstream, None)
         echo(f"\n== the global bank {upstream} now holds {len(cards)} cards:")
         for unit in cards:
             echo(f"   [{', '.join(unit.tags)}] {unit.text}")
-    finally:
-        await backend.aclose()
     echo(try_next(config_path))
     return DemoResult(root, config_path, days)
 
@@ -189,7 +188,7 @@ def try_next(config_path: Path) -> str:
     )
 
 
-async def _retain(backend: EmbeddedBackend, config: Config, profile: str, texts: Sequence[str]) -> None:
+async def _retain(backend: MemoryBackend, config: Config, profile: str, texts: Sequence[str]) -> None:
     bank = config.profile_bank_id(profile)
     await backend.retain(bank, [RetainItem(content=t, context=f"{profile} session") for t in texts])
 

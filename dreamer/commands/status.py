@@ -8,16 +8,15 @@ import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
-from dreamer.backends import open_backend
 from dreamer.backends.base import BankActivity
 from dreamer.commands.output import iso
 from dreamer.config import Config
 from dreamer.embeddings.factory import describe_embedder
 from dreamer.errors import BackendError, ExitCode
+from dreamer.jobs.open import open_for
+from dreamer.jobs.spec import rollup_job_id
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.summarise import day_start, summariser_name
-from dreamer.service.jobs import rollup_job_id
-from dreamer.state import StateStore
 from dreamer.text import printable
 
 
@@ -29,17 +28,15 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
     backlog: dict[str, int] = {}
     activity_error = None
     rows: list[dict[str, Any]] = []
-    with StateStore.open(config.state_path) as state:
-        backend = open_backend(config)
+    async with open_for(config, backend=True, state="write") as opened:
+        state = opened.state
         try:
-            activity = await backend.activity([config.profile_bank_id(p) for p in profiles])
-            rollup = Rollup(config, backend, state)
+            activity = await opened.backend.activity([config.profile_bank_id(p) for p in profiles])
+            rollup = Rollup(config, opened.backend, state)
             for name in profiles:
                 backlog[name] = len(await rollup.backlog(name))
         except BackendError as exc:
             activity_error = str(exc)
-        finally:
-            await backend.aclose()
         for name in profiles:
             profile = config.profiles[name]
             bank = config.bank_id(profile.bank)

@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 
 import anyio
 
-from dreamer.backends import open_backend
 from dreamer.backends.base import MemoryBackend
 from dreamer.config import Config
 from dreamer.errors import BackendError, DreamerError, PolicyError
@@ -29,10 +28,11 @@ from dreamer.hermes_provider.logscrub import scrub_http_logs
 from dreamer.hermes_provider.settings import ProviderSettings
 from dreamer.hermes_provider.spool import Batch, TurnSpool, spool_path
 from dreamer.hermes_provider.turns import TURN_RETRY, TurnWriter, turn_text
+from dreamer.jobs.open import StateNeed, open_for
 from dreamer.readside.answers import RecallAnswer, ReflectAnswer, RetainAnswer, failure_reason
 from dreamer.readside.policy import BankPolicy
 from dreamer.readside.prelude import prelude
-from dreamer.readside.router import BankRouter, open_ledger
+from dreamer.readside.router import BankRouter
 from dreamer.readside.tools import HINDSIGHT_TOOLS, policy_tool_schemas, run_tool_call
 from dreamer.retry import RetryPolicy
 from dreamer.threats import withhold_lines
@@ -69,7 +69,7 @@ class DreamerMemory:
         self,
         settings: ProviderSettings,
         *,
-        opener: BackendOpener = open_backend,
+        opener: BackendOpener | None = None,
         prefetch_timeout_s: float = PREFETCH_TIMEOUT_S,
         recall_bank_timeout_s: float = RECALL_BANK_TIMEOUT_S,
         turn_retry: RetryPolicy = TURN_RETRY,
@@ -282,22 +282,25 @@ class DreamerMemory:
         settings = self.settings
 
         async def main() -> _T:
-            backend = self.opener(settings.config)
+            # A test's opener wraps the backend to inject a fault; it is closed here, as opened here.
+            injected = self.opener(settings.config) if self.opener is not None else None
             # A Dreamer TOML names a state file: its ledger marks cards superseded by newer ones.
-            ledger = open_ledger(settings.config) if settings.profile is not None else None
+            need: StateNeed | None = "read" if settings.profile is not None else None
             try:
-                router = BankRouter(
-                    settings.config,
-                    backend,
-                    profile=settings.profile,
-                    bank_timeout_s=bank_timeout_s,
-                    ledger=ledger,
-                )
-                return await call(router)
+                async with open_for(
+                    settings.config, backend=True, use_backend=injected, state=need
+                ) as opened:
+                    router = BankRouter(
+                        settings.config,
+                        opened.backend,
+                        profile=settings.profile,
+                        bank_timeout_s=bank_timeout_s,
+                        ledger=opened.ledger,
+                    )
+                    return await call(router)
             finally:
-                if ledger is not None:
-                    ledger.close()
-                await backend.aclose()
+                if injected is not None:
+                    await injected.aclose()
 
         return _in_thread(lambda: anyio.run(main), deadline_s)
 

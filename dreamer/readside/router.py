@@ -245,16 +245,3 @@ class BankRouter:
         if unexpected:
             raise unexpected[0]
         return results, tuple(m for m in failures if m is not None)
-
-
-def open_ledger(config: Config) -> StateStore | None:
-    """The state file, for the ledger's supersession marks; None when there is none yet (a recall
-    never creates one) or it cannot be opened (logged: the recall goes on without those marks)."""
-    path = config.state_path
-    if not path.is_file():
-        return None
-    try:
-        return StateStore.open(path)
-    except StateFileError as exc:
-        log.warning("recall without the ledger's supersession marks", reason=str(exc))
-        return None

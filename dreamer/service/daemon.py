@@ -1,11 +1,11 @@
 """The service lifecycle: configuration, scheduler, signals, reload, drain, watchdog, STATUS.
 
 ``dreamer run`` calls :func:`run_daemon`: an invalid configuration exits 78; otherwise the signal
-handlers, the scheduler (one job per entry of :func:`dreamer.service.jobs.plan_jobs`) and the
+handlers, the scheduler (one job per entry of :func:`dreamer.service.plan.plan_jobs`) and the
 watchdog start, *then* ``READY=1`` is sent. SIGHUP reloads the configuration (a bad file keeps the
 old one running); SIGTERM/SIGINT stop new runs, drain the running ones within
 ``schedule.drain_timeout_s`` and exit 0. The job body is injected (a
-:class:`dreamer.service.runner.JobRunner`): the daemon does not know what a roll-up is.
+:class:`dreamer.jobs.spec.JobRunner`): the daemon does not know what a roll-up is.
 
 Why it is built this way: ``docs/design/service.md``.
 """
@@ -37,11 +37,13 @@ from apscheduler.triggers.interval import IntervalTrigger
 from dreamer.config import Config, load_config
 from dreamer.embeddings.factory import check_embeddings
 from dreamer.errors import ConfigError, DreamerError, ExitCode
+from dreamer.jobs.open import open_state
+from dreamer.jobs.spec import JobRunner, JobSpec
 from dreamer.log import LogFormat, LogLevel, configure_logging, get_logger, is_journal_stream
-from dreamer.service.jobs import JobSpec, PlanDiff, diff_plans, plan_jobs
 from dreamer.service.metrics import write_metrics
 from dreamer.service.notify import Notifier, watchdog_interval_s
-from dreamer.service.runner import JobRunner, RunRecorder, RunResult, default_runner, execute_job
+from dreamer.service.plan import PlanDiff, diff_plans, plan_jobs
+from dreamer.service.runner import RunRecorder, RunResult, default_runner, execute_job
 from dreamer.service.status import ReloadRecord, format_status
 from dreamer.state import StateStore
 from dreamer.state.schema import needs_upgrade
@@ -430,11 +432,6 @@ def _quiet_scheduler_logs(level: LogLevel) -> None:
     logging.getLogger("apscheduler").setLevel(logging.NOTSET if level == "debug" else logging.ERROR)
 
 
-def _open_state(config: Config) -> StateStore:
-    config.state_dir.mkdir(parents=True, exist_ok=True)
-    return StateStore.open(config.state_path)
-
-
 def _say(lines: Iterable[str]) -> None:
     """Print to stderr for a person at a terminal; under the journal the JSON record says it already."""
     if is_journal_stream(sys.stderr):
@@ -486,7 +483,7 @@ def run_daemon(
             {"EXTEND_TIMEOUT_USEC": STATE_UPGRADE_TIMEOUT_US, "STATUS": "upgrading the state file"}
         )
     try:
-        store = _open_state(config)
+        store = open_state(config)
     except Exception as exc:
         where = config.state_path
         message = f"cannot open the state database {where}: {exc}; check state_dir and its permissions"
@@ -500,7 +497,7 @@ def run_daemon(
         runner=runner or default_runner(),
         recorder=store,
         notifier=notifier,
-        open_recorder=_open_state,
+        open_recorder=open_state,
         on_config=apply_logging,
     )
     try:

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dreamer.jobs.spec import rollup_job_id
 from dreamer.outcomes import COMMITTED
-from dreamer.service.jobs import rollup_job_id
 from dreamer.state import RunTotal, StateStore
 
 

@@ -4,20 +4,20 @@
 the demo): a run id, the log context (``job_id``, ``run_id`` and the job's own fields such as
 ``profile`` and ``bank``), the run record in the state store, the timeout, the one "job finished"
 summary, the "deferred N times in a row" warning, and the rule that an error in a job body is an
-outcome (:func:`dreamer.outcomes.classify`), never a crash. The job bodies are runners:
-:class:`RollupJob` (the pipeline, then the peer card) and :func:`run_audit_job`.
-See ``docs/design/rollup.md`` (the run owner) and ``docs/design/service.md``.
+outcome (:func:`dreamer.outcomes.classify`), never a crash. :class:`KindDispatcher` hands each job
+to the body registered for its kind; the bodies are in :mod:`dreamer.jobs` (the roll-up job, the
+audit job). See ``docs/design/rollup.md`` (the run owner) and ``docs/design/service.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import importlib
 import time
-import urllib.parse
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Protocol
 
@@ -25,37 +25,20 @@ import anyio
 import structlog
 
 from dreamer.config import Config
-from dreamer.errors import DreamerError, RunBusyError, StateFileError
+from dreamer.errors import StateFileError
+from dreamer.jobs.open import open_state
+from dreamer.jobs.rollup import RollupJob
+from dreamer.jobs.spec import JobOutcome, JobRunner, JobSpec, StepHook
 from dreamer.log import get_logger
 from dreamer.outcomes import TROUBLE, Outcome, classify, describe
-from dreamer.rollup.activity import ActivityCache
-from dreamer.service.jobs import JobSpec, rollup_job
-from dreamer.slot import SlotLock
+from dreamer.service.plan import rollup_job
 from dreamer.state import StateStore
 
 if TYPE_CHECKING:
     from dreamer.backends.base import MemoryBackend
     from dreamer.rollup.report import RollupReport
-    from dreamer.rollup.semantic import SemanticJudge
 
 log = get_logger("dreamer.jobs")
-
-
-@dataclass(frozen=True, slots=True)
-class JobOutcome:
-    """What a run did: an outcome word, a human detail line, counters for the run record, and
-    further fields for the run's log summary."""
-
-    outcome: str
-    detail: str = ""
-    counts: Mapping[str, int] = field(default_factory=dict)
-    fields: Mapping[str, object] = field(default_factory=dict)
-
-
-class JobRunner(Protocol):
-    """The body of a job. Raise to report failure; return a :class:`JobOutcome` otherwise."""
-
-    async def __call__(self, config: Config, job: JobSpec, run_id: str) -> JobOutcome: ...
 
 
 class RunRecorder(Protocol):
@@ -75,196 +58,23 @@ class RunRecorder(Protocol):
     def consecutive(self, job_id: str, outcome: str) -> int: ...
 
 
-StepHook = Callable[[str, str], None]
+class ImportedRunner:
+    """A job body imported at its first run, not at start: the daemon signals READY before paying
+    for the packages it needs (the audit's)."""
 
-
-# --- the job bodies -------------------------------------------------------------------------------
-
-
-class RollupJob:
-    """The roll-up job: gate on the cycle's shared activity snapshot, run the pipeline, and refresh
-    the profile's peer card after a run that promoted or reinforced something.
-
-    One instance serves every profile, so all roll-up jobs of a cycle share one activity call. The
-    options are the CLI's (``--dry-run``, ``--since``, progress); ``reports`` keeps each run's full
-    report by run id for a caller that prints it. ``backend``, when given, is used and not closed.
-    """
-
-    def __init__(
-        self,
-        *,
-        dry_run: bool = False,
-        since: datetime | None = None,
-        on_step: StepHook | None = None,
-        backend: MemoryBackend | None = None,
-    ) -> None:
-        self.dry_run = dry_run
-        self.since = since
-        self.on_step = on_step
-        self.backend = backend
-        self.reports: dict[str, RollupReport] = {}
-        self._caches: dict[float, ActivityCache] = {}
-        # The embedder and the ledger vectors it keeps in memory live as long as this job (the
-        # daemon's life), rebuilt when a reload changes [embeddings] or the top k.
-        self._semantic: tuple[object, SemanticJudge | None] = (None, None)
-
-    def _cache(self, config: Config) -> ActivityCache:
-        ttl = min(config.schedule.interval_minutes * 30.0, config.schedule.jitter_s + 60.0)
-        return self._caches.setdefault(ttl, ActivityCache(ttl))
-
-    async def _semantic_judge(self, config: Config) -> SemanticJudge | None:
-        from dreamer.embeddings.factory import make_embedder
-        from dreamer.rollup.semantic import SemanticJudge
-
-        key = (config.embeddings, config.rollup.semantic_top_k)
-        held_key, held = self._semantic
-        if held_key == key:
-            return held
-        if held is not None:
-            await held.aclose()
-        embedder = make_embedder(config)
-        judge = (
-            None
-            if embedder is None
-            else SemanticJudge(
-                embedder, reembed_batch=config.embeddings.reembed_batch, top_k=config.rollup.semantic_top_k
-            )
-        )
-        self._semantic = (key, judge)
-        return judge
-
-    async def aclose(self) -> None:
-        """Close the embedder (its HTTP client), if one was made."""
-        _, held = self._semantic
-        self._semantic = (None, None)
-        if held is not None:
-            await held.aclose()
+    def __init__(self, module: str, name: str) -> None:
+        self.module = module
+        self.name = name
 
     async def __call__(self, config: Config, job: JobSpec, run_id: str) -> JobOutcome:
-        # Imported at the first run, not at start: the daemon signals READY before paying for them.
-        from dreamer.backends import open_backend
-        from dreamer.peercard.polish import PolishTokens
-        from dreamer.peercard.refresh import refresh_peer_cards
-        from dreamer.rollup.pipeline import Rollup
-
-        profile = job.key
-        run_lock = None if self.dry_run else profile_run_lock(config, profile)
-        upstream_lock = None if self.dry_run else upstream_run_lock(config, profile)
-        if run_lock is not None:
-            await run_lock.acquire()
-        if upstream_lock is not None:
-            try:
-                await upstream_lock.acquire()
-            except BaseException:
-                if run_lock is not None:
-                    run_lock.release()
-                raise
-        backend = self.backend
-        try:
-            semantic = await self._semantic_judge(config)
-            if backend is None:
-                # The judge's embedder also makes the embedded store's recall hybrid (Hindsight ignores it).
-                backend = open_backend(config, embedder=semantic.embedder if semantic is not None else None)
-            with StateStore.open(config.state_path) as state:
-                banks = [config.bank_id(p.bank) for p in config.enabled_profiles().values()]
-                bank_id = config.profile_bank_id(profile)
-                if bank_id not in banks:
-                    banks.append(bank_id)
-                activity = await self._cache(config).get(backend, banks, bank_id)
-                rollup = Rollup(config, backend, state, on_step=self.on_step, semantic=semantic)
-                report = await rollup.run(
-                    profile, activity=activity, run_id=run_id, dry_run=self.dry_run, since=self.since
-                )
-                self.reports[run_id] = report
-                polish = PolishTokens()
-                if report.outcome in (Outcome.PROMOTED, Outcome.REINFORCED) and config.peer_card.enabled:
-                    try:
-                        await refresh_peer_cards(
-                            config, state, profiles=[profile], backend=backend, tokens=polish
-                        )
-                    except (OSError, DreamerError) as exc:
-                        # The run has committed: a peer card that cannot be refreshed is a warning,
-                        # never the run's outcome.
-                        log.warning("could not write the peer card", error=str(exc))
-                summary = report.to_json()
-                fields = {k: summary[k] for k in _REPORT_FIELDS}
-                counts = dict(report.counts())
-                # The peer card's polish reflects are this run's LLM tokens too (status, metrics,
-                # the daily budget), and polish_llm_* tell them apart.
-                polish.add_to(counts)
-                if activity is not None:
-                    # Units written to the bank and not rolled up yet, as this run leaves them.
-                    counts["backlog"] = max(0, activity.unit_count - state.watermark(profile).unit_count)
-                return JobOutcome(report.outcome, report.reason, counts, fields)
-        finally:
-            if self.backend is None and backend is not None:
-                await backend.aclose()
-            if upstream_lock is not None:
-                upstream_lock.release()
-            if run_lock is not None:
-                run_lock.release()
-
-
-#: How long a roll-up waits for another run of the same profile before it reports ``busy``.
-RUN_LOCK_WAIT_S = 2.0
-
-
-def profile_run_lock(config: Config, profile: str) -> SlotLock:
-    """The lock that makes runs of one profile one at a time, across the daemon and the CLI: a
-    flock on ``<state_dir>/locks/rollup-<profile>.lock`` (never unlinked, never a followed link)."""
-    return _run_lock(config, "rollup-" + profile, f"roll-up of profile {profile!r}", "its run lock")
-
-
-def upstream_run_lock(config: Config, profile: str) -> SlotLock:
-    """The lock that makes runs into one upstream bank one at a time, across processes: two
-    profiles judged at once would each miss the other's new cards and promote the same fact twice
-    into an append-only bank. A flock on ``<state_dir>/locks/upstream-<bank id>.lock``."""
-    bank_id = config.upstream_bank_id(profile)
-    return _run_lock(config, "upstream-" + bank_id, f"roll-up into the upstream bank {bank_id!r}", "its lock")
-
-
-def _run_lock(config: Config, name: str, what: str, lock: str) -> SlotLock:
-    """A run lock under ``<state_dir>/locks/``: waited for ``RUN_LOCK_WAIT_S``, then ``busy``."""
-    return SlotLock(
-        config.state_dir / "locks" / (urllib.parse.quote(name, safe="") + ".lock"),
-        acquire_timeout_s=RUN_LOCK_WAIT_S,
-        poll_interval_s=0.1,
-        busy=lambda path, waited: RunBusyError(
-            f"another {what} is running ({lock} {path} stayed taken for {waited:g}s); "
-            "this one is skipped and the next cycle runs it"
-        ),
-        follow_symlinks=False,
-    )
-
-
-_REPORT_FIELDS = (
-    "summariser",
-    "embedder",
-    "reembedded",
-    "slot_wait_s",
-    "slot_held_s",
-    "dry_run",
-    "watermark_from",
-    "watermark_to",
-)
-
-
-async def run_audit_job(config: Config, job: JobSpec, run_id: str) -> JobOutcome:
-    """Audit one agent's MEMORY.md / USER.md when due (interval or utilisation threshold)."""
-    from dreamer.hermes.configured import audit_once  # at the first audit, not at start
-
-    report = await audit_once(config, job.key)
-    if report is None:
-        return JobOutcome(Outcome.NOT_DUE, "no audit due")
-    doc = report.to_dict()
-    counts = {k: v for k, v in doc.get("counts", {}).items() if isinstance(v, int)}
-    return JobOutcome(str(report.status).lower(), f"audit {report.status}", counts)
+        runner: JobRunner = getattr(importlib.import_module(self.module), self.name)
+        return await runner(config, job, run_id)
 
 
 # kind -> runner used by the daemon unless a runner is injected.
 DEFAULT_RUNNERS: Mapping[str, JobRunner] = {
     "rollup": RollupJob(),
-    "audit": run_audit_job,
+    "audit": ImportedRunner("dreamer.jobs.audit", "run_audit_job"),
 }
 
 
@@ -457,7 +267,7 @@ async def run_rollups_now(
 
     job = RollupJob(dry_run=dry_run, since=since, on_step=on_step, backend=backend)
     reports: list[RollupReport] = []
-    with StateStore.open(config.state_path) as state:
+    with open_state(config) as state:
         try:
             await _run_each(config, profiles, job, state, reports, dry_run)
         finally:

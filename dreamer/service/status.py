@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from dreamer.service.jobs import KIND_NOUNS, JobSpec
+from dreamer.jobs.spec import JobSpec
+from dreamer.service.plan import KIND_NOUNS
 from dreamer.service.runner import RunResult
 
 # STATUS keeps the reason of a failed reload short so the rest of the line stays visible.

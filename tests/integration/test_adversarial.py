@@ -23,7 +23,8 @@ from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config
 from dreamer.errors import RunBusyError, StateFileError
 from dreamer.rollup.pipeline import Rollup
-from dreamer.service.runner import profile_run_lock, run_rollups_now, upstream_run_lock
+from dreamer.jobs.locks import profile_run_lock, upstream_run_lock
+from dreamer.service.runner import run_rollups_now
 from dreamer.state import SCHEMA_VERSION, LedgerCard, Reinforcement, StateStore, Watermark
 from tests.support.cli import run_dreamer
 from tests.support.configs import config_data, loaded

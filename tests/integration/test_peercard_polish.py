@@ -41,8 +41,9 @@ from dreamer.llm.usage import TokenUsage
 from dreamer.peercard.polish import PolishTokens
 from dreamer.peercard.refresh import peer_cards, refresh_peer_cards
 from dreamer.rollup.promote import ROLLUP_TAG
-from dreamer.service.jobs import plan_jobs
-from dreamer.service.runner import RollupJob, execute_job
+from dreamer.jobs.rollup import RollupJob
+from dreamer.service.plan import plan_jobs
+from dreamer.service.runner import execute_job
 from dreamer.state import StateStore
 from tests.hindsight_fixtures import MarkedRequests
 from tests.integration.test_rollup_hindsight import (
@@ -500,13 +501,13 @@ class TestPolishTokens:
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """`dreamer card --write` says the tokens its polish used; `--json` carries polish_llm_*."""
-        import dreamer.commands.card as card_module
+        import dreamer.jobs.open as wiring
 
         config = polish_config(tmp_path, polish=True)
         with StateStore.open(config.state_path) as state:
             ledger(state)
         steps = (used(POLISHED, 1200, 80), used(POLISHED, 900, 40, estimated=True))
-        monkeypatch.setattr(card_module, "open_backend", lambda _config: scripted(config, *steps))
+        monkeypatch.setattr(wiring, "open_backend", lambda _config, **_: scripted(config, *steps))
         out = io.StringIO()
         assert await card_command(config, ["research"], write=True, as_json=False, out=out) == 0
         assert "polish LLM: 1 call(s), 1,200 prompt + 80 completion tokens\n" in out.getvalue()

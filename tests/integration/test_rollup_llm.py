@@ -19,7 +19,7 @@ from dreamer.config import Config
 from dreamer.outcomes import Outcome
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.report import RollupReport
-from dreamer.service.jobs import rollup_job_id
+from dreamer.jobs.spec import rollup_job_id
 from dreamer.state import StateStore
 from tests.hindsight_fixtures import LLMStub
 from tests.support.configs import config_data, loaded

@@ -20,8 +20,7 @@ from pathlib import Path
 
 from dreamer.config import Config
 from dreamer.service.daemon import run_daemon
-from dreamer.service.jobs import JobSpec
-from dreamer.service.runner import JobOutcome, JobRunner
+from dreamer.jobs.spec import JobOutcome, JobRunner, JobSpec
 
 RELEASE = "release"
 

@@ -38,11 +38,12 @@ RANKS: dict[str, int] = {
     "dreamer.hermes": 5,
     "dreamer.readside": 5,
     "dreamer.peercard": 6,
-    "dreamer.service": 7,
-    "dreamer.hermes_provider": 7,
-    "dreamer.commands": 8,
-    "dreamer.cli": 9,
-    "dreamer.__main__": 10,
+    "dreamer.jobs": 7,
+    "dreamer.service": 8,
+    "dreamer.hermes_provider": 8,
+    "dreamer.commands": 9,
+    "dreamer.cli": 10,
+    "dreamer.__main__": 11,
 }
 
 
@@ -137,3 +138,45 @@ class TestSize:
         """One concept per module: a module past 600 lines is holding more than one."""
         lines = len(modules()[module].read_text(encoding="utf-8").splitlines())
         assert lines <= 600, f"{module}: {lines} lines"
+
+
+#: The calls that wire a run (open a backend, an embedder, the state file; build a lock), and the
+#: room that defines each. Outside that room they are made in ``dreamer.jobs`` only, so every
+#: caller gets the same wiring (the embedder handed to the backend, the state directory made, the
+#: locks named alike).
+WIRING = {
+    "open_backend": "dreamer.backends",
+    "make_embedder": "dreamer.embeddings",
+    "SlotLock": "dreamer.slot",
+    "StateStore.open": "dreamer.state",
+}
+
+
+def wiring_calls(path: Path) -> Iterator[tuple[int, str]]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id in WIRING:
+            yield node.lineno, func.id
+        elif (
+            isinstance(func, ast.Attribute)
+            and func.attr == "open"
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "StateStore"
+        ):
+            yield node.lineno, "StateStore.open"
+
+
+class TestWiring:
+    def test_runs_are_wired_in_one_room(self) -> None:
+        """``open_backend(``, ``make_embedder(``, ``StateStore.open(`` and ``SlotLock(`` are called
+        from ``dreamer.jobs`` only (and where each is defined): a command, the service or the Hermes
+        provider that opens its own would drift from the others' wiring."""
+        stray = sorted(
+            f"{module}:{line} {call}("
+            for module, path in modules().items()
+            for line, call in wiring_calls(path)
+            if room(module) not in ("dreamer.jobs", WIRING[call])
+        )
+        assert stray == []

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
-from dreamer.service.jobs import JobSpec
-from dreamer.service.runner import JobOutcome, RunResult
+from dreamer.jobs.spec import JobOutcome, JobSpec
+from dreamer.service.runner import RunResult
 from dreamer.service.status import ReloadRecord, count_jobs, format_status, format_time
 
 NOW = datetime(2025, 3, 4, 12, 30, tzinfo=UTC)

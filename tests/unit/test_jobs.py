@@ -24,8 +24,9 @@ from dreamer.errors import (
     TransientBackendError,
 )
 from dreamer.log import configure_logging
-from dreamer.service.jobs import PLANNERS, JobSpec, diff_plans, plan_jobs
-from dreamer.service.runner import JobOutcome, KindDispatcher, execute_job
+from dreamer.jobs.spec import JobOutcome, JobSpec
+from dreamer.service.plan import PLANNERS, diff_plans, plan_jobs
+from dreamer.service.runner import KindDispatcher, execute_job
 from dreamer.state import StateStore
 from tests.support.configs import config_data, parsed
 

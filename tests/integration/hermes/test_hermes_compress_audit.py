@@ -297,9 +297,10 @@ class TestTokens:
     ) -> None:
         """The audit job's run record carries the reflect's tokens, so the day's LLM token total
         (status, rollup.max_llm_tokens_per_day) counts them."""
-        import dreamer.hermes.configured as configured
-        from dreamer.service.jobs import plan_jobs
-        from dreamer.service.runner import execute_job, run_audit_job
+        import dreamer.jobs.open as wiring
+        from dreamer.jobs.audit import run_audit_job
+        from dreamer.service.plan import plan_jobs
+        from dreamer.service.runner import execute_job
         from dreamer.state import StateStore
         from tests.support.configs import config_data, loaded
 
@@ -314,7 +315,7 @@ class TestTokens:
         config = loaded(tmp_path, data)
         answer = ReflectResult(text="", structured=USABLE, usage=TokenUsage(prompt=300, completion=40))
         backend = ScriptedReflect(EmbeddedBackend(tmp_path / "store.sqlite3"), tmp_path / "slot.lock", answer)
-        monkeypatch.setattr(configured, "open_backend", lambda _config: backend)
+        monkeypatch.setattr(wiring, "open_backend", lambda _config, **_: backend)
 
         async def main() -> None:
             with StateStore.open(config.state_path) as state:

@@ -3,7 +3,7 @@
 :func:`plan_jobs` turns a :class:`~dreamer.config.Config` into a table ``{job_id: JobSpec}``; the
 daemon schedules that table, and on reload :func:`diff_plans` says which jobs to add, remove or
 reschedule, so untouched jobs keep their place in the schedule. How one run of a job is carried
-out is :mod:`dreamer.service.runner`.
+out is :mod:`dreamer.service.runner`; the job bodies are in :mod:`dreamer.jobs`.
 
 To add a kind of job (say ``audit:<agent>``): write a planner ``def plan_audit_jobs(config) ->
 Iterable[JobSpec]`` and register it in :data:`PLANNERS`; register its runner in
@@ -16,52 +16,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from dreamer.config import Config
-
-
-@dataclass(frozen=True, slots=True)
-class JobSpec:
-    """One scheduled job: what it is, when it runs, and the log context of its runs.
-
-    ``interval_s`` and ``jitter_s`` form the trigger; changing either reschedules the job.
-    ``first_run_delay_s`` applies only when the job is added. ``context`` is bound into every log
-    record of a run (for a roll-up: ``profile`` and ``bank``).
-    """
-
-    job_id: str
-    kind: str
-    key: str
-    interval_s: float
-    jitter_s: int
-    first_run_delay_s: float
-    misfire_grace_s: int
-    timeout_s: float
-    context: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def trigger(self) -> tuple[float, int]:
-        return (self.interval_s, self.jitter_s)
-
-    @property
-    def label(self) -> str:
-        """How the STATUS line names the job: the profile for a roll-up, else the job id."""
-        return self.key if self.kind == "rollup" else self.job_id
-
-    def log_context(self) -> dict[str, str]:
-        return dict(self.context)
-
+from dreamer.jobs.spec import JobSpec, job_id, rollup_job_id
 
 # --- the plan -----------------------------------------------------------------------------------
 
 Planner = Callable[[Config], Iterable[JobSpec]]
-
-
-def job_id(kind: str, key: str) -> str:
-    return f"{kind}:{key}"
-
-
-def rollup_job_id(profile: str) -> str:
-    """The job id of a profile's roll-up: the key of its run records."""
-    return job_id("rollup", profile)
 
 
 def rollup_job(config: Config, name: str) -> JobSpec:

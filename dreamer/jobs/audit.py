@@ -1,9 +1,9 @@
-"""The agents Dreamer is configured to look after: ``[agents.*]`` and ``[audit]`` mapped onto the
-audit, and one audit of a configured agent when it is due.
+"""The audit job: the agents Dreamer is configured to look after (``[agents.*]`` and ``[audit]``)
+mapped onto the memory-file audit, and one audit of a configured agent when it is due.
 
 The audit itself (:mod:`dreamer.hermes.audit`) knows nothing of Dreamer's configuration; this is
-the one place that translates. Used by the daemon's audit job and by ``dreamer audit`` /
-``dreamer memory``.
+the one place that translates. Used by the daemon's audit job (:func:`run_audit_job`) and by
+``dreamer audit`` / ``dreamer memory``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 import anyio
 import structlog
 
-from dreamer.backends import MemoryBackend, open_backend
+from dreamer.backends import MemoryBackend
 from dreamer.config import Config
 from dreamer.errors import UnknownAgentError
 from dreamer.hermes import AgentFiles, AuditReport, AuditSettings, audit_agent, needs_audit
@@ -23,6 +23,9 @@ from dreamer.hermes.audit.compress_reflect import ReflectCompressor, reflect_com
 from dreamer.hermes.audit.rotation import CanaryRotation, rotate_canaries
 from dreamer.hermes.audit.settings import with_hermes_limits
 from dreamer.hermes.memory.limits import MemoryLimitsError
+from dreamer.jobs.open import open_for
+from dreamer.jobs.spec import JobOutcome, JobSpec
+from dreamer.outcomes import Outcome
 from dreamer.retry import RetryPolicy
 from dreamer.slot import SlotLock
 
@@ -93,15 +96,12 @@ async def audit_once(
         log.info("audit not due", agent=name, reason=why)
         return None
     log.info("audit started", agent=name, reason=why, dry_run=dry_run)
-    backend = open_backend(config) if settings.compress_entries and config.audit.compress_bank else None
-    try:
-        compressor = _compressor(config, backend, settings)
+    compresses = bool(settings.compress_entries and config.audit.compress_bank)
+    async with open_for(config, backend=compresses) as opened:
+        compressor = _compressor(config, opened.opened_backend, settings)
         report = await anyio.to_thread.run_sync(
             lambda: audit_agent(files, settings, now, compressor=compressor)
         )
-    finally:
-        if backend is not None:
-            await backend.aclose()
     level = "error" if str(report.status) in ALARMING else "warning" if report.warnings else "info"
     fields = {k: v for k, v in report.to_dict().items() if k != "agent"}
     getattr(log, level)("audit finished", agent=name, **fields)
@@ -136,3 +136,14 @@ async def rotate_once(config: Config, name: str) -> CanaryRotation:
     rotation = await anyio.to_thread.run_sync(lambda: rotate_canaries(files, settings, now))
     log.info("canaries rotated", agent=name, finished_interrupted=rotation.finished_interrupted)
     return rotation
+
+
+async def run_audit_job(config: Config, job: JobSpec, run_id: str) -> JobOutcome:
+    """The audit job's body: audit one agent's MEMORY.md / USER.md when due (interval or
+    utilisation threshold)."""
+    report = await audit_once(config, job.key)
+    if report is None:
+        return JobOutcome(Outcome.NOT_DUE, "no audit due")
+    doc = report.to_dict()
+    counts = {k: v for k, v in doc.get("counts", {}).items() if isinstance(v, int)}
+    return JobOutcome(str(report.status).lower(), f"audit {report.status}", counts)

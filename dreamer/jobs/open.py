@@ -1,0 +1,117 @@
+"""The one place that opens what a run or a command works on: the backend the configuration names,
+the embedder for the semantic dedup or a hybrid recall, and the state file.
+
+Every caller (the roll-up job, the audit job, the daemon, ``status``, ``card``, ``banks``,
+``recall``, ``reflect``, ``retain``, the demo, the Hermes provider) asks :func:`open_for` for what it
+needs and gets it closed again, in the reverse order, when its block ends, also on an error. A
+second state backend plugs in here, in :func:`open_state`, and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+from dreamer.backends import MemoryBackend, open_backend
+from dreamer.config import Config
+from dreamer.embeddings import Embedder
+from dreamer.errors import StateFileError
+from dreamer.log import get_logger
+from dreamer.state import StateStore
+
+#: The recall's logger: a ledger that will not open is the recall's news.
+log = get_logger("dreamer.readside")
+
+#: ``"write"``: the state file, created when there is none. ``"read"``: the state file when there
+#: is one and it opens, else None (a recall goes on without the ledger's marks; it never creates one).
+StateNeed = Literal["write", "read"]
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What :func:`open_for` opened. ``backend`` and ``state`` are there when they were asked for
+    (asking for one that was not is a bug, said so); ``embedder`` and ``ledger`` may be None."""
+
+    opened_backend: MemoryBackend | None
+    embedder: Embedder | None
+    ledger: StateStore | None
+
+    @property
+    def backend(self) -> MemoryBackend:
+        if self.opened_backend is None:
+            raise RuntimeError("open_for was not asked for a backend")
+        return self.opened_backend
+
+    @property
+    def state(self) -> StateStore:
+        if self.ledger is None:
+            raise RuntimeError("open_for was not asked for the state file (state='write')")
+        return self.ledger
+
+
+@asynccontextmanager
+async def open_for(
+    config: Config,
+    *,
+    backend: bool = False,
+    search: bool = False,
+    embedder: Embedder | None = None,
+    use_backend: MemoryBackend | None = None,
+    state: StateNeed | None = None,
+) -> AsyncIterator[Opened]:
+    """Open what a caller needs from ``config``, and close what was opened here when the block ends.
+
+    - ``backend``: the backend ``backend.kind`` names (:func:`dreamer.backends.open_backend`).
+    - ``search``: with ``backend``, the configured embedder too when the backend is the embedded
+      store, so its recall is hybrid and a retained unit gets its vector (Hindsight embeds on its
+      own server). The embedder is closed with the block.
+    - ``embedder``: an embedder the caller keeps (the roll-up's semantic judge), handed to the
+      backend and not closed here.
+    - ``use_backend``: a backend the caller keeps (the demo's store, a test's fault injector),
+      used instead of opening one and not closed here.
+    - ``state``: the state file, see :data:`StateNeed`.
+    """
+    async with AsyncExitStack() as stack:
+        ledger = None
+        if state == "write":
+            ledger = stack.enter_context(open_state(config))
+        elif state == "read":
+            ledger = open_ledger(config)
+            if ledger is not None:
+                stack.callback(ledger.close)
+        opened: MemoryBackend | None = use_backend
+        if search and embedder is None and use_backend is None and config.backend.kind == "embedded":
+            embedder = _searching_embedder(config)
+            if embedder is not None:
+                stack.push_async_callback(embedder.aclose)
+        if backend and opened is None:
+            opened = open_backend(config, embedder=embedder)
+            stack.push_async_callback(opened.aclose)
+        yield Opened(opened, embedder, ledger)
+
+
+def _searching_embedder(config: Config) -> Embedder | None:
+    from dreamer.embeddings.factory import make_embedder  # the embedding packages load on use
+
+    return make_embedder(config)
+
+
+def open_state(config: Config) -> StateStore:
+    """The state file at ``config.state_path``, created (with its directory) when there is none."""
+    config.state_dir.mkdir(parents=True, exist_ok=True)
+    return StateStore.open(config.state_path)
+
+
+def open_ledger(config: Config) -> StateStore | None:
+    """The state file, for the ledger's supersession marks; None when there is none yet (a recall
+    never creates one) or it cannot be opened (logged: the recall goes on without those marks)."""
+    path = config.state_path
+    if not path.is_file():
+        return None
+    try:
+        return StateStore.open(path)
+    except StateFileError as exc:
+        log.warning("recall without the ledger's supersession marks", reason=str(exc))
+        return None

@@ -1,0 +1,179 @@
+"""The roll-up job's body: gate on the cycle's shared activity snapshot, run the pipeline under the
+profile's and the upstream bank's run locks, and refresh the profile's peer card after a run that
+promoted or reinforced something."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from dreamer.config import Config
+from dreamer.errors import DreamerError
+from dreamer.jobs.locks import profile_run_lock, upstream_run_lock
+from dreamer.jobs.open import open_for
+from dreamer.jobs.spec import JobOutcome, JobSpec, StepHook
+from dreamer.log import get_logger
+from dreamer.outcomes import Outcome
+from dreamer.rollup.activity import ActivityCache
+from dreamer.slot import SlotLock
+
+if TYPE_CHECKING:
+    from dreamer.backends.base import MemoryBackend
+    from dreamer.rollup.report import RollupReport
+    from dreamer.rollup.semantic import SemanticJudge
+    from dreamer.state import StateStore
+
+log = get_logger("dreamer.jobs")
+
+
+class RollupJob:
+    """The roll-up job: one instance serves every profile, so all roll-up jobs of a cycle share one
+    activity call.
+
+    The options are the CLI's (``--dry-run``, ``--since``, progress); ``reports`` keeps each run's
+    full report by run id for a caller that prints it. ``backend``, when given, is used and not
+    closed.
+    """
+
+    def __init__(
+        self,
+        *,
+        dry_run: bool = False,
+        since: datetime | None = None,
+        on_step: StepHook | None = None,
+        backend: MemoryBackend | None = None,
+    ) -> None:
+        self.dry_run = dry_run
+        self.since = since
+        self.on_step = on_step
+        self.backend = backend
+        self.reports: dict[str, RollupReport] = {}
+        self._caches: dict[float, ActivityCache] = {}
+        # The embedder and the ledger vectors it keeps in memory live as long as this job (the
+        # daemon's life), rebuilt when a reload changes [embeddings] or the top k.
+        self._semantic: tuple[object, SemanticJudge | None] = (None, None)
+
+    def _cache(self, config: Config) -> ActivityCache:
+        ttl = min(config.schedule.interval_minutes * 30.0, config.schedule.jitter_s + 60.0)
+        return self._caches.setdefault(ttl, ActivityCache(ttl))
+
+    async def _semantic_judge(self, config: Config) -> SemanticJudge | None:
+        from dreamer.embeddings.factory import make_embedder
+        from dreamer.rollup.semantic import SemanticJudge
+
+        key = (config.embeddings, config.rollup.semantic_top_k)
+        held_key, held = self._semantic
+        if held_key == key:
+            return held
+        if held is not None:
+            await held.aclose()
+        embedder = make_embedder(config)
+        judge = (
+            None
+            if embedder is None
+            else SemanticJudge(
+                embedder, reembed_batch=config.embeddings.reembed_batch, top_k=config.rollup.semantic_top_k
+            )
+        )
+        self._semantic = (key, judge)
+        return judge
+
+    async def aclose(self) -> None:
+        """Close the embedder (its HTTP client), if one was made."""
+        _, held = self._semantic
+        self._semantic = (None, None)
+        if held is not None:
+            await held.aclose()
+
+    async def __call__(self, config: Config, job: JobSpec, run_id: str) -> JobOutcome:
+        profile = job.key
+        locks = (
+            []
+            if self.dry_run
+            else [profile_run_lock(config, profile), upstream_run_lock(config, profile)]
+        )
+        await _acquire_all(locks)
+        try:
+            return await self._run(config, profile, run_id)
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+
+    async def _run(self, config: Config, profile: str, run_id: str) -> JobOutcome:
+        # Imported at the first run, not at start: the daemon signals READY before paying for them.
+        from dreamer.rollup.pipeline import Rollup
+
+        semantic = await self._semantic_judge(config)
+        # The judge's embedder also makes the embedded store's recall hybrid (Hindsight ignores it).
+        embedder = semantic.embedder if semantic is not None else None
+        async with open_for(
+            config, backend=True, use_backend=self.backend, embedder=embedder, state="write"
+        ) as opened:
+            backend, state = opened.backend, opened.state
+            banks = [config.bank_id(p.bank) for p in config.enabled_profiles().values()]
+            bank_id = config.profile_bank_id(profile)
+            if bank_id not in banks:
+                banks.append(bank_id)
+            activity = await self._cache(config).get(backend, banks, bank_id)
+            rollup = Rollup(config, backend, state, on_step=self.on_step, semantic=semantic)
+            report = await rollup.run(
+                profile, activity=activity, run_id=run_id, dry_run=self.dry_run, since=self.since
+            )
+            self.reports[run_id] = report
+            counts = dict(report.counts())
+            await _refresh_peer_card(config, state, backend, profile, report, counts)
+            if activity is not None:
+                # Units written to the bank and not rolled up yet, as this run leaves them.
+                counts["backlog"] = max(0, activity.unit_count - state.watermark(profile).unit_count)
+            summary = report.to_json()
+            fields = {k: summary[k] for k in _REPORT_FIELDS}
+            return JobOutcome(report.outcome, report.reason, counts, fields)
+
+
+async def _acquire_all(locks: list[SlotLock]) -> None:
+    """Take the locks in order; on a failure release the ones taken."""
+    taken: list[SlotLock] = []
+    try:
+        for lock in locks:
+            await lock.acquire()
+            taken.append(lock)
+    except BaseException:
+        for lock in reversed(taken):
+            lock.release()
+        raise
+
+
+async def _refresh_peer_card(
+    config: Config,
+    state: StateStore,
+    backend: MemoryBackend,
+    profile: str,
+    report: RollupReport,
+    counts: dict[str, int],
+) -> None:
+    """Refresh the profile's peer card after a run that promoted or reinforced something. The run
+    has committed: a peer card that cannot be refreshed is a warning, never the run's outcome. The
+    polish reflects' LLM tokens are this run's tokens too (status, metrics, the daily budget), and
+    ``polish_llm_*`` in ``counts`` tell them apart."""
+    from dreamer.peercard.polish import PolishTokens
+    from dreamer.peercard.refresh import refresh_peer_cards
+
+    polish = PolishTokens()
+    if report.outcome in (Outcome.PROMOTED, Outcome.REINFORCED) and config.peer_card.enabled:
+        try:
+            await refresh_peer_cards(config, state, profiles=[profile], backend=backend, tokens=polish)
+        except (OSError, DreamerError) as exc:
+            log.warning("could not write the peer card", error=str(exc))
+    polish.add_to(counts)
+
+
+_REPORT_FIELDS = (
+    "summariser",
+    "embedder",
+    "reembedded",
+    "slot_wait_s",
+    "slot_held_s",
+    "dry_run",
+    "watermark_from",
+    "watermark_to",
+)
