@@ -221,25 +221,57 @@ def _config_edits(text: str, context: PlanContext) -> list[tuple[ActionKind, str
 def plan_audit(
     entries: Sequence[Entry], classifications: Mapping[int, Classification], context: PlanContext
 ) -> Plan:
-    """The audit plan for `entries` (see the module docstring for the rules)."""
-    settings = context.settings
-    text_of = {entry.id: entry.text for entry in entries}
-    location: dict[int, Target | None] = {entry.id: entry.target for entry in entries}
-    working: dict[Target, list[int]] = {
-        target: [entry.id for entry in entries if entry.target is target] for target in Target
-    }
-    deletes: list[PlannedAction] = []
-    moves: list[PlannedAction] = []
-    configs: list[int] = []
-    unresolved: list[tuple[int, UnresolvedEntry]] = []  # by entry id, to report in file order
-    handled: set[int] = set()
-
+    """The audit plan for `entries` (see the module docstring for the rules): first what each entry
+    calls for, then those decisions simulated against the limits in the order they will be applied."""
     candidates = [entry for entry in entries if not is_canary_entry(entry.text)]
+    decisions = _Decisions()
+    handled = _decide_duplicates(candidates, classifications, decisions)
+    for entry in candidates:
+        if entry.id not in handled:
+            _decide(entry, classifications[entry.id], context, decisions)
+    simulation = _Simulation(entries, context, decisions.unresolved)
+    simulation.delete(decisions.deletes)
+    simulation.move(decisions.moves)
+    simulation.edit_configs(decisions.configs)
+    simulation.compress(candidates)
+    return simulation.plan()
 
-    # Duplicates: keep the first copy, delete the others (only when the category is certain).
+
+@dataclass
+class _Decisions:
+    """What the rules call for, entry by entry, before anything is checked against the limits."""
+
+    deletes: list[PlannedAction] = field(default_factory=list)
+    moves: list[PlannedAction] = field(default_factory=list)
+    #: Technical-config entries, whose model and URLs are checked once the moves are known.
+    configs: list[int] = field(default_factory=list)
+    #: By entry id, to report in file order.
+    unresolved: list[tuple[int, UnresolvedEntry]] = field(default_factory=list)
+
+    def delete(self, entry: Entry, reason: str) -> None:
+        """Plan the deletion of `entry`."""
+        self.deletes.append(PlannedAction(ActionKind.DELETE, entry.id, entry.target, entry.text, reason))
+
+    def move(self, entry: Entry, reason: str, destination: str) -> None:
+        """Plan the move of `entry` to `destination` (a memory file, SOUL.md or the rules skill)."""
+        self.moves.append(
+            PlannedAction(ActionKind.MOVE, entry.id, entry.target, entry.text, reason, destination)
+        )
+
+    def leave(self, entry: Entry, reason: str) -> None:
+        """Leave `entry` as it is, reporting why."""
+        self.unresolved.append((entry.id, UnresolvedEntry(entry.file, entry.text, reason)))
+
+
+def _decide_duplicates(
+    candidates: Sequence[Entry], classifications: Mapping[int, Classification], decisions: _Decisions
+) -> set[int]:
+    """Keep the first copy of each normalised text and delete the others, only when the first's
+    category is certain (else report them); the ids of the copies, which no other rule looks at."""
     groups: dict[str, list[Entry]] = {}
     for entry in candidates:
         groups.setdefault(normalize_entry(entry.text), []).append(entry)
+    handled: set[int] = set()
     for group in groups.values():
         first, *copies = group
         if not copies:
@@ -248,126 +280,139 @@ def plan_audit(
         classification = classifications[first.id]
         for copy in copies:
             if classification.confident:
-                reason = f"Duplicate of {first.file} entry {one_line(first.text, 60)!r}"
-                deletes.append(PlannedAction(ActionKind.DELETE, copy.id, copy.target, copy.text, reason))
+                decisions.delete(copy, f"Duplicate of {first.file} entry {one_line(first.text, 60)!r}")
             else:
                 reason = f"duplicate of a {first.file} entry, kept because the category is uncertain"
-                item = UnresolvedEntry(copy.file, copy.text, f"{reason} ({classification.reason})")
-                unresolved.append((copy.id, item))
+                decisions.leave(copy, f"{reason} ({classification.reason})")
+    return handled
 
-    for entry in candidates:
-        if entry.id in handled:
-            continue
-        classification = classifications[entry.id]
-        category = classification.category
-        if not classification.confident:
-            item = UnresolvedEntry(entry.file, entry.text, f"category uncertain: {classification.reason}")
-            unresolved.append((entry.id, item))
-        elif category is Category.SESSION_NOTE:
-            deletes.append(
-                PlannedAction(ActionKind.DELETE, entry.id, entry.target, entry.text, str(category))
-            )
-        elif category in (Category.TEMPORARY_STATE, Category.HISTORICAL_SNAPSHOT):
-            age = context.ages[entry.id]
-            if age.days >= settings.stale_days:
-                reason = f"{category}, {age.days} days old ({age.basis})"
-                deletes.append(PlannedAction(ActionKind.DELETE, entry.id, entry.target, entry.text, reason))
-        elif category is Category.TECHNICAL_CONFIG:
-            if entry.target is Target.USER:
-                reason = f"{category} belongs in MEMORY.md"
-                moves.append(
-                    PlannedAction(ActionKind.MOVE, entry.id, entry.target, entry.text, reason, "MEMORY.md")
-                )
-            configs.append(entry.id)
-        elif category in (Category.IDENTITY, Category.PREFERENCE) and entry.target is Target.MEMORY:
-            reason = f"{category} belongs in USER.md"
-            moves.append(
-                PlannedAction(ActionKind.MOVE, entry.id, entry.target, entry.text, reason, "USER.md")
-            )
-        elif category is Category.PERSONA:
-            if context.soul_unavailable:
-                reason = f"{category}, but it cannot move to SOUL.md: {context.soul_unavailable}"
-                unresolved.append((entry.id, UnresolvedEntry(entry.file, entry.text, reason)))
-            else:
-                reason = f"{category} belongs in SOUL.md"
-                moves.append(
-                    PlannedAction(
-                        ActionKind.MOVE, entry.id, entry.target, entry.text, reason, SOUL_DESTINATION
-                    )
-                )
-        elif category is Category.OPERATING_RULE:
-            if context.skill_available:
-                reason = f"{category} belongs in a skill"
-                moves.append(
-                    PlannedAction(
-                        ActionKind.MOVE, entry.id, entry.target, entry.text, reason, SKILL_DESTINATION
-                    )
-                )
-            else:
-                reason = f"{category}, but the agent has no skills directory configured to move it to"
-                unresolved.append((entry.id, UnresolvedEntry(entry.file, entry.text, reason)))
 
-    def size_with(target: Target, ids: Sequence[int]) -> int:
-        return joined_length([text_of[i] for i in ids])
+def _decide(
+    entry: Entry, classification: Classification, context: PlanContext, decisions: _Decisions
+) -> None:
+    """What the category of `entry` calls for: a deletion, a move, a config check, or nothing."""
+    category = classification.category
+    if not classification.confident:
+        decisions.leave(entry, f"category uncertain: {classification.reason}")
+    elif category is Category.SESSION_NOTE:
+        decisions.delete(entry, str(category))
+    elif category in (Category.TEMPORARY_STATE, Category.HISTORICAL_SNAPSHOT):
+        age = context.ages[entry.id]
+        if age.days >= context.settings.stale_days:
+            decisions.delete(entry, f"{category}, {age.days} days old ({age.basis})")
+    elif category is Category.TECHNICAL_CONFIG:
+        if entry.target is Target.USER:
+            decisions.move(entry, f"{category} belongs in MEMORY.md", "MEMORY.md")
+        decisions.configs.append(entry.id)
+    elif category in (Category.IDENTITY, Category.PREFERENCE) and entry.target is Target.MEMORY:
+        decisions.move(entry, f"{category} belongs in USER.md", "USER.md")
+    elif category is Category.PERSONA:
+        if context.soul_unavailable:
+            decisions.leave(entry, f"{category}, but it cannot move to SOUL.md: {context.soul_unavailable}")
+        else:
+            decisions.move(entry, f"{category} belongs in SOUL.md", SOUL_DESTINATION)
+    elif category is Category.OPERATING_RULE:
+        if context.skill_available:
+            decisions.move(entry, f"{category} belongs in a skill", SKILL_DESTINATION)
+        else:
+            reason = f"{category}, but the agent has no skills directory configured to move it to"
+            decisions.leave(entry, reason)
 
-    actions: list[PlannedAction] = []
-    for action in deletes:
-        working[action.source].remove(action.entry_id)
-        location[action.entry_id] = None
-        actions.append(action)
 
-    for action in moves:
-        source = action.source
-        if action.destination in (SKILL_DESTINATION, SOUL_DESTINATION):
-            working[source].remove(action.entry_id)
-            location[action.entry_id] = None
-            actions.append(action)
-            continue
-        destination = Target.from_filename(action.destination or "")
-        limit = settings.limit_for(destination)
-        size = size_with(destination, [*working[destination], action.entry_id])
-        if size > limit:
-            reason = (
-                f"move to {destination.filename} not possible: it would put {destination.filename} at "
-                f"{size:,}/{limit:,} chars; the entry stays in {source.filename}"
-            )
-            unresolved.append((action.entry_id, UnresolvedEntry(source.filename, action.entry, reason)))
-            continue
-        working[source].remove(action.entry_id)
-        working[destination].append(action.entry_id)
-        location[action.entry_id] = destination
-        actions.append(action)
+class _Simulation:
+    """Both files as the plan changes them, step by step in the order the plan will be applied, so a
+    step that would overflow a file is reported as unresolved up front instead of planned."""
 
-    for entry_id in configs:
-        where = location[entry_id]
-        if where is None:
-            continue
-        for kind, new_text, reason in _config_edits(text_of[entry_id], context):
-            old_text = text_of[entry_id]
-            limit = settings.limit_for(where)
-            size = size_with(where, working[where]) - len(old_text) + len(new_text)
+    def __init__(
+        self, entries: Sequence[Entry], context: PlanContext, unresolved: list[tuple[int, UnresolvedEntry]]
+    ) -> None:
+        self.context = context
+        self.text_of = {entry.id: entry.text for entry in entries}
+        #: Where each entry is now: a memory file, or None once it was deleted or moved out.
+        self.location: dict[int, Target | None] = {entry.id: entry.target for entry in entries}
+        self.working: dict[Target, list[int]] = {
+            target: [entry.id for entry in entries if entry.target is target] for target in Target
+        }
+        self.actions: list[PlannedAction] = []
+        self.unresolved = unresolved
+
+    def size_with(self, ids: Sequence[int]) -> int:
+        """The size of a file holding the entries `ids`, in their current wording."""
+        return joined_length([self.text_of[i] for i in ids])
+
+    def delete(self, deletes: Sequence[PlannedAction]) -> None:
+        """The deletions, first: they only make room."""
+        for action in deletes:
+            self.working[action.source].remove(action.entry_id)
+            self.location[action.entry_id] = None
+            self.actions.append(action)
+
+    def move(self, moves: Sequence[PlannedAction]) -> None:
+        """The moves, in order; a move into a memory file without room stays where it is, reported."""
+        for action in moves:
+            source = action.source
+            if action.destination in (SKILL_DESTINATION, SOUL_DESTINATION):
+                self.working[source].remove(action.entry_id)
+                self.location[action.entry_id] = None
+                self.actions.append(action)
+                continue
+            destination = Target.from_filename(action.destination or "")
+            limit = self.context.settings.limit_for(destination)
+            size = self.size_with([*self.working[destination], action.entry_id])
             if size > limit:
                 reason = (
-                    f"{kind} not applied ({reason}): it would put {where.filename} at "
-                    f"{size:,}/{limit:,} chars"
+                    f"move to {destination.filename} not possible: it would put {destination.filename} at "
+                    f"{size:,}/{limit:,} chars; the entry stays in {source.filename}"
                 )
-                unresolved.append((entry_id, UnresolvedEntry(where.filename, old_text, reason)))
-                break
-            actions.append(PlannedAction(kind, entry_id, where, old_text, reason, new_text=new_text))
-            text_of[entry_id] = new_text
+                self.unresolved.append(
+                    (action.entry_id, UnresolvedEntry(source.filename, action.entry, reason))
+                )
+                continue
+            self.working[source].remove(action.entry_id)
+            self.working[destination].append(action.entry_id)
+            self.location[action.entry_id] = destination
+            self.actions.append(action)
 
-    for entry in candidates:
-        where, text = location[entry.id], text_of[entry.id]
-        if where is None or text not in context.compressions:
-            continue  # gone, or edited above (a new text the rewrite was not checked against)
-        shorter, method = context.compressions[text]
-        reason = f"shorter by {len(text) - len(shorter)} chars ({method}), every detail kept"
-        actions.append(PlannedAction(ActionKind.COMPRESS, entry.id, where, text, reason, new_text=shorter))
-        text_of[entry.id] = shorter
+    def edit_configs(self, configs: Sequence[int]) -> None:
+        """The config entries' edits, in the file each ends up in; the first edit that would
+        overflow it is reported and the entry's later edits are dropped."""
+        for entry_id in configs:
+            where = self.location[entry_id]
+            if where is None:
+                continue
+            for kind, new_text, reason in _config_edits(self.text_of[entry_id], self.context):
+                old_text = self.text_of[entry_id]
+                limit = self.context.settings.limit_for(where)
+                size = self.size_with(self.working[where]) - len(old_text) + len(new_text)
+                if size > limit:
+                    reason = (
+                        f"{kind} not applied ({reason}): it would put {where.filename} at "
+                        f"{size:,}/{limit:,} chars"
+                    )
+                    self.unresolved.append((entry_id, UnresolvedEntry(where.filename, old_text, reason)))
+                    break
+                self.actions.append(PlannedAction(kind, entry_id, where, old_text, reason, new_text=new_text))
+                self.text_of[entry_id] = new_text
 
-    return Plan(
-        actions=tuple(actions),
-        unresolved=tuple(item for _, item in sorted(unresolved, key=lambda pair: pair[0])),
-        final_memory=tuple(text_of[i] for i in working[Target.MEMORY]),
-        final_user=tuple(text_of[i] for i in working[Target.USER]),
-    )
+    def compress(self, candidates: Sequence[Entry]) -> None:
+        """The shorter wordings, last (shorter: they always fit), of entries still in a file and not
+        edited above (a new text the rewrite was not checked against)."""
+        for entry in candidates:
+            where, text = self.location[entry.id], self.text_of[entry.id]
+            if where is None or text not in self.context.compressions:
+                continue
+            shorter, method = self.context.compressions[text]
+            reason = f"shorter by {len(text) - len(shorter)} chars ({method}), every detail kept"
+            self.actions.append(
+                PlannedAction(ActionKind.COMPRESS, entry.id, where, text, reason, new_text=shorter)
+            )
+            self.text_of[entry.id] = shorter
+
+    def plan(self) -> Plan:
+        """The plan: the actions in order, the unresolved entries in file order, both files after."""
+        return Plan(
+            actions=tuple(self.actions),
+            unresolved=tuple(item for _, item in sorted(self.unresolved, key=lambda pair: pair[0])),
+            final_memory=tuple(self.text_of[i] for i in self.working[Target.MEMORY]),
+            final_user=tuple(self.text_of[i] for i in self.working[Target.USER]),
+        )
