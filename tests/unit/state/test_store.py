@@ -1,4 +1,4 @@
-"""Watermarks with tie handling, and the one-transaction commit of a roll-up."""
+"""The one-transaction commit of a roll-up, and the ledger's sketches."""
 
 from __future__ import annotations
 
@@ -13,46 +13,6 @@ from dreamer.errors import StateFileError
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-class TestWatermark:
-    def test_equal_timestamps_are_neither_skipped_nor_repeated(self) -> None:
-        """A unit sharing the boundary instant is new unless its id was already rolled up."""
-        wm = Watermark().advanced_to([(T0, "a"), (T0, "b")])
-        assert wm.created_at == T0 and wm.boundary_ids == {"a", "b"}
-        assert not wm.is_new(T0, "a")
-        assert wm.is_new(T0, "c")
-        assert wm.is_new(T0 + timedelta(microseconds=1), "a")
-        assert not wm.is_new(T0 - timedelta(seconds=1), "z")
-
-    def test_without_overlap_only_the_newest_instant_is_remembered(self) -> None:
-        wm = Watermark().advanced_to([(T0, "a"), (T0 + timedelta(seconds=1), "b")])
-        assert wm.boundary_ids == {"b"}
-        again = wm.advanced_to([(T0 + timedelta(seconds=1), "c")])
-        assert again.boundary_ids == {"b", "c"}
-
-    def test_a_late_commit_inside_the_overlap_is_new_once(self) -> None:
-        """A unit stamped slightly before the watermark but never seen is picked up, then remembered."""
-        overlap = timedelta(minutes=5)
-        wm = Watermark().advanced_to([(T0, "a"), (T0 + timedelta(minutes=2), "b")], overlap)
-        assert wm.read_from(overlap) == T0 + timedelta(minutes=2) - overlap
-        late = T0 + timedelta(minutes=1)
-        assert wm.is_new(late, "late", overlap)
-        assert not wm.is_new(T0, "a", overlap)
-        assert not wm.is_new(T0 - timedelta(minutes=10), "old", overlap)
-        after = wm.advanced_to([(late, "late")], overlap)
-        assert not after.is_new(late, "late", overlap)
-        assert after.created_at == T0 + timedelta(minutes=2)
-
-    def test_ids_older_than_the_overlap_are_forgotten(self) -> None:
-        """The remembered set stays bounded by the overlap window."""
-        overlap = timedelta(minutes=5)
-        wm = (
-            Watermark()
-            .advanced_to([(T0, "a")], overlap)
-            .advanced_to([(T0 + timedelta(hours=1), "b")], overlap)
-        )
-        assert wm.boundary_ids == {"b"}
 
 
 def commit_promoted(st: StateStore, card: LedgerCard) -> Watermark:
