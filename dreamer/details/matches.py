@@ -1,0 +1,25 @@
+"""Cutting matches out of a text, so that what one finder read is not read again by the next.
+
+The finders run in a fixed order (locations, versions, dates, numbers): the digits of a path must
+not come back as a number, nor a date's day as a count. A match is blanked rather than deleted,
+so the offsets of later matches stay valid.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["collect", "cut"]
+
+
+def cut(text: str, span: tuple[int, int]) -> str:
+    # Replace rather than delete, so offsets of later matches stay valid.
+    start, end = span
+    return text[:start] + " " * (end - start) + text[end:]
+
+
+def collect(pattern: re.Pattern[str], text: str) -> tuple[list[re.Match[str]], str]:
+    matches = list(pattern.finditer(text))
+    for match in matches:
+        text = cut(text, match.span())
+    return matches, text
