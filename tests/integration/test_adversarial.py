@@ -22,8 +22,8 @@ from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config
 from dreamer.errors import RunBusyError, StateFileError
-from dreamer.rollup.pipeline import Rollup
 from dreamer.jobs.locks import profile_run_lock, upstream_run_lock
+from dreamer.rollup.pipeline import Rollup
 from dreamer.service.runner import run_rollups_now
 from dreamer.state import SCHEMA_VERSION, LedgerCard, Reinforcement, StateStore, Watermark
 from tests.support.cli import run_dreamer

@@ -37,11 +37,11 @@ from dreamer.commands.card import card_command
 from dreamer.config import Config
 from dreamer.errors import PermanentBackendError, TransientBackendError
 from dreamer.hermes.memory.entries import parse_entries
+from dreamer.jobs.rollup import RollupJob
 from dreamer.llm.usage import TokenUsage
 from dreamer.peercard.polish import PolishTokens
 from dreamer.peercard.refresh import peer_cards, refresh_peer_cards
 from dreamer.rollup.promote import ROLLUP_TAG
-from dreamer.jobs.rollup import RollupJob
 from dreamer.service.plan import plan_jobs
 from dreamer.service.runner import execute_job
 from dreamer.state import StateStore

@@ -34,10 +34,10 @@ from dreamer import __version__
 from dreamer.backends.base import RetainItem
 from dreamer.backends.hindsight.backend import HindsightBackend
 from dreamer.config import Config
+from dreamer.jobs.spec import rollup_job_id
 from dreamer.rollup.cards import CARD_KINDS
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.report import RollupReport
-from dreamer.jobs.spec import rollup_job_id
 from dreamer.service.runner import run_rollups_now
 from dreamer.state import StateStore, Watermark
 from tests.hindsight_fixtures import HINDSIGHT_API_KEY_VAR, LLMStub, MarkedRequests

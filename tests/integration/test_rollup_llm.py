@@ -16,10 +16,10 @@ from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.commands.rollup import rollup_command
 from dreamer.commands.status import status_command
 from dreamer.config import Config
+from dreamer.jobs.spec import rollup_job_id
 from dreamer.outcomes import Outcome
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.report import RollupReport
-from dreamer.jobs.spec import rollup_job_id
 from dreamer.state import StateStore
 from tests.hindsight_fixtures import LLMStub
 from tests.support.configs import config_data, loaded

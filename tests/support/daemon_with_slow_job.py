@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 
 from dreamer.config import Config
-from dreamer.service.daemon import run_daemon
 from dreamer.jobs.spec import JobOutcome, JobRunner, JobSpec
+from dreamer.service.daemon import run_daemon
 
 RELEASE = "release"
 

@@ -23,8 +23,8 @@ from dreamer.errors import (
     SlotBusyError,
     TransientBackendError,
 )
-from dreamer.log import configure_logging
 from dreamer.jobs.spec import JobOutcome, JobSpec
+from dreamer.log import configure_logging
 from dreamer.service.plan import PLANNERS, diff_plans, plan_jobs
 from dreamer.service.runner import KindDispatcher, execute_job
 from dreamer.state import StateStore
