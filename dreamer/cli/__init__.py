@@ -1,8 +1,11 @@
 """The ``dreamer`` command: one entry point, one subcommand per task.
 
-The subcommands live in one module per group (:mod:`~dreamer.cli.service`, :mod:`~dreamer.cli.rollup`,
-:mod:`~dreamer.cli.banks`, :mod:`~dreamer.cli.agents`,
-:mod:`~dreamer.cli.hermes`); :mod:`~dreamer.cli.registry` says how to add one.
+The subcommands live in one module per group, named as the module of :mod:`dreamer.commands` that
+does the work (``cli/status.py`` parses what ``commands/status.py`` does): :mod:`~dreamer.cli.rollup`,
+:mod:`~dreamer.cli.status`, :mod:`~dreamer.cli.demo`, :mod:`~dreamer.cli.banks`, :mod:`~dreamer.cli.card`,
+:mod:`~dreamer.cli.audit`, :mod:`~dreamer.cli.hermes`; :mod:`~dreamer.cli.service` parses ``run`` and
+``check-config``, whose work is the daemon's (:mod:`dreamer.service`) and the configuration's.
+:mod:`~dreamer.cli.registry` says how to add one.
 Their handlers import the modules doing the work inside the function, so ``dreamer --help`` and
 ``dreamer run`` load neither the roll-up pipeline nor a backend.
 """
@@ -16,7 +19,7 @@ import textwrap
 from collections.abc import Sequence
 
 from dreamer import __version__
-from dreamer.cli import agents, banks, hermes, rollup, service
+from dreamer.cli import audit, banks, card, demo, hermes, rollup, service, status
 from dreamer.cli.base import add_global_options, log_format, log_level
 from dreamer.cli.registry import Handler, in_order
 from dreamer.errors import ExitCode
@@ -25,7 +28,16 @@ from dreamer.log import configure_logging
 __all__ = ["build_parser", "main"]
 
 # The order of the commands in `dreamer --help`.
-_GROUPS = (service.COMMANDS, rollup.COMMANDS, banks.COMMANDS, agents.COMMANDS, hermes.COMMANDS)
+_GROUPS = (
+    service.COMMANDS,
+    rollup.COMMANDS,
+    status.COMMANDS,
+    demo.COMMANDS,
+    banks.COMMANDS,
+    card.COMMANDS,
+    audit.COMMANDS,
+    hermes.COMMANDS,
+)
 
 _DESCRIPTION = """\
 Dreamer consolidates agent memory: on a schedule it rolls up what is new in each profile's memory

@@ -1,5 +1,6 @@
-"""The subcommands over agents' own memory files (MEMORY.md / USER.md): ``audit`` checks and tidies
-them, ``memory`` reads and edits them as Hermes' store does."""
+"""The subcommands over agents' own memory files (MEMORY.md / USER.md), done in
+:mod:`dreamer.commands.audit`: ``audit`` checks and tidies them, ``memory`` reads and edits them as
+Hermes' store does."""
 
 from __future__ import annotations
 
