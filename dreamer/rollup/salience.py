@@ -31,7 +31,6 @@ __all__ = [
     "chatter_reason",
     "directive_keywords",
     "score_units",
-    "top_n",
 ]
 
 
@@ -157,19 +156,6 @@ def score_units(
         scored.append(ScoredUnit(unit=unit, score=round(score, 9), parts=parts))
     scored.sort(key=lambda item: (-item.score, item.unit.created_at, item.unit.id))
     return scored
-
-
-def top_n(
-    units: Sequence[SalienceInput],
-    n: int,
-    directive: str | Sequence[str] | None,
-    now: datetime | None = None,
-    weights: SalienceWeights | None = None,
-) -> list[ScoredUnit]:
-    """The `n` most salient units, best first (fewer if the batch is smaller)."""
-    if n < 0:
-        raise InvalidSalienceInputError(f"cannot keep {n} units: pass 0 or more")
-    return score_units(units, directive, now=now, weights=weights)[:n]
 
 
 #: Words of conversational filler: a unit made only of these carries no durable fact.

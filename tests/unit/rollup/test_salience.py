@@ -20,7 +20,6 @@ from dreamer.rollup.salience import (
     SalienceWeights,
     directive_keywords,
     score_units,
-    top_n,
 )
 from tests.locomo import sentence
 
@@ -144,28 +143,6 @@ class TestOrdering:
         ]
         scores = [s.score for s in score_units(units, "writing")]
         assert scores == sorted(scores, reverse=True)
-
-
-class TestTopN:
-    def test_keeps_the_best_n(self) -> None:
-        """`top_n` keeps the first n of the ranking."""
-        units = [unit(str(i), "A fact.", minutes=i) for i in range(5)]
-        assert [s.id for s in top_n(units, 2, None)] == ["4", "3"]
-
-    def test_n_larger_than_the_batch(self) -> None:
-        """Asking for more units than exist returns them all."""
-        units = [unit("a", "A fact."), unit("b", "Another fact.")]
-        assert len(top_n(units, 10, None)) == 2
-
-    def test_empty_batch_and_zero(self) -> None:
-        """An empty batch, or n = 0, gives an empty list."""
-        assert top_n([], 5, None) == []
-        assert top_n([unit("a", "A fact.")], 0, None) == []
-
-    def test_negative_n_is_refused(self) -> None:
-        """A negative n is a typed error."""
-        with pytest.raises(InvalidSalienceInputError, match="0 or more"):
-            top_n([unit("a", "A fact.")], -1, None)
 
 
 class TestInputs:
