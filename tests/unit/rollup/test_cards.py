@@ -1,4 +1,5 @@
-"""Parsing reflect answers into cards: provenance kept, invented ids dropped, content-free = none."""
+"""Parsing reflect answers into cards (provenance kept, invented ids dropped, content-free = none),
+and long texts split between sentences only."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dreamer.rollup.cards import (
     is_content_free,
     parse_reflect_cards,
     reflect_query,
+    sentences,
+    split_long,
 )
 from dreamer.rollup.grounding import RejectReason, ground_cards
 
@@ -141,3 +144,25 @@ class TestCardsSchema:
             },
             "required": ["cards"],
         } == CARDS_SCHEMA
+
+
+class TestSplitLong:
+    def test_a_text_within_the_cap_is_one_piece_with_whitespace_collapsed(self) -> None:
+        """Runs of whitespace, newlines included, become one space; nothing is cut."""
+        assert split_long("  Nate  has\n\ttwo turtles. ") == ["Nate has two turtles."]
+
+    def test_a_longer_text_is_cut_between_sentences_only(self) -> None:
+        """Pieces end at sentence ends and stay within the cap; joined, they are the text."""
+        text = "Sam uses v2.0 of the tool, e.g. for backups. " * 6 + "It listens on port 9431."
+        pieces = split_long(text, limit=120)
+        assert len(pieces) > 1 and all(len(p) <= 120 and p.endswith(".") for p in pieces)
+        assert " ".join(pieces) == " ".join(text.split())
+
+    def test_a_sentence_over_the_cap_stays_whole(self) -> None:
+        """A single sentence longer than the cap is a piece of its own, never cut."""
+        long = "Joanna wrote " + "a long and winding screenplay " * 10 + "set in 1999."
+        assert split_long(f"Short one. {long}", limit=50) == ["Short one.", " ".join(long.split())]
+
+    def test_sentences_keep_their_closing_quotes(self) -> None:
+        """A quote or bracket after a sentence's stop stays with that sentence."""
+        assert sentences('He said "Hi." Then left.') == ['He said "Hi."', "Then left."]
