@@ -2,11 +2,12 @@
 judge, promote, commit; then consolidate (the README's "How one roll-up works", in the same words).
 
 The only module of the roll-up that does I/O; the steps' rules live in the pure modules beside it
-(:mod:`.gate`, :mod:`.salience`, :mod:`.cards`, :mod:`.extractive`, :mod:`.dedup`, :mod:`.promote`).
-A run's state travels in one :class:`RunContext`; step boundaries are announced through
-``on_step``. The run's record, log context and summary belong to :mod:`dreamer.service.runner`; the
-pipeline writes only its atomic commits (watermark, ledger rows, the run's end), one per batch after
-the batch's promotion succeeded. Why, and how crashes, retries and the slot lock are handled:
+(:mod:`.gate`, :mod:`.salience`, :mod:`.cards`, :mod:`.extractive`, :mod:`.dedup`, :mod:`.promote`,
+and :mod:`.planning` for what becomes of each judged card). A run's state travels in one
+:class:`~.context.RunContext`; step boundaries are announced through ``on_step``. The run's
+record, log context and summary belong to :mod:`dreamer.service.runner`; the pipeline writes only
+its atomic commits (watermark, ledger rows, the run's end), one per batch after the batch's
+promotion succeeded. Why, and how crashes, retries and the slot lock are handled:
 ``docs/design/rollup.md``.
 """
 
@@ -15,40 +16,39 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 import anyio
 import structlog
 
-from dreamer.backends.base import BankActivity, MemoryBackend, MemoryUnit, RetainItem
-from dreamer.cardtags import is_dreamer_card, scope_tags
-from dreamer.config import Config, ProfileConfig
+from dreamer.backends.base import BankActivity, MemoryBackend, MemoryUnit
+from dreamer.cardtags import is_dreamer_card
+from dreamer.config import Config
 from dreamer.embeddings.factory import describe_embedder
 from dreamer.errors import DreamerError
 from dreamer.llm.openai import open_chat
 from dreamer.outcomes import COMMITTED, Outcome, classify, describe
 from dreamer.retry import RetryPolicy, RetryStats, backoff_logger, call_holding_slot, call_with_retry
 from dreamer.rollup import dedup
-from dreamer.rollup.batches import Batch, StreamCut, cut_stream
-from dreamer.rollup.cards import CardDraft
+from dreamer.rollup.batches import Batch, cut_stream
+from dreamer.rollup.context import RunContext, iso
 from dreamer.rollup.gate import GateDecision, gate
 from dreamer.rollup.judging import judge_against_ledger
+from dreamer.rollup.planning import account, plan_cards, settle_outcome
 from dreamer.rollup.promote import (
     CARD_FACT_TYPES,
     INPUT_FACT_TYPES,
     ROLLUP_TAG,
-    RunFacts,
     ledger_row,
-    retain_item,
 )
-from dreamer.rollup.report import CardPlan, RollupReport
+from dreamer.rollup.report import RollupReport
 from dreamer.rollup.salience import SalienceInput
 from dreamer.rollup.semantic import BatchVectors, SemanticJudge, retrying_embed
 from dreamer.rollup.summarise import ChatModel, Summariser, day_start
 from dreamer.slot import SlotLock
-from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
+from dreamer.state import LedgerCard, StateStore, Watermark
 from dreamer.text import card_document_id
 
 T = TypeVar("T")
@@ -59,71 +59,6 @@ StepHook = Callable[[str, str], None]
 
 class _Done(Exception):
     """Internal: a step ended the run early with the outcome already set on the report."""
-
-
-@dataclass
-class RunContext:
-    """One run's inputs and what each step leaves for the next."""
-
-    profile: str
-    settings: ProfileConfig
-    bank_id: str
-    upstream_id: str
-    report: RollupReport
-    slot: SlotLock
-    retry_stats: RetryStats
-    activity: BankActivity | None
-    since: datetime | None
-    force: bool
-    watermark: Watermark = field(default_factory=Watermark)
-    new_watermark: Watermark = field(default_factory=Watermark)
-    units: list[MemoryUnit] = field(default_factory=list)
-    cut: StreamCut = field(default_factory=lambda: StreamCut((), ()))
-    judged: int = 0
-    batch: Batch = field(default_factory=lambda: Batch((), ()))
-    selected: list[MemoryUnit] = field(default_factory=list)
-    drafts: list[CardDraft] = field(default_factory=list)
-    verdicts: list[dedup.Verdict] = field(default_factory=list)
-    to_promote: list[tuple[CardPlan, RetainItem]] = field(default_factory=list)
-    reinforced: list[Reinforcement] = field(default_factory=list)
-    ledger_ids: frozenset[str] = frozenset()
-    vectors: BatchVectors | None = None
-    summariser: Summariser | None = None
-
-    @property
-    def dry_run(self) -> bool:
-        return self.report.dry_run
-
-    def start_batch(self, batch: Batch, overlap: timedelta) -> None:
-        """Forget the previous batch; the watermark this batch's commit writes covers every unit
-        judged so far. Units not judged yet keep counting as new for the gate."""
-        self.batch = batch
-        self.drafts, self.verdicts, self.to_promote, self.reinforced = [], [], [], []
-        self.ledger_ids = frozenset()
-        self.judged += len(batch.units)
-        by_id = {u.id: u for u in self.units}
-        self.selected = [by_id[u.id] for u in batch.substantive]
-        advanced = self.watermark.advanced_to(((u.created_at, u.id) for u in batch.units), overlap)
-        activity, unjudged = self.activity, len(self.units) - self.judged
-        self.new_watermark = Watermark(
-            advanced.created_at,
-            advanced.seen,
-            activity.unit_count - unjudged if activity is not None else self.watermark.unit_count,
-            activity.last_write_at if activity is not None else self.watermark.last_write_at,
-            self.watermark.rolled_at,
-        )
-        self.report.watermark_to = _iso(self.new_watermark.created_at)
-
-    def facts(self) -> RunFacts:
-        return RunFacts(
-            profile=self.profile,
-            bank_id=self.bank_id,
-            upstream_id=self.upstream_id,
-            run_id=self.report.run_id,
-            watermark_from=self.report.watermark_from,
-            watermark_to=self.report.watermark_to,
-            conflict_policy=self.settings.conflict_policy,
-        )
 
 
 class Rollup:
@@ -267,7 +202,7 @@ class Rollup:
         """1. Gate: skip a profile whose bank has no write since its watermark (unless forced or
         ``since`` overrides the watermark)."""
         ctx.watermark = self.state.watermark(ctx.profile)
-        ctx.report.watermark_from = _iso(ctx.watermark.created_at)
+        ctx.report.watermark_from = iso(ctx.watermark.created_at)
         if ctx.activity is None:
             ctx.activity = (await self.backend.activity([ctx.bank_id])).get(ctx.bank_id)
         if ctx.since is None and not ctx.force:
@@ -318,7 +253,7 @@ class Rollup:
         if ctx.selected:
             await self.summarise(ctx)
             await self.judge(ctx)
-        self._account(ctx)
+        account(ctx)
         if ctx.dry_run:
             ctx.report.promoted += len(ctx.to_promote)
             return
@@ -370,15 +305,7 @@ class Rollup:
             ctx.vectors = await self._embed(ctx, self.semantic, cards, candidates)
         ctx.verdicts = await anyio.to_thread.run_sync(self._judge_cards, ctx, cards, candidates)
         self._step("judged", ctx.profile)
-        self._plan(ctx)
-
-    def _account(self, ctx: RunContext) -> None:
-        """What became of each unit the batch summarised (counted, never silent)."""
-        ctx.report.count_fates(
-            {u.id for u in ctx.selected},
-            promoted={i for plan, _ in ctx.to_promote for i in plan.source_ids},
-            merged={i for r in ctx.reinforced for i in r.source_ids},
-        )
+        plan_cards(ctx)
 
     def _judge_cards(
         self,
@@ -422,51 +349,6 @@ class Rollup:
         ctx.report.reembedded = batch.reembedded
         return batch
 
-    def _plan(self, ctx: RunContext) -> None:
-        """Each card's plan: promote (new, conflict, or our own uncommitted card) or reinforce."""
-        report = ctx.report
-        newest = max(u.created_at for u in ctx.selected)
-        facts = ctx.facts()
-        tags_of = {u.id: u.tags for u in ctx.selected}
-        for draft, verdict in zip(ctx.drafts, ctx.verdicts, strict=True):
-            doc_id = card_document_id(ctx.profile, draft.text)
-            plan = CardPlan(
-                text=draft.text,
-                kind=draft.kind,
-                source_ids=draft.source_ids,
-                document_id=doc_id,
-                verdict=verdict.kind,
-                reason=verdict.reason,
-                matched_id=verdict.matched_id,
-                scores=dict(verdict.scores),
-                changed=tuple(verdict.changed),
-            )
-            log.info(
-                "verdict",
-                verdict=verdict.kind,
-                reason=verdict.reason,
-                scores=dict(verdict.scores),
-                matched_id=verdict.matched_id,
-                card=draft.text[:120],
-            )
-            if verdict.kind == "duplicate" and verdict.matched_id == doc_id and doc_id not in ctx.ledger_ids:
-                # Our own card from a run that crashed after promoting and before committing:
-                # promote it again (a no-op upstream, same document id) so the ledger records it.
-                plan = replace(
-                    plan, verdict="new", reason="re-promoting an uncommitted card of an earlier run"
-                )
-            elif verdict.kind == "duplicate":
-                report.plan.append(plan)
-                if verdict.matched_id is not None:
-                    ctx.reinforced.append(Reinforcement(verdict.matched_id, draft.source_ids, ctx.profile))
-                report.reinforced += 1
-                continue
-            report.plan.append(plan)
-            if verdict.kind == "conflict":
-                report.conflicts += 1
-            scopes = scope_tags([t for i in draft.source_ids for t in tags_of.get(i, ())])
-            ctx.to_promote.append((plan, retain_item(plan, verdict, facts, newest, scopes=scopes)))
-
     async def promote(self, ctx: RunContext) -> None:
         """6. Promote the new cards in one synchronous batch (content-derived document ids make a
         retry a no-op)."""
@@ -484,19 +366,7 @@ class Rollup:
     async def commit(self, ctx: RunContext) -> None:
         """7. Commit the watermark past the batch, its ledger rows and the run's counts so far in one
         transaction, only after the batch's promotion succeeded."""
-        report = ctx.report
-        if report.promoted:
-            report.outcome = Outcome.PROMOTED
-        elif report.reinforced:
-            report.outcome = Outcome.REINFORCED
-        else:
-            report.outcome = Outcome.NOTHING_NEW
-        report.reason = (
-            f"{report.promoted} promoted, {report.reinforced} reinforced, {report.conflicts} conflicts; "
-            f"units: {report.units_promoted} promoted, {report.units_merged} merged, "
-            f"{report.units_chatter} chatter, {report.units_left_out} left out, "
-            f"{report.units_pending} pending"
-        )
+        settle_outcome(ctx.report)
         now = self.clock()
         facts = ctx.facts()
         rows = [ledger_row(plan, item, facts, now) for plan, item in ctx.to_promote]
@@ -565,7 +435,3 @@ def new_units(units: Sequence[MemoryUnit], watermark: Watermark, overlap: timede
         and watermark.is_new(u.created_at, u.id, overlap)
         and u.text.strip()
     ]
-
-
-def _iso(ts: datetime | None) -> str | None:
-    return None if ts is None else ts.astimezone(UTC).isoformat(timespec="microseconds")
