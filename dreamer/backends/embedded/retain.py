@@ -88,84 +88,111 @@ def retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[RetainI
     Returns each item's new unit key, in order; None for an item that wrote no unit (a document
     re-retained with the same content).
     """
-    now = datetime.now(UTC)
-    row = conn.execute("SELECT last_write_at, bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
-    if row is None:
-        bank_no = int(conn.execute("SELECT COALESCE(MAX(bank_no), 0) + 1 FROM banks").fetchone()[0])
-        if bank_no > MAX_BANK_NO:
-            raise PermanentBackendError(
-                f"the embedded store holds the most banks it supports ({MAX_BANK_NO}); "
-                "keep further profiles in another store file",
-                operation="retain",
-            )
-        conn.execute(
-            "INSERT INTO banks (bank_id, created_at, last_write_at, bank_no) VALUES (?, ?, NULL, ?)",
-            (bank_id, format_time(now), bank_no),
-        )
-        previous: datetime | None = None
-    else:
-        bank_no = int(row["bank_no"])
-        previous = parse_time(row["last_write_at"])
-    first_key, last_key = bank_key_range(bank_no)
-    highest = conn.execute(
-        "SELECT MAX(seq) FROM units WHERE seq BETWEEN ? AND ?", (first_key, last_key)
-    ).fetchone()[0]
-    next_key = (first_key if highest is None else int(highest)) + 1
-    last_created: datetime | None = None
-    keys: list[int | None] = []
+    writer = _BankWriter(conn, bank_id, datetime.now(UTC))
+    keys = [writer.write(item) for item in items]
+    writer.finish()
+    return keys
 
-    for item in items:
+
+def _bank_of(conn: sqlite3.Connection, bank_id: str, now: datetime) -> tuple[int, datetime | None]:
+    """The bank's number and last write time; the first retain creates the bank (with no write yet)
+    under the next free number, refused past `MAX_BANK_NO` (the number prefixes every unit key)."""
+    row = conn.execute("SELECT last_write_at, bank_no FROM banks WHERE bank_id = ?", (bank_id,)).fetchone()
+    if row is not None:
+        return int(row["bank_no"]), parse_time(row["last_write_at"])
+    bank_no = int(conn.execute("SELECT COALESCE(MAX(bank_no), 0) + 1 FROM banks").fetchone()[0])
+    if bank_no > MAX_BANK_NO:
+        raise PermanentBackendError(
+            f"the embedded store holds the most banks it supports ({MAX_BANK_NO}); "
+            "keep further profiles in another store file",
+            operation="retain",
+        )
+    conn.execute(
+        "INSERT INTO banks (bank_id, created_at, last_write_at, bank_no) VALUES (?, ?, NULL, ?)",
+        (bank_id, format_time(now), bank_no),
+    )
+    return bank_no, None
+
+
+class _BankWriter:
+    """One batch's writes to one bank: the bank's next unit key in its key range, and the write
+    time, strictly increasing within the bank so the ``(created_at, id)`` order is the write order."""
+
+    def __init__(self, conn: sqlite3.Connection, bank_id: str, now: datetime) -> None:
+        self.conn = conn
+        self.bank_id = bank_id
+        self.now = now
+        bank_no, self.previous = _bank_of(conn, bank_id, now)
+        first_key, self.last_key = bank_key_range(bank_no)
+        highest = conn.execute(
+            "SELECT MAX(seq) FROM units WHERE seq BETWEEN ? AND ?", (first_key, self.last_key)
+        ).fetchone()[0]
+        self.next_key = (first_key if highest is None else int(highest)) + 1
+        self.last_created: datetime | None = None
+
+    def write(self, item: RetainItem) -> int | None:
+        """Write one item: its new unit key, or None for a document re-retained with the same content."""
         tags_json = json.dumps(list(item.tags), ensure_ascii=False)
         metadata_json = json.dumps(dict(item.metadata), ensure_ascii=False, sort_keys=True)
-        if item.document_id is not None:
-            content_hash = hashlib.sha256(item.content.encode("utf-8")).hexdigest()
-            document = conn.execute(
-                "SELECT content_hash FROM documents WHERE bank_id = ? AND document_id = ?",
-                (bank_id, item.document_id),
-            ).fetchone()
-            if document is not None and document["content_hash"] == content_hash:
-                # Hindsight's idempotent re-retain: same units, tags and metadata refreshed.
-                conn.execute(
-                    "UPDATE units SET tags = ?, metadata = ? WHERE bank_id = ? AND document_id = ?",
-                    (tags_json, metadata_json, bank_id, item.document_id),
-                )
-                keys.append(None)
-                continue
-            if document is not None:
-                # Hindsight's upsert of a changed document replaces its units. Dreamer derives
-                # document ids from content, so its own writes never reach this branch.
-                conn.execute(
-                    "DELETE FROM units WHERE bank_id = ? AND document_id = ?", (bank_id, item.document_id)
-                )
-            stamp = format_time(now)
-            conn.execute(
-                """
-                INSERT INTO documents (bank_id, document_id, content_hash, created_at, updated_at)
-                VALUES (?, ?, ?, ?, ?)
-                ON CONFLICT (bank_id, document_id)
-                DO UPDATE SET content_hash = excluded.content_hash, updated_at = excluded.updated_at
-                """,
-                (bank_id, item.document_id, content_hash, stamp, stamp),
-            )
+        if item.document_id is not None and self._same_document(
+            item, item.document_id, tags_json, metadata_json
+        ):
+            return None
+        return self._insert_unit(item, tags_json, metadata_json)
 
-        if next_key > last_key:
+    def _same_document(self, item: RetainItem, document_id: str, tags_json: str, metadata_json: str) -> bool:
+        """Hindsight's upsert of a document: True, with its units' tags and metadata refreshed, when
+        it was retained with the same content; else its old units are replaced and it is recorded."""
+        conn, bank_id = self.conn, self.bank_id
+        content_hash = hashlib.sha256(item.content.encode("utf-8")).hexdigest()
+        document = conn.execute(
+            "SELECT content_hash FROM documents WHERE bank_id = ? AND document_id = ?",
+            (bank_id, document_id),
+        ).fetchone()
+        if document is not None and document["content_hash"] == content_hash:
+            # Hindsight's idempotent re-retain: same units, tags and metadata refreshed.
+            conn.execute(
+                "UPDATE units SET tags = ?, metadata = ? WHERE bank_id = ? AND document_id = ?",
+                (tags_json, metadata_json, bank_id, document_id),
+            )
+            return True
+        if document is not None:
+            # Hindsight's upsert of a changed document replaces its units. Dreamer derives
+            # document ids from content, so its own writes never reach this branch.
+            conn.execute("DELETE FROM units WHERE bank_id = ? AND document_id = ?", (bank_id, document_id))
+        stamp = format_time(self.now)
+        conn.execute(
+            """
+            INSERT INTO documents (bank_id, document_id, content_hash, created_at, updated_at)
+            VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (bank_id, document_id)
+            DO UPDATE SET content_hash = excluded.content_hash, updated_at = excluded.updated_at
+            """,
+            (bank_id, document_id, content_hash, stamp, stamp),
+        )
+        return False
+
+    def _insert_unit(self, item: RetainItem, tags_json: str, metadata_json: str) -> int:
+        """Insert the item's unit under the bank's next key, written a microsecond after the last."""
+        if self.next_key > self.last_key:
             raise PermanentBackendError(
-                f"bank {bank_id!r} holds the most units an embedded bank supports ({KEY_MASK})",
+                f"bank {self.bank_id!r} holds the most units an embedded bank supports ({KEY_MASK})",
                 operation="retain",
             )
+        now, previous = self.now, self.previous
         created = now if previous is None else max(now, previous + timedelta(microseconds=1))
-        previous = last_created = created
+        self.previous = self.last_created = created
         mentioned = created if item.timestamp is None else as_utc(item.timestamp)
-        conn.execute(
+        self.conn.execute(
             """
             INSERT INTO units (seq, id, bank_id, text, fact_type, context, document_id, tags, metadata,
                                created_at, mentioned_at, proof_count)
             VALUES (?, ?, ?, ?, 'world', ?, ?, ?, ?, ?, ?, 1)
             """,
             (
-                next_key,
+                self.next_key,
                 str(uuid.uuid4()),
-                bank_id,
+                self.bank_id,
                 item.content,
                 item.context,
                 item.document_id,
@@ -175,14 +202,17 @@ def retain_batch(conn: sqlite3.Connection, bank_id: str, items: Sequence[RetainI
                 format_time(mentioned),
             ),
         )
-        keys.append(next_key)
-        next_key += 1
+        key = self.next_key
+        self.next_key += 1
+        return key
 
-    if last_created is not None:
-        conn.execute(
-            "UPDATE banks SET last_write_at = ? WHERE bank_id = ?", (format_time(last_created), bank_id)
-        )
-    return keys
+    def finish(self) -> None:
+        """Record the bank's last write time, if the batch wrote a unit."""
+        if self.last_created is not None:
+            self.conn.execute(
+                "UPDATE banks SET last_write_at = ? WHERE bank_id = ?",
+                (format_time(self.last_created), self.bank_id),
+            )
 
 
 def _is_encodable(text: str) -> bool:
