@@ -1,4 +1,4 @@
-"""``[embeddings]``: defaults, bounds, the key from a variable or a file, and the factory's errors."""
+"""``[embeddings]``: defaults, bounds, and the key from a variable or a file."""
 
 from __future__ import annotations
 
@@ -141,25 +141,3 @@ class TestEmbeddingsKey:
         assert "embeddings.api_key_env" in line and "def-secret" not in line
         # Not sent with provider "none": not an error.
         assert config_with({"api_key_env": "EMB_KEY"}, {"EMB_KEY": "abc\ndef"}).embeddings.api_key is None
-
-
-class TestFactory:
-    def test_local_with_a_missing_model_directory(self, tmp_path: Path) -> None:
-        """A model_path that holds no model is a ConfigError naming the key and the fix."""
-        pytest.importorskip("tokenizers")
-        cfg = config_with({"provider": "local", "model_path": str(tmp_path / "nowhere")})
-        with pytest.raises(ConfigError) as caught:
-            make_embedder(cfg)
-        assert "embeddings.model_path" in str(caught.value) and "nowhere" in str(caught.value)
-
-    def test_local_model_path_is_resolved_against_the_config_directory(self) -> None:
-        """A relative model_path is read from the config file's directory."""
-        cfg = config_with({"provider": "local", "model_path": "models/minilm"})
-        assert cfg.embeddings.model_path == Path("/etc/dreamer/models/minilm")
-        assert describe_embedder(cfg) == "local all-MiniLM-L6-v2"
-
-    def test_openai_builds_without_sending(self) -> None:
-        """The openai embedder is built from the config alone; its model id names the model."""
-        embedder = make_embedder(config_with(OPENAI))
-        assert embedder is not None and embedder.model_id == "openai:nomic-embed-text"
-        assert embedder.dimension is None

@@ -1,4 +1,4 @@
-"""The in-process embedder and the vector helpers: real model files, no network."""
+"""The in-process embedder: real model files, no network."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from dreamer.embeddings.local import LocalEmbedder, ModelFilesError, check_model_dir, default_model_dir
-from dreamer.embeddings.vectors import from_blobs, normalise, to_blob, top_k
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
@@ -21,11 +20,6 @@ def _model_dir() -> Path:
         return default_model_dir()
     except ImportError as exc:  # pragma: no cover - CI installs the model package
         pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
-def embedder() -> LocalEmbedder:
-    return LocalEmbedder(_model_dir())
 
 
 class TestLocalEmbedder:
@@ -136,56 +130,3 @@ class TestModelDirectory:
         (tmp_path / "config.json").write_text('{"model_type": "gpt2"}')
         with pytest.raises(ModelFilesError, match="not a BERT encoder"):
             LocalEmbedder(tmp_path).embed_sync(["hello"])
-
-
-class TestVectors:
-    def test_blob_round_trip_keeps_cosines(self) -> None:
-        """Stored as float16, vectors keep their cosines to about 1e-3."""
-        rng = np.random.default_rng(7)
-        v = normalise(rng.standard_normal((50, 384)).astype(np.float32))
-        back = from_blobs([to_blob(row) for row in v], 384).astype(np.float32)
-        assert np.abs(back @ back.T - v @ v.T).max() < 3e-3
-
-    def test_a_blob_of_the_wrong_length_is_named(self) -> None:
-        """A damaged vector is refused with its position, never read as garbage."""
-        with pytest.raises(ValueError, match="vector 1 has 10 bytes"):
-            from_blobs([b"\0" * 768, b"\0" * 10], 384)
-
-    def test_top_k_equals_a_full_sort(self) -> None:
-        """top_k returns the same neighbours, best first, as sorting every cosine (across chunks)."""
-        rng = np.random.default_rng(3)
-        matrix = normalise(rng.standard_normal((40_000, 32)).astype(np.float32)).astype("<f2")
-        queries = normalise(rng.standard_normal((5, 32)).astype(np.float32))
-        _idx, scores = top_k(queries, matrix, 7)
-        full = matrix.astype(np.float32) @ queries.T
-        for q in range(5):
-            expected = np.argsort(-full[:, q], kind="stable")[:7]
-            assert np.allclose(np.sort(full[expected, q]), np.sort(scores[q]), atol=1e-5)
-            assert list(scores[q]) == sorted(scores[q], reverse=True)
-
-    def test_top_k_of_an_empty_matrix_is_empty(self) -> None:
-        """No stored vectors: no neighbours, no error."""
-        idx, scores = top_k(np.ones((2, 4), dtype=np.float32), np.zeros((0, 4), dtype="<f2"), 5)
-        assert idx.shape == (2, 0) and scores.shape == (2, 0)
-
-
-class TestStaticEmbedder:
-    def test_a_paraphrase_is_nearer_than_an_unrelated_text(self, embedder: LocalEmbedder) -> None:
-        """The distilled table ranks a paraphrase above an unrelated sentence and is cached as a file."""
-        from dreamer.embeddings.static import StaticEmbedder
-
-        cache = Path(__file__).resolve().parents[2] / ".cache" / "embeddings"
-        static = StaticEmbedder(embedder, cache)
-        v = static.embed_sync(
-            [
-                "Maria's grandma passed away last week, causing her to go through a tough time.",
-                "Maria's grandmother passed away last week.",
-                "John prefers Hawaiian pizza.",
-                "",
-            ]
-        )
-        assert float(v[0] @ v[1]) > float(v[0] @ v[2]) + 0.2
-        assert np.allclose(np.linalg.norm(v[:3], axis=1), 1.0, atol=1e-5)
-        assert not np.any(v[3])  # no tokens: a zero row, not NaN
-        assert static.model_id.startswith("static:all-MiniLM-L6-v2:")
-        assert list(cache.glob("static-v2-*.npy"))

@@ -1,0 +1,21 @@
+"""The real model for the embedder tests of this directory, loaded once per test module."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dreamer.embeddings.local import LocalEmbedder, default_model_dir
+
+
+def _model_dir() -> Path:
+    try:
+        return default_model_dir()
+    except ImportError as exc:  # pragma: no cover - CI installs the model package
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder(_model_dir())

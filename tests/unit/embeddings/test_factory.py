@@ -1,0 +1,48 @@
+"""The embedder a configuration asks for: built without sending, and its errors as ConfigErrors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dreamer.config import Config
+from dreamer.embeddings.factory import describe_embedder, make_embedder
+from dreamer.errors import ConfigError
+from tests.support.configs import config_data, parsed
+
+SOURCE = "config.toml"
+BASE = config_data()
+
+
+def config_with(embeddings: dict[str, Any], environ: dict[str, str] | None = None) -> Config:
+    def change(data: dict[str, Any]) -> None:
+        data["embeddings"] = embeddings
+
+    return parsed(BASE, change, source=SOURCE, base_dir=Path("/etc/dreamer"), environ=environ or {})
+
+
+OPENAI = {"provider": "openai", "url": "http://127.0.0.1:8080", "model": "nomic-embed-text"}
+
+
+class TestFactory:
+    def test_local_with_a_missing_model_directory(self, tmp_path: Path) -> None:
+        """A model_path that holds no model is a ConfigError naming the key and the fix."""
+        pytest.importorskip("tokenizers")
+        cfg = config_with({"provider": "local", "model_path": str(tmp_path / "nowhere")})
+        with pytest.raises(ConfigError) as caught:
+            make_embedder(cfg)
+        assert "embeddings.model_path" in str(caught.value) and "nowhere" in str(caught.value)
+
+    def test_local_model_path_is_resolved_against_the_config_directory(self) -> None:
+        """A relative model_path is read from the config file's directory."""
+        cfg = config_with({"provider": "local", "model_path": "models/minilm"})
+        assert cfg.embeddings.model_path == Path("/etc/dreamer/models/minilm")
+        assert describe_embedder(cfg) == "local all-MiniLM-L6-v2"
+
+    def test_openai_builds_without_sending(self) -> None:
+        """The openai embedder is built from the config alone; its model id names the model."""
+        embedder = make_embedder(config_with(OPENAI))
+        assert embedder is not None and embedder.model_id == "openai:nomic-embed-text"
+        assert embedder.dimension is None
