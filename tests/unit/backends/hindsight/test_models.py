@@ -15,7 +15,7 @@ from typing import Any
 from tests.support.openapi_check import openapi_mismatches
 
 SPEC: dict[str, Any] = json.loads(
-    (Path(__file__).parent.parent / "fixtures" / "hindsight_openapi_1.1.0.json").read_text(encoding="utf-8")
+    (Path(__file__).parents[3] / "fixtures" / "hindsight_openapi_1.1.0.json").read_text(encoding="utf-8")
 )
 
 

@@ -1,132 +1,41 @@
-"""The Hindsight HTTP client below the MemoryBackend interface: guard, errors, parsing, paging.
+"""The Hindsight HTTP client below the MemoryBackend interface: requests, errors, parsing, paging.
 
 Responses replayed here are the bodies recorded from a real Hindsight 1.1.0 server
-(``tests/fixtures/hindsight_responses.json``). A hand-written transport answer appears only where a
-real server cannot be made to produce the case on demand; each such test says so.
+(``tests/fixtures/hindsight_responses.json``, through :mod:`tests.support.hindsight_replay`). A
+hand-written transport answer appears only where a real server cannot be made to produce the case on
+demand; each such test says so.
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from email.utils import format_datetime
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from dreamer.backends.base import MemoryBackend, RetainItem
-from dreamer.backends.hindsight.allowlist import ALLOWED_REQUESTS, check_request_allowed
 from dreamer.backends.hindsight.backend import HindsightBackend
 from dreamer.backends.hindsight.statuses import parse_retry_after
-from dreamer.config import HindsightBackendConfig
-from dreamer.errors import (
-    ForbiddenRequestError,
-    PermanentBackendError,
-    ProtocolError,
-    TransientBackendError,
-)
+from dreamer.errors import PermanentBackendError, ProtocolError, TransientBackendError
 from dreamer.llm.usage import TokenUsage
-
-FIXTURES: dict[str, Any] = json.loads(
-    (Path(__file__).parent.parent / "fixtures" / "hindsight_responses.json").read_text(encoding="utf-8")
+from tests.support.hindsight_replay import (
+    BANK,
+    KEY,
+    URL,
+    Handler,
+    answer,
+    backend_with,
+    no_network,
+    recorded,
+    route_recorded,
+    with_stored_units,
 )
-KEY = "hs-test-key-9f8e7d6c5b4a"
-URL = "http://127.0.0.1:8888"
-BANK = "dreamer-stub2"
-
-Handler = Callable[[httpx.Request], httpx.Response]
-
-
-def recorded(name: str) -> dict[str, Any]:
-    """A deep copy of one recorded exchange (so tests may edit it freely)."""
-    return copy.deepcopy(FIXTURES[name])
-
-
-def answer(name: str, *, headers: dict[str, str] | None = None) -> httpx.Response:
-    """The recorded response ``name`` as an httpx response."""
-    entry = recorded(name)
-    extra = dict(headers or {})
-    if entry.get("retry_after") is not None:
-        extra.setdefault("Retry-After", str(entry["retry_after"]))
-    return httpx.Response(entry["status"], json=entry["body"], headers=extra)
-
-
-class Recorder:
-    """A MockTransport handler that logs every request it sees and delegates the answer."""
-
-    def __init__(self, respond: Handler) -> None:
-        self.respond = respond
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        return self.respond(request)
-
-
-def backend_with(
-    respond: Handler, *, page_size: int = 100, api_key: str | None = KEY, **settings: Any
-) -> tuple[HindsightBackend, Recorder]:
-    recorder = Recorder(respond)
-    config = HindsightBackendConfig(
-        url=URL,
-        page_size=page_size,
-        api_key=SecretStr(api_key) if api_key is not None else None,
-        **settings,
-    )
-    return HindsightBackend(config, transport=httpx.MockTransport(recorder)), recorder
-
-
-def route_recorded(request: httpx.Request) -> httpx.Response:
-    """Answer every allowed route with the matching recorded 1.1.0 body."""
-    path, method = request.url.path, request.method
-    if path == "/v1/default/banks":
-        return answer("banks_list_four")
-    if path.endswith("/memories/list"):
-        return answer("memories_list_document")
-    if path.endswith("/memories/recall"):
-        return answer("recall_basic")
-    if path.endswith("/reflect"):
-        return answer("reflect_with_facts")
-    if path.endswith("/consolidate"):
-        return answer("consolidate")
-    if method == "POST" and path.endswith("/memories"):
-        return answer("retain_sync_single")
-    return httpx.Response(404, json={"detail": "Not Found"})
-
-
-def with_stored_units(respond: Handler) -> Handler:
-    """``respond`` for everything but the unit count reflect asks for first (a recorded bank of 2)."""
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.method == "GET" and request.url.path.endswith("/memories/list"):
-            return answer("memories_list_document")
-        return respond(request)
-
-    return handler
-
-
-def no_network(request: httpx.Request) -> httpx.Response:
-    raise AssertionError(f"nothing should have been sent, got {request.method} {request.url}")
-
-
-async def exercise_every_method(backend: HindsightBackend) -> None:
-    """Call each MemoryBackend method once with ordinary arguments."""
-    await backend.activity([BANK, "other"])
-    await backend.list_units_since(
-        BANK, datetime(2024, 1, 1, tzinfo=UTC), fact_types=["world", "observation"]
-    )
-    await backend.recall(BANK, "What does Alice prefer?", tags=["user:alice"], tags_match="any_strict")
-    await backend.reflect(BANK, "Summarise", response_schema={"type": "object"})
-    await backend.retain(BANK, [RetainItem(content="Alice likes tea.", document_id="card-1")])
-    await backend.consolidate(BANK)
-
 
 CALL_FOR_FIXTURE: dict[str, Callable[[HindsightBackend], Any]] = {
     "recall_basic": lambda b: b.recall(BANK, "tea"),
@@ -138,100 +47,7 @@ CALL_FOR_FIXTURE: dict[str, Callable[[HindsightBackend], Any]] = {
 }
 
 
-# --------------------------------------------------------------------------------- the guard
-
-
-class TestAllowList:
-    async def test_every_backend_method_sends_only_allowed_requests(self) -> None:
-        """Each MemoryBackend method's requests, as they reach the transport, are on the allow-list."""
-        backend, recorder = backend_with(route_recorded)
-        await exercise_every_method(backend)
-        sent = {(r.method, r.url.raw_path.decode().split("?")[0]) for r in recorder.requests}
-        for method, path in sent:
-            check_request_allowed(method, path)
-        purposes = {
-            rule.purpose for rule in ALLOWED_REQUESTS for method, path in sent if rule.matches(method, path)
-        }
-        assert {
-            "list banks (activity)",
-            "list memory units",
-            "recall",
-            "reflect",
-            "retain",
-            "consolidate",
-        } <= (purposes)
-
-    def test_allow_list_has_no_destructive_method(self) -> None:
-        """Only GET and POST appear, and POST only on retain, recall, reflect and consolidate."""
-        assert {rule.method for rule in ALLOWED_REQUESTS} == {"GET", "POST"}
-        assert sorted(rule.purpose for rule in ALLOWED_REQUESTS if rule.method == "POST") == [
-            "consolidate",
-            "recall",
-            "reflect",
-            "retain",
-        ]
-
-    @pytest.mark.parametrize(
-        ("method", "path"),
-        [
-            ("DELETE", f"/v1/default/banks/{BANK}"),
-            ("DELETE", f"/v1/default/banks/{BANK}/memories"),
-            ("DELETE", f"/v1/default/banks/{BANK}/documents/card-c3"),
-            ("PATCH", f"/v1/default/banks/{BANK}/memories/641eed31-ed08-477d-84bf-4e892593b202"),
-            ("PATCH", f"/v1/default/banks/{BANK}"),
-            ("PUT", f"/v1/default/banks/{BANK}"),
-            ("POST", f"/v1/default/banks/{BANK}/documents"),
-            ("POST", f"/v1/default/banks/{BANK}/mental-models"),
-            ("POST", f"/v1/default/banks/{BANK}/memories/clear"),
-            ("GET", f"/v1/default/banks/{BANK}"),
-            ("GET", f"/v1/default/banks/{BANK}/memories/list/../../../{BANK}"),
-            ("POST", "/v1/default/banks/a%2Fb/memories"),
-            ("POST", "/v1/default/banks/../memories"),
-            ("POST", "/v1/default/banks/%2E%2E/memories"),
-            ("HEAD", "/health"),
-        ],
-    )
-    async def test_forbidden_requests_raise_before_the_transport_sees_anything(
-        self, method: str, path: str
-    ) -> None:
-        """Deletes, patches, replaces and POSTs elsewhere raise ForbiddenRequestError unsent."""
-        backend, recorder = backend_with(no_network)
-        with pytest.raises(ForbiddenRequestError):
-            await backend._request(method, path, operation="probe")
-        assert recorder.requests == []
-
-    async def test_absolute_url_to_another_host_is_refused(self) -> None:
-        """A request cannot be pointed away from the configured server."""
-        backend, recorder = backend_with(no_network)
-        with pytest.raises(ForbiddenRequestError):
-            await backend._request("GET", "http://127.0.0.2:8888/health", operation="probe")
-        assert recorder.requests == []
-
-    @pytest.mark.parametrize(
-        ("method", "url"),
-        [
-            ("DELETE", f"/v1/default/banks/{BANK}"),
-            ("PATCH", f"/v1/default/banks/{BANK}/memories/641eed31-ed08-477d-84bf-4e892593b202"),
-            ("PUT", f"/v1/default/banks/{BANK}"),
-            ("POST", "http://127.0.0.2:8888/v1/default/banks/x/memories"),
-        ],
-    )
-    async def test_requests_made_directly_on_the_client_are_refused(self, method: str, url: str) -> None:
-        """The guard sits in the client's transport: code that bypasses the backend's methods and
-        calls its httpx client directly is refused too, before the network sees anything."""
-        backend, recorder = backend_with(no_network)
-        with pytest.raises(ForbiddenRequestError):
-            await backend._client.request(method, url)
-        assert recorder.requests == []
-
-    @pytest.mark.parametrize("bank_id", ["a/b", "..", ".", "x/../y"])
-    async def test_bank_ids_that_would_change_the_route_are_refused(self, bank_id: str) -> None:
-        """A bank id that decodes to a slash or a dot segment never leaves the process."""
-        backend, recorder = backend_with(no_network)
-        with pytest.raises(ForbiddenRequestError):
-            await backend.retain(bank_id, [RetainItem(content="x y z")])
-        assert recorder.requests == []
-
+class TestRequests:
     async def test_bank_ids_are_quoted_into_one_segment(self) -> None:
         """Characters outside the unreserved set are percent-encoded in the path."""
         backend, recorder = backend_with(route_recorded)
