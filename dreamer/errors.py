@@ -22,7 +22,44 @@
     ├── UsageError                  a command-line value cannot be used (exit 2)
     │   ├── PolicyError             a bank alias is unknown, disabled, or not allowed for the operation
     │   └── UnknownAgentError       an agent name that is not under ``[agents]``
-    └── SlotBusyError               the accelerator-slot lock could not be taken in time (exit 75)
+    ├── SlotBusyError               the accelerator-slot lock could not be taken in time (exit 75)
+    ├── MemoryFileError             an agent's MEMORY.md or USER.md (or a file Dreamer keeps in the
+    │   │                           agent's folders) cannot be read or changed as asked; the file is
+    │   │                           unchanged (exit 1)
+    │   └── MemoryTextError         the text offered for a memory file cannot be stored as written
+    │                               (exit 2)
+    └── AuditError                  the memory audit cannot use one of the agent's other files (the
+                                    ledger, its state, SOUL.md, the rules skill, the writer registry,
+                                    config.yaml), refused a canary rotation, or got unusable settings
+                                    (exit 1)
+
+The Hermes classes live beside the code that raises them (``dreamer/hermes/``) and hang from three
+of these. Those marked ``OSError`` or ``ValueError`` are one of those as well, so code that catches
+them by it still does::
+
+    ConfigError
+    └── MemoryLimitsError           memory/limits.py, ValueError: config.yaml sets a bad memory limit
+    MemoryFileError
+    ├── MemoryStoreError            memory/refusals.py: a store call was refused
+    │   ├── EmptyContentError       ValueError
+    │   ├── EntryDelimiterError     ValueError; also a MemoryTextError
+    │   ├── BlockedContentError     ValueError; also a MemoryTextError
+    │   └── OverBudgetError, NoMatchError, AmbiguousMatchError, BatchError, ExternalEditError,
+    │       StoreReadError, StoreWriteError
+    ├── SymlinkRefusedError         memory/locking.py, OSError
+    ├── ForeignFileError            memory/disk.py, OSError
+    └── MemoryFileTooLargeError     memory/disk.py, OSError
+    AuditError
+    ├── LedgerReadError             audit/ledger.py, OSError
+    ├── WriterRegistryError         audit/writers.py, OSError
+    ├── SkillWriteError             audit/skills.py, OSError
+    ├── SoulWriteError              audit/soul_file.py, OSError
+    ├── RotationRefusedError        audit/rotation.py, OSError
+    ├── AuditStateError             audit/state.py, ValueError
+    ├── ConfigYamlError             audit/config_yaml.py, ValueError
+    ├── InvalidAuditSettingsError   audit/settings.py, ValueError
+    ├── NaiveTimestampError         audit/trigger.py, ValueError
+    └── CompressionUnusable         audit/compress_reflect.py
 
 Catch ``TransientBackendError`` to retry, ``PermanentBackendError`` to give up with the server's
 message, ``ConfigError`` to tell the operator which key to fix. :mod:`dreamer.outcomes` maps each
@@ -143,3 +180,23 @@ class UnknownAgentError(UsageError):
 
 class SlotBusyError(DreamerError):
     """The accelerator-slot lock was held by someone else for longer than the acquire timeout."""
+
+
+class MemoryFileError(DreamerError):
+    """An agent's MEMORY.md or USER.md, or another file Dreamer keeps in the agent's folders (a lock
+    file, say), could not be read or changed as asked; the message says why and the file is
+    unchanged. Catch it to report a refused read or write of an agent's memory (exit 1); the Hermes
+    store's refusals (``MemoryStoreError``) are its subclasses."""
+
+
+class MemoryTextError(MemoryFileError):
+    """The text offered for a memory file cannot be stored as written (a line holding only "§", a
+    phrase Hermes' threat scan blocks); the message says what to change. Catch it to report the
+    input as bad usage (exit 2)."""
+
+
+class AuditError(DreamerError):
+    """The memory audit could not use one of the agent's files besides MEMORY.md and USER.md (the
+    ledger, the audit state, SOUL.md, the rules skill, the writer registry, config.yaml), refused to
+    rotate the canaries, or was given unusable settings. Catch it to report that agent's audit, or
+    its rotation, as failed (exit 1)."""

@@ -12,10 +12,13 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
 from dreamer.errors import (
+    AuditError,
     BackendError,
     ConfigError,
     DreamerError,
     ExitCode,
+    MemoryFileError,
+    MemoryTextError,
     PermanentBackendError,
     RetriesExhausted,
     RunBusyError,
@@ -71,11 +74,14 @@ _EXIT_CODES: Mapping[str, ExitCode] = {
 _BY_ERROR: tuple[tuple[type[DreamerError], Outcome, ExitCode], ...] = (
     (ConfigError, Outcome.FAILED, ExitCode.CONFIG),
     (UsageError, Outcome.FAILED, ExitCode.USAGE),
+    (MemoryTextError, Outcome.FAILED, ExitCode.USAGE),  # before MemoryFileError, its parent
     (SlotBusyError, Outcome.SLOT_BUSY, ExitCode.TEMPFAIL),
     (RunBusyError, Outcome.BUSY, ExitCode.TEMPFAIL),
     (RetriesExhausted, Outcome.DEFERRED, ExitCode.TEMPFAIL),
     (TransientBackendError, Outcome.DEFERRED, ExitCode.TEMPFAIL),
     (BackendError, Outcome.FAILED, ExitCode.FAILED),
+    (MemoryFileError, Outcome.FAILED, ExitCode.FAILED),
+    (AuditError, Outcome.FAILED, ExitCode.FAILED),
     (DreamerError, Outcome.FAILED, ExitCode.FAILED),
 )
 
@@ -87,6 +93,12 @@ def classify(exc: BaseException) -> tuple[Outcome, ExitCode] | None:
         if isinstance(exc, cls):
             return outcome, code
     return None
+
+
+def ending(exc: BaseException) -> tuple[Outcome, ExitCode]:
+    """How a command that stopped on `exc` ends: its row of the table, or failed / exit 1 for an
+    error without one (an ``OSError`` no command checked, a bug), as the command line reports it."""
+    return classify(exc) or (Outcome.FAILED, ExitCode.FAILED)
 
 
 def describe(exc: BaseException) -> str:

@@ -12,22 +12,11 @@ from typing import TextIO
 import structlog
 
 from dreamer.config import Config
-from dreamer.errors import ConfigError, UsageError
-from dreamer.hermes import (
-    MemoryStore,
-    MemoryStoreError,
-    Target,
-)
+from dreamer.errors import AuditError, MemoryFileError, MemoryTextError, UsageError
+from dreamer.hermes import AmbiguousMatchError, MemoryStore, MemoryStoreError, OverBudgetError, Target
 from dreamer.hermes.audit.canary import CANARY_MARKER
-from dreamer.hermes.audit.rotation import RotationRefusedError
-from dreamer.hermes.memory.limits import MemoryLimitsError
-from dreamer.hermes.memory.store import (
-    AmbiguousMatchError,
-    BlockedContentError,
-    EntryDelimiterError,
-    OverBudgetError,
-)
 from dreamer.jobs.audit import ALARMING, agent_files, audit_once, rotate_once
+from dreamer.outcomes import Outcome, ending, exit_code
 
 log = structlog.get_logger("dreamer.audit")
 
@@ -82,20 +71,20 @@ async def rotate_command(
     names = list(agents) or sorted(n for n, a in config.agents.items() if a.enabled)
     for name in names:
         agent_files(config, name)  # unknown names fail before anything runs
-    worst = 0
+    failed: list[Outcome] = []
     for name in names:
         try:
             rotation = await rotate_once(config, name)
-        except (RotationRefusedError, OSError) as exc:
+        except (AuditError, OSError) as exc:  # a refusal (RotationRefusedError) or a file that failed
             out.write(f"{name}: canaries NOT rotated: {exc}\n")
-            worst = 1
+            failed.append(ending(exc)[0])
             continue
         finished = " (finished an interrupted rotation)" if rotation.finished_interrupted else ""
         out.write(
             f"{name}: canaries rotated{finished}; fingerprints MEMORY.md {rotation.canary_memory}, "
             f"USER.md {rotation.canary_user}, recorded in the ledger\n"
         )
-    return worst
+    return exit_code(failed)
 
 
 def memory_command(
@@ -115,10 +104,8 @@ def memory_command(
     files = agent_files(config, agent)
     if as_json and action not in ("list", "stats"):
         raise UsageError(f"--json applies to list and stats, not to {action}")
-    try:
-        store = MemoryStore.for_config(files.memories_dir, files.config_yaml)
-    except MemoryLimitsError as exc:
-        raise ConfigError(str(exc)) from exc
+    # A bad limit in config.yaml raises MemoryLimitsError, a ConfigError: the file is to be fixed.
+    store = MemoryStore.for_config(files.memories_dir, files.config_yaml)
     target = Target.USER if target_name == "user" else Target.MEMORY
     if action in ("add", "replace") and text is not None and CANARY_MARKER in text:
         # A second canary line would let a rewritten file pass the audit's canary check.
@@ -142,22 +129,25 @@ def memory_command(
             out.write(store.remove(target, _required(old or text, "--old")).message + "\n")
         else:  # argparse restricts the choices
             raise ValueError(f"unknown action {action!r}")
-    except (EntryDelimiterError, BlockedContentError) as exc:
-        raise UsageError(str(exc)) from exc  # the text given on the command line cannot be stored
-    except OverBudgetError as exc:
-        err.write(f"{exc}\ncurrent entries ({exc.usage}):\n")
+    except MemoryTextError:
+        raise  # the text given on the command line cannot be stored: reported as bad usage
+    except MemoryFileError as exc:
+        _explain_refusal(exc, err)
+        return ending(exc)[1]
+    return 0
+
+
+def _explain_refusal(exc: MemoryFileError, err: TextIO) -> None:
+    """The store's refusal on stderr, with the entries it concerns when it names them."""
+    err.write(f"{exc}\n")
+    if isinstance(exc, OverBudgetError):
+        err.write(f"current entries ({exc.usage}):\n")
         for i, entry in enumerate(exc.current_entries, 1):
             err.write(f"  {i}. {entry}\n")
-        return 1
-    except AmbiguousMatchError as exc:
-        err.write(f"{exc}\nmatching entries:\n")
+    elif isinstance(exc, AmbiguousMatchError):
+        err.write("matching entries:\n")
         for entry in exc.matches:
             err.write(f"  - {entry}\n")
-        return 1
-    except MemoryStoreError as exc:
-        err.write(f"{exc}\n")
-        return 1
-    return 0
 
 
 def _usage_doc(store: MemoryStore, target: Target, agent: str) -> dict[str, object]:

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dreamer.backends.base import Budget, MemoryBackend
 from dreamer.backends.reflect_schema import reflect_response_schema
-from dreamer.errors import DreamerError
+from dreamer.errors import AuditError, DreamerError
 from dreamer.hermes.audit.compress import Rewrite, RuleCompressor, rewrite_refusal
 from dreamer.hermes.audit.ledger import one_line
 from dreamer.llm.usage import TokenCounter, TokenUsage
@@ -85,9 +85,10 @@ class Compressions:
     usage: TokenUsage | None = None
 
 
-class CompressionUnusable(DreamerError):
+class CompressionUnusable(AuditError):
     """The compression reflect answered, but not in a usable shape; ``usage`` is what the answer
-    cost in LLM tokens (None: no LLM)."""
+    cost in LLM tokens (None: no LLM). Caught by `ReflectCompressor`, which counts the tokens and
+    falls back to the rules."""
 
     def __init__(self, message: str, usage: TokenUsage | None) -> None:
         super().__init__(message)

@@ -19,6 +19,7 @@ import re
 from pathlib import Path
 
 from dreamer.config.files import read_text_file
+from dreamer.errors import AuditError
 
 __all__ = ["ConfigYamlError", "parse_model_name", "read_model_name"]
 
@@ -26,8 +27,9 @@ _TOP_MODEL = re.compile(r"^model\s*:(.*)$")
 _CHILD = re.compile(r"^(\s+)([A-Za-z_][A-Za-z0-9_-]*)\s*:(.*)$")
 
 
-class ConfigYamlError(ValueError):
-    """config.yaml is missing, unreadable, or has no model the parser understands."""
+class ConfigYamlError(AuditError, ValueError):
+    """config.yaml is missing, unreadable, or has no model the parser understands. Catch it where
+    the model is read: the audit then checks no model entry and says so in a note."""
 
 
 def _scalar(raw: str) -> str:

@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from dreamer.errors import AuditError
 from dreamer.hermes.memory.locking import exclusive_lock, open_no_follow
 
 __all__ = [
@@ -68,8 +69,9 @@ LEDGER_HEADER = "# Memory audit ledger\n\nAppend-only: one block per audit, newe
 _PREVIEW_WIDTH = 100
 
 
-class LedgerReadError(OSError):
-    """The ledger exists but cannot be read; fix its permissions or encoding."""
+class LedgerReadError(AuditError, OSError):
+    """The ledger exists but cannot be read; fix its permissions or encoding. Catch it (or
+    `OSError`) where the ledger is read: the audit reports ERROR, the due check calls it due."""
 
 
 def one_line(text: str, width: int = _PREVIEW_WIDTH) -> str:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from dreamer.errors import AuditError
 from dreamer.hermes.audit.canary import (
     CANARY_MARKER,
     ROTATED,
@@ -48,8 +49,9 @@ __all__ = [
 ]
 
 
-class RotationRefusedError(OSError):
-    """The canaries could not be rotated; the message says why and what to do. Nothing was changed."""
+class RotationRefusedError(AuditError, OSError):
+    """The canaries could not be rotated; the message says why and what to do. Nothing was changed.
+    Catch it (or `OSError`, which a rotation raises too) where a rotation is asked for, to report it."""
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from dreamer.errors import AuditError
 from dreamer.hermes.audit.hosts import HostAllowList
 from dreamer.hermes.memory.entries import (
     DEFAULT_MEMORY_CHAR_LIMIT,
@@ -38,8 +39,9 @@ STATE_FILENAME = "MEMORY_AUDIT_STATE.json"
 RULES_SKILL_NAME = "memory-operating-rules"
 
 
-class InvalidAuditSettingsError(ValueError):
-    """An audit setting is out of range; the message names the setting and the allowed values."""
+class InvalidAuditSettingsError(AuditError, ValueError):
+    """An audit setting is out of range; the message names the setting and the allowed values.
+    Catch it where settings are built from what a person wrote, to tell them which one to fix."""
 
 
 @dataclass(frozen=True)

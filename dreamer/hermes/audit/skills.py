@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dreamer.errors import AuditError
 from dreamer.hermes.audit.settings import RULES_SKILL_NAME
 from dreamer.hermes.memory.locking import atomic_write_text, exclusive_lock, refuse_symlink
 
 __all__ = ["SkillWriteError", "append_rule", "format_rule", "skill_header"]
 
 
-class SkillWriteError(OSError):
-    """The skill file could not be written; check that the skills directory exists and is writable."""
+class SkillWriteError(AuditError, OSError):
+    """The skill file could not be written; check that the skills directory exists and is writable.
+    Catch it around a move to the skill: the entry then stays where it is."""
 
 
 def skill_header() -> str:

@@ -15,13 +15,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dreamer.config.files import read_text_file
+from dreamer.errors import AuditError
 from dreamer.hermes.memory.locking import atomic_write_text, exclusive_lock, refuse_symlink
 
 __all__ = ["SoulRead", "SoulWriteError", "append_to_soul", "modified_at", "read_soul", "remove_from_soul"]
 
 
-class SoulWriteError(OSError):
-    """SOUL.md could not be changed; the message says why. The file is as it was."""
+class SoulWriteError(AuditError, OSError):
+    """SOUL.md could not be changed; the message says why. The file is as it was. Catch it around a
+    move into or out of SOUL.md, to skip that move (and take back its other half)."""
 
 
 @dataclass(frozen=True)

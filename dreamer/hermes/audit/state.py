@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from dreamer.errors import AuditError
 from dreamer.hermes.memory.locking import atomic_write_text
 
 __all__ = [
@@ -31,8 +32,9 @@ __all__ = [
 _VERSION = 1
 
 
-class AuditStateError(ValueError):
-    """The state file is unreadable or malformed; delete it to start counting ages afresh."""
+class AuditStateError(AuditError, ValueError):
+    """The state file is unreadable or malformed; delete it to start counting ages afresh. Catch it
+    where the state is loaded: the audit then counts ages from today, with a note."""
 
 
 def normalize_entry(text: str) -> str:

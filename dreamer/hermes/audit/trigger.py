@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from dreamer.errors import AuditError
 from dreamer.hermes.audit.files import read_utilisation
 from dreamer.hermes.audit.ledger import LedgerEntry, LedgerReadError, last_audit, read_ledger
 from dreamer.hermes.audit.report import Utilisation
@@ -17,8 +18,9 @@ from dreamer.hermes.memory.store import StoreReadError
 __all__ = ["NaiveTimestampError", "needs_audit", "require_aware", "skip_reason"]
 
 
-class NaiveTimestampError(ValueError):
-    """`now` has no time zone; pass an aware datetime such as datetime.now(UTC)."""
+class NaiveTimestampError(AuditError, ValueError):
+    """`now` has no time zone; pass an aware datetime such as datetime.now(UTC). A caller's mistake:
+    not caught, fix the call."""
 
 
 def require_aware(now: datetime) -> None:

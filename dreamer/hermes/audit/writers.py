@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 
 from dreamer.config.files import read_text_file
+from dreamer.errors import AuditError
 
 __all__ = ["WriterRegistryError", "is_registered_writer", "registered_writers"]
 
@@ -19,8 +20,9 @@ _LEAD = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+|#{1,6}\s+|\|\s*|>\s*)*")
 _FIRST_WORD = re.compile(r"^(?:\*\*|__|`)?([A-Za-z0-9][A-Za-z0-9_.-]*)(?:\*\*|__|`)?(?=$|[\s:|,(\-—–])")
 
 
-class WriterRegistryError(OSError):
-    """MEMORY_WRITERS.md exists but cannot be read; fix its permissions or encoding."""
+class WriterRegistryError(AuditError, OSError):
+    """MEMORY_WRITERS.md exists but cannot be read; fix its permissions or encoding. Catch it (or
+    `OSError`) around an audit: the audit reports ERROR and changes nothing."""
 
 
 def registered_writers(text: str) -> frozenset[str]:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dreamer.errors import MemoryFileError
 from dreamer.hermes.memory.locking import TEMP_PREFIX, TEMP_SUFFIX
 
 __all__ = [
@@ -53,8 +54,9 @@ Rename = Callable[..., None]
 MAX_MEMORY_FILE_BYTES = 1 << 20
 
 
-class MemoryFileTooLargeError(OSError):
-    """A memory file far larger than any memory limit (see `MAX_MEMORY_FILE_BYTES`)."""
+class MemoryFileTooLargeError(MemoryFileError, OSError):
+    """A memory file far larger than any memory limit (see `MAX_MEMORY_FILE_BYTES`). Caught as an
+    `OSError` by the readers, which report the file as unreadable."""
 
     def __init__(self, path: Path, size: int) -> None:
         super().__init__(
@@ -68,8 +70,10 @@ class MemoryFileTooLargeError(OSError):
         return str(self.strerror)
 
 
-class ForeignFileError(OSError):
-    """A memory file (or its link's target) belongs to someone other than the folder's owner."""
+class ForeignFileError(MemoryFileError, OSError):
+    """A memory file (or its link's target) belongs to someone other than the folder's owner. Catch
+    it, or `OSError`, around a read or write of a memory file: the store refuses with its own error
+    naming the file, the audit reports ERROR."""
 
     def __init__(self, path: Path, detail: str) -> None:
         super().__init__(

@@ -41,8 +41,10 @@ _MAX_DIGITS = 4000
 _MAX_CONFIG_BYTES = 10_000_000
 
 
-class MemoryLimitsError(ValueError):
-    """config.yaml cannot be read, or sets a memory limit that is not a positive whole number."""
+class MemoryLimitsError(ConfigError, ValueError):
+    """config.yaml cannot be read, or sets a memory limit that is not a positive whole number. Catch
+    it where the limits are read for an audit (the audit reports ERROR); left uncaught it is a
+    `ConfigError` (exit 78)."""
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from dreamer.errors import MemoryFileError
+
 __all__ = [
     "TEMP_PATTERN",
     "SymlinkRefusedError",
@@ -37,8 +39,9 @@ TEMP_PREFIX, TEMP_SUFFIX = ".mem_", ".tmp"
 TEMP_PATTERN = f"{TEMP_PREFIX}*{TEMP_SUFFIX}"
 
 
-class SymlinkRefusedError(OSError):
-    """A file Dreamer would write is a symbolic link; remove the link (or move the real file there)."""
+class SymlinkRefusedError(MemoryFileError, OSError):
+    """A file Dreamer would write is a symbolic link; remove the link (or move the real file there).
+    Caught as an `OSError`: the audit reports ERROR, the store refuses with `StoreWriteError`."""
 
     def __init__(self, path: Path) -> None:
         super().__init__(

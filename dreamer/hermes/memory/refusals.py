@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from dreamer.errors import MemoryFileError, MemoryTextError
 from dreamer.hermes.memory.entries import has_delimiter_line
 from dreamer.hermes.memory.results import Usage
 from dreamer.hermes.memory.threats import first_threat_message
@@ -31,15 +32,16 @@ __all__ = [
 ]
 
 
-class MemoryStoreError(Exception):
-    """A store call that was refused; the file on disk is unchanged."""
+class MemoryStoreError(MemoryFileError):
+    """A store call that was refused; the file on disk is unchanged. Catch it around store calls to
+    report the refusal; the subclasses say what to do about it."""
 
 
 class EmptyContentError(MemoryStoreError, ValueError):
     """Content or old_text was empty after stripping; pass the text of the entry."""
 
 
-class EntryDelimiterError(MemoryStoreError, ValueError):
+class EntryDelimiterError(MemoryStoreError, MemoryTextError, ValueError):
     """The content holds a line with only "§", the entry delimiter; change or remove that line."""
 
     def __init__(self, where: str = "") -> None:
@@ -49,7 +51,7 @@ class EntryDelimiterError(MemoryStoreError, ValueError):
         )
 
 
-class BlockedContentError(MemoryStoreError, ValueError):
+class BlockedContentError(MemoryStoreError, MemoryTextError, ValueError):
     """Hermes' threat scan blocks the content (an injection phrase, invisible unicode); rewrite it."""
 
 
