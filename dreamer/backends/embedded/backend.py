@@ -4,23 +4,22 @@ A :class:`~dreamer.backends.base.MemoryBackend` kept in one local SQLite file, w
 safe to share between processes (the daemon and the CLI). Given an
 :class:`~dreamer.embeddings.Embedder`, it stores each unit's vector and recalls by full text and
 vectors together. This module holds the class (one connection per instance, used from anyio worker
-threads under a lock, SQLite errors translated into the error tree; embedding outside the lock) and
-the conversion of rows into the contract's values. Its parts live beside it: :mod:`.schema` (the
-file: schema, opening, upgrades, write transaction, stored times), :mod:`.retain` (checking and
-writing a batch), :mod:`.search` (bank-scoped full-text search, scores), :mod:`.vector_store` (stored
-vectors, the per-bank matrix cache, the backlog), :mod:`.hybrid` (fusing both rankings) and
-:mod:`.reflect` (the extractive answer).
+threads under a lock, SQLite errors translated into the error tree; embedding outside the lock).
+Its parts live beside it: :mod:`.schema` (the file: schema, opening, upgrades, write transaction,
+stored times), :mod:`.retain` (checking and writing a batch), :mod:`.reads` (the read queries and
+the recall token budget), :mod:`.rows` (rows as the contract's values), :mod:`.search`
+(bank-scoped full-text search, scores), :mod:`.vector_store` (stored vectors, the per-bank matrix
+cache, the backlog), :mod:`.embedding` (an embedder's answer checked), :mod:`.hybrid` (fusing both
+rankings) and :mod:`.reflect` (the extractive answer).
 
 Why it is built this way: ``docs/design/embedded-store.md``.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -39,24 +38,20 @@ from dreamer.backends.base import (
     RetainResult,
     TagsMatch,
 )
+from dreamer.backends.embedded.embedding import checked_vectors
 from dreamer.backends.embedded.hybrid import hybrid_search
+from dreamer.backends.embedded.reads import (
+    bank_rows,
+    full_text_recall,
+    reflect_rows,
+    units_query,
+    within_budget,
+)
 from dreamer.backends.embedded.reflect import REFLECT_UNITS_BY_BUDGET, extractive_answer
 from dreamer.backends.embedded.retain import retain_batch, validate_retain
-from dreamer.backends.embedded.schema import (
-    UNIT_COLUMNS,
-    connect,
-    format_time,
-    parse_time,
-    translate_error,
-    write_transaction,
-)
-from dreamer.backends.embedded.search import (
-    bm25_to_score,
-    estimate_tokens,
-    fts_match_expression,
-    search_bank,
-    tags_filter,
-)
+from dreamer.backends.embedded.rows import activity_from_rows, blobs, recall_item_from_row, unit_from_row
+from dreamer.backends.embedded.schema import connect, translate_error, write_transaction
+from dreamer.backends.embedded.search import fts_match_expression
 from dreamer.backends.embedded.vector_store import (
     VectorCache,
     backlog,
@@ -121,29 +116,8 @@ class EmbeddedBackend:
         if not wanted:
             return {}
 
-        def run(conn: sqlite3.Connection) -> list[sqlite3.Row]:
-            return conn.execute(
-                """
-                SELECT b.bank_id, b.last_write_at, b.unit_count
-                FROM banks b
-                WHERE b.bank_id IN (SELECT value FROM json_each(?))
-                """,
-                (json.dumps(wanted),),
-            ).fetchall()
-
-        rows = {row["bank_id"]: row for row in await self._call("activity", run)}
-        result: dict[str, BankActivity] = {}
-        for bank_id in wanted:
-            row = rows.get(bank_id)
-            if row is None:
-                result[bank_id] = BankActivity(bank_id, unit_count=0, last_write_at=None, exists=False)
-            else:
-                result[bank_id] = BankActivity(
-                    bank_id,
-                    unit_count=int(row["unit_count"]),
-                    last_write_at=parse_time(row["last_write_at"]),
-                )
-        return result
+        found = await self._call("activity", lambda conn: bank_rows(conn, wanted))
+        return activity_from_rows(wanted, {row["bank_id"]: row for row in found})
 
     async def list_units_since(
         self,
@@ -158,24 +132,10 @@ class EmbeddedBackend:
         A unit carrying any of ``exclude_tags`` is left out. ``fact_types`` None or empty means all.
         A naive ``since`` is taken as UTC.
         """
-        where = ["u.bank_id = ?"]
-        params: list[object] = [bank_id]
-        if since is not None:
-            where.append("u.created_at >= ?")
-            params.append(format_time(since))
-        if exclude_tags:
-            where.append(
-                "NOT EXISTS (SELECT 1 FROM json_each(u.tags) t"
-                " WHERE t.value IN (SELECT value FROM json_each(?)))"
-            )
-            params.append(json.dumps(list(exclude_tags)))
-        if fact_types:
-            where.append("u.fact_type IN (SELECT value FROM json_each(?))")
-            params.append(json.dumps(list(fact_types)))
-        sql = f"SELECT {UNIT_COLUMNS} FROM units u WHERE {' AND '.join(where)} ORDER BY u.created_at, u.id"
+        sql, params = units_query(bank_id, since, exclude_tags, fact_types)
 
         def run(conn: sqlite3.Connection) -> list[MemoryUnit]:
-            return [_unit_from_row(row) for row in conn.execute(sql, params)]
+            return [unit_from_row(row) for row in conn.execute(sql, params)]
 
         return await self._call("list_units_since", run)
 
@@ -214,19 +174,17 @@ class EmbeddedBackend:
                 )
 
         def run(conn: sqlite3.Connection) -> list[RecallItem]:
-            hits: list[RecallItem] = []
-            used_tokens = 0
-            rows = search_bank(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match, want=want)
-            with closing(rows):  # ends the read snapshot now, not when the generator is collected
-                for row in rows:
-                    tokens = estimate_tokens(row["text"])
-                    if hits and used_tokens + tokens > max_tokens:
-                        break
-                    used_tokens += tokens
-                    hits.append(_recall_item_from_row(row))
-                    if limit is not None and len(hits) >= limit:
-                        break
-            return hits
+            return full_text_recall(
+                conn,
+                bank_id,
+                match,
+                types=types,
+                tags=tags,
+                tags_match=tags_match,
+                want=want,
+                max_tokens=max_tokens,
+                limit=limit,
+            )
 
         return await self._call("recall", run)
 
@@ -250,24 +208,7 @@ class EmbeddedBackend:
         match = fts_match_expression(query)
 
         def run(conn: sqlite3.Connection) -> list[sqlite3.Row]:
-            rows: list[sqlite3.Row] = []
-            if match is not None:
-                hits = search_bank(
-                    conn, bank_id, match, types=None, tags=tags, tags_match=tags_match, want=count
-                )
-                with closing(hits):
-                    for row in hits:
-                        rows.append(row)
-                        if len(rows) >= count:
-                            break
-            if not rows:
-                tag_sql, tag_params = tags_filter(tags, tags_match)
-                rows = conn.execute(
-                    f"SELECT {UNIT_COLUMNS} FROM units u WHERE u.bank_id = ? {tag_sql}"
-                    " ORDER BY u.created_at DESC, u.id DESC LIMIT ?",
-                    [bank_id, *tag_params, count],
-                ).fetchall()
-            return rows
+            return reflect_rows(conn, bank_id, match, tags=tags, tags_match=tags_match, count=count)
 
         rows = await self._call("reflect", run)
         based_on = tuple(
@@ -295,7 +236,7 @@ class EmbeddedBackend:
             with write_transaction(conn):
                 keys = retain_batch(conn, bank_id, items)
                 if vectors is not None and self.embedder is not None:
-                    store_vectors(conn, self.embedder.model_id, _blobs(keys, vectors))
+                    store_vectors(conn, self.embedder.model_id, blobs(keys, vectors))
 
         await self._call("retain", run)
         return RetainResult(bank_id=bank_id, items_count=len(items))
@@ -352,26 +293,7 @@ class EmbeddedBackend:
     async def _embed(self, texts: Sequence[str], operation: str) -> NDArray[np.float32] | None:
         """The embedder's unit rows for ``texts``, or None (logged) when it fails or answers garbage."""
         assert self.embedder is not None
-        import numpy as np
-
-        from dreamer.embeddings.vectors import normalise
-
-        try:
-            vectors = np.asarray(await self.embedder.embed(texts), dtype=np.float32)
-            if vectors.ndim != 2 or vectors.shape[0] != len(texts) or vectors.shape[1] == 0:
-                raise ValueError(f"expected {len(texts)} vectors, got an array of shape {vectors.shape}")
-            if not np.isfinite(vectors).all():
-                raise ValueError("the vectors hold NaN or infinite values")
-            vectors = normalise(vectors)  # the protocol promises unit rows; a cosine must not depend on it
-        except Exception as exc:  # any embedder fault: recall falls back to full text, retain to the backlog
-            log.warning(
-                "embedding failed; full-text only until it works again",
-                operation=operation,
-                model=self.embedder.model_id,
-                error=f"{type(exc).__name__}: {exc}",
-            )
-            return None
-        return vectors
+        return await checked_vectors(self.embedder, texts, operation)
 
     async def _embed_pending(self, bank_id: str, count: int) -> int:
         """Embed up to ``count`` backlog units of the bank (and drop damaged vectors); how many stored."""
@@ -411,7 +333,7 @@ class EmbeddedBackend:
             return 0
         keys: list[int | None] = [key for key, _ in pending]
         stored = await self._write_vectors(
-            "embed backlog", lambda conn: store_vectors(conn, model_id, _blobs(keys, vectors))
+            "embed backlog", lambda conn: store_vectors(conn, model_id, blobs(keys, vectors))
         )
         return len(pending) if stored else 0
 
@@ -466,17 +388,13 @@ class EmbeddedBackend:
                 tags_match=tags_match,
                 want=want,
             )
-            items: list[RecallItem] = []
-            used_tokens = 0
-            for hit in hits:
-                tokens = estimate_tokens(hit.row["text"])
-                if items and used_tokens + tokens > max_tokens:
-                    break
-                used_tokens += tokens
-                items.append(_recall_item_from_row(hit.row, score=hit.score, semantic=hit.cosine))
-                if limit is not None and len(items) >= limit:
-                    break
-            return items
+            return within_budget(
+                hits,
+                lambda hit: hit.row["text"],
+                lambda hit: recall_item_from_row(hit.row, score=hit.score, semantic=hit.cosine),
+                max_tokens,
+                limit,
+            )
 
         return await self._call("recall", run)
 
@@ -507,48 +425,3 @@ class EmbeddedBackend:
                     ) from exc
 
         return await anyio.to_thread.run_sync(run)
-
-
-# -------------------------------------------------------------------- rows
-
-
-def _unit_from_row(row: sqlite3.Row) -> MemoryUnit:
-    created = parse_time(row["created_at"])
-    assert created is not None  # the column is NOT NULL
-    return MemoryUnit(
-        id=row["id"],
-        bank_id=row["bank_id"],
-        text=row["text"],
-        fact_type=row["fact_type"],
-        created_at=created,
-        mentioned_at=parse_time(row["mentioned_at"]),
-        document_id=row["document_id"],
-        context=row["context"],
-        tags=tuple(json.loads(row["tags"])),
-        metadata=json.loads(row["metadata"]),
-        proof_count=int(row["proof_count"]),
-    )
-
-
-def _blobs(keys: Sequence[int | None], vectors: NDArray[np.float32]) -> list[tuple[int, bytes]]:
-    """(unit key, float16 blob) for each item that wrote a unit."""
-    from dreamer.embeddings.vectors import to_blob
-
-    return [(key, to_blob(vector)) for key, vector in zip(keys, vectors, strict=True) if key is not None]
-
-
-def _recall_item_from_row(
-    row: sqlite3.Row, *, score: float | None = None, semantic: float | None = None
-) -> RecallItem:
-    return RecallItem(
-        id=row["id"],
-        bank_id=row["bank_id"],
-        text=row["text"],
-        fact_type=row["fact_type"],
-        score=bm25_to_score(float(row["rank"])) if score is None else score,
-        semantic=semantic,
-        document_id=row["document_id"],
-        tags=tuple(json.loads(row["tags"])),
-        metadata=json.loads(row["metadata"]),
-        mentioned_at=parse_time(row["mentioned_at"]),
-    )
