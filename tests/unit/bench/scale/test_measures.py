@@ -1,18 +1,14 @@
-"""The scale benchmark's pure parts: VmHWM, the longest watchdog gap, the verdicts, the texts."""
+"""The scale benchmark's measures: VmHWM, the longest watchdog gap, the verdicts."""
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench._common import BenchError
-from bench.gating.banks import varied_text
-from bench.scale.files import config_text
 from bench.scale.measures import longest_gap, parse_vm_hwm_mib, targets, vm_hwm_mib
-from dreamer.config import load_config
 
 
 def row(cards: int, run_s: float, rss: float = 100.0, gap: float | None = 0.2) -> dict[str, Any]:
@@ -66,19 +62,3 @@ class TestTargets:
         lines = targets([row(10_000, 0.4)])
         assert len(lines) == 3
         assert "(the goal is for 1M)" in lines[0]
-
-
-class TestFiles:
-    def test_varied_texts_are_distinct(self) -> None:
-        """Texts of different indices differ."""
-        texts = {varied_text(i) for i in range(20_000)}
-        assert len(texts) == 20_000
-
-    def test_config_is_valid(self, tmp_path: Path) -> None:
-        """The daemon's configuration loads: one profile, first run at start, a day's interval."""
-        path = tmp_path / "dreamer.toml"
-        path.write_text(config_text(tmp_path / "state"), encoding="utf-8")
-        config = load_config(path)
-        assert list(config.profiles) == ["homelab"]
-        assert config.schedule.first_run_delay_s == 0
-        assert config.schedule.interval_minutes == 1440

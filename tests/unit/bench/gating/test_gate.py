@@ -1,11 +1,9 @@
-"""The gating benchmark's own logic: which profiles are active, the synthetic units, the verdicts."""
+"""The gating benchmark's own logic: which profiles are active, and the verdicts."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from bench.gating.banks import gating_config, synthetic_text
 from bench.gating.gate import (
     active_profiles,
     gating_targets,
@@ -33,17 +31,6 @@ class TestSetup:
         assert active_profiles(profile_names(10)) == ["p0000"]
         names = active_profiles(profile_names(100))
         assert len(set(names)) == len(names)
-
-    def test_synthetic_units_are_distinct(self) -> None:
-        """Every index gives another sentence, so no unit is a duplicate of another."""
-        texts = {synthetic_text(i) for i in range(5000)}
-        assert len(texts) == 5000
-
-    def test_config_has_one_profile_per_bank(self, tmp_path: Path) -> None:
-        """The generated configuration is valid and maps each profile to its own bank."""
-        config = gating_config(profile_names(12), tmp_path, {"kind": "embedded"}, "x_")
-        assert len(config.enabled_profiles()) == 12
-        assert config.bank_id("p0003") == "x_bank_p0003"
 
 
 class TestTargets:

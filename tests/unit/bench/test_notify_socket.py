@@ -1,46 +1,14 @@
-"""The daemon benchmark's own parts: /proc parsing, the notify socket, the config, the verdicts."""
+"""The benchmarks' notify socket: datagrams received, parsed and waited for, and a child's
+environment without what systemd set for the parent."""
 
 from __future__ import annotations
 
-import os
 import socket
 import time
-from pathlib import Path
-from typing import Any
 
 import pytest
 
-from bench.daemon import (
-    CLOCK_TICKS,
-    config_text,
-    cpu_seconds,
-    parse_cpu_seconds,
-    rss_mib,
-    targets,
-)
 from bench.notify_socket import NotificationTimeout, NotifySocket, has, parse_fields, without_systemd
-from dreamer.config import load_config
-
-
-def result(
-    ready: float = 0.5, rss: float = 40.0, growth: float = 0.0, cpu_pct: float = 0.1
-) -> dict[str, Any]:
-    return {
-        "idle": {"ready_s": ready, "rss_idle_mib": rss, "idle_cpu_pct": cpu_pct},
-        "cycles": {"cycles": 100, "rss_growth_10_to_last_mib": growth},
-    }
-
-
-class TestProc:
-    def test_cpu_seconds_with_spaces_in_the_command_name(self) -> None:
-        """utime and stime are read after the last parenthesis, whatever the command name holds."""
-        stat = f"42 (a (weird) name) S 1 2 3 4 5 6 7 8 9 10 {3 * CLOCK_TICKS} {CLOCK_TICKS} 0 0"
-        assert parse_cpu_seconds(stat) == 4.0
-
-    def test_own_process_readings(self) -> None:
-        """RSS and CPU of a live process come out positive from /proc."""
-        assert rss_mib(os.getpid()) > 1
-        assert cpu_seconds(os.getpid()) > 0
 
 
 class TestNotify:
@@ -88,26 +56,3 @@ class TestNotify:
         """Variables systemd sets for a service are left out; everything else is kept."""
         parent = {"NOTIFY_SOCKET": "/run/x", "WATCHDOG_USEC": "1", "DREAMER_CONFIG": "/etc/d", "HOME": "/h"}
         assert without_systemd(parent) == {"HOME": "/h"}
-
-
-class TestConfig:
-    def test_generated_config_is_valid(self, tmp_path: Path) -> None:
-        """The benchmark's configuration loads with Dreamer's own loader."""
-        path = tmp_path / "c.toml"
-        path.write_text(
-            config_text(tmp_path / "s", ["research", "coder"], {"interval_minutes": 0.005, "jitter_s": 0})
-        )
-        config = load_config(path)
-        assert sorted(config.enabled_profiles()) == ["coder", "research"]
-        assert config.schedule.interval_minutes == 0.005
-
-
-class TestTargets:
-    def test_all_met(self) -> None:
-        """A daemon inside every target gets four 'met' lines."""
-        assert all(line.startswith("met") for line in targets(result()))
-
-    def test_each_miss_is_reported(self) -> None:
-        """Slow start, big RSS, RSS growth and busy idle are each reported as missed."""
-        lines = targets(result(ready=2.0, rss=70.0, growth=3.0, cpu_pct=1.0))
-        assert [line.startswith("MISSED") for line in lines] == [True, True, True, True]
