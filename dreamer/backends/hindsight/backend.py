@@ -2,7 +2,8 @@
 
 Every request leaves through the client's :class:`~dreamer.backends.hindsight.allowlist.AllowListTransport`
 (nothing may delete, patch or replace memory); answers are parsed by the strict models of
-:mod:`dreamer.backends.hindsight.models`; failures become the typed errors of
+:mod:`dreamer.backends.hindsight.models` and turned into the contract's values, as request bodies
+are made, by :mod:`dreamer.backends.hindsight.convert`; failures become the typed errors of
 :mod:`dreamer.backends.hindsight.statuses`. Retain relies on content-derived document ids and never
 sends ``update_mode``; the unit listing walks ``updated_at``, reported as ``MemoryUnit.created_at``.
 Why, and what was learnt about the 1.1.0 API: ``docs/design/hindsight.md``.
@@ -15,14 +16,12 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote
 
 import anyio
 import httpx
 
 from dreamer.backends.base import (
     BankActivity,
-    BasedOn,
     Budget,
     MemoryUnit,
     RecallItem,
@@ -32,48 +31,36 @@ from dreamer.backends.base import (
     TagsMatch,
 )
 from dreamer.backends.hindsight.allowlist import AllowListTransport
+from dreamer.backends.hindsight.convert import (
+    bank_path,
+    iso,
+    recall_body,
+    recall_item,
+    reflect_body,
+    reflect_result,
+    retain_body,
+    unit_from_row,
+    utc,
+)
 from dreamer.backends.hindsight.models import (
     BankPage,
     ConsolidateAnswer,
     RecallAnswer,
-    RecallHit,
     ReflectAnswer,
     RetainAnswer,
     UnitCount,
     UnitPage,
-    UnitRow,
     parse_response,
     protocol_error,
 )
 from dreamer.backends.hindsight.statuses import is_bank_not_found, status_error
 from dreamer.config import HindsightBackendConfig, is_header_safe_key
 from dreamer.errors import ConfigError, PermanentBackendError, ProtocolError, TransientBackendError
-from dreamer.llm.usage import usage_from
 from dreamer.log import SecretRedactor
 
 __all__ = ["HindsightBackend"]
 
 log = logging.getLogger(__name__)
-
-
-def _clamp01(value: float) -> float:
-    # Hindsight's fused final score can exceed 1 (recorded: 1.0999...) and a cosine similarity can
-    # be negative; the contract promises [0, 1]. Clamping keeps the server's order, which ranks.
-    return min(1.0, max(0.0, value))
-
-
-def _utc(moment: datetime) -> datetime:
-    """``moment`` in UTC; a naive datetime is read as UTC, as Hindsight itself reads one."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-
-
-def _iso(moment: datetime) -> str:
-    """ISO-8601 in UTC with microseconds and a ``Z``."""
-    return _utc(moment).isoformat(timespec="microseconds").replace("+00:00", "Z")
-
-
-def _bank_path(bank_id: str) -> str:
-    return f"/v1/default/banks/{quote(bank_id, safe='')}"
 
 
 class HindsightBackend:
@@ -262,7 +249,7 @@ class HindsightBackend:
         """Units written at or after ``since`` (by ``updated_at``), oldest first."""
         types: list[str | None] = [None] if fact_types is None else list(dict.fromkeys(fact_types))
         snapshot = datetime.now(UTC)
-        if since is not None and _utc(since) >= snapshot:
+        if since is not None and utc(since) >= snapshot:
             return []
         excluded = set(exclude_tags)
         units: dict[str, MemoryUnit] = {}
@@ -282,7 +269,7 @@ class HindsightBackend:
     ) -> list[MemoryUnit]:
         """Walk ``memories/list`` newest first with a moving upper bound (keyset paging; offsets
         only step through rows sharing the boundary timestamp). Why: docs/design/hindsight.md."""
-        path = f"{_bank_path(bank_id)}/memories/list"
+        path = f"{bank_path(bank_id)}/memories/list"
         page_size = self._config.page_size
         upper = snapshot
         skip = 0
@@ -291,17 +278,17 @@ class HindsightBackend:
         while True:
             params: dict[str, str | int] = {
                 "time_field": "updated_at",
-                "end_date": _iso(upper),
+                "end_date": iso(upper),
                 "limit": page_size,
                 "offset": skip,
             }
             if since is not None:
-                params["start_date"] = _iso(since)
+                params["start_date"] = iso(since)
             if fact_type is not None:
                 params["type"] = fact_type
             data = await self._request("GET", path, operation="list memory units", params=params)
             rows = parse_response(UnitPage, data, "list memory units").items
-            page = [self._unit(row, bank_id) for row in rows]
+            page = [unit_from_row(row, bank_id) for row in rows]
             new = [u for u in page if u.id not in seen_ids]
             if page and not new:
                 raise protocol_error(
@@ -317,23 +304,6 @@ class HindsightBackend:
             skip = skip + ties if next_upper == upper else ties
             upper = next_upper
 
-    @staticmethod
-    def _unit(row: UnitRow, bank_id: str) -> MemoryUnit:
-        return MemoryUnit(
-            id=row.id,
-            bank_id=bank_id,
-            text=row.text,
-            fact_type=row.fact_type,
-            created_at=row.updated_at,
-            mentioned_at=row.mentioned_at,
-            document_id=row.document_id,
-            context=row.context or None,
-            tags=tuple(row.tags or ()),
-            metadata=dict(row.metadata or {}),
-            proof_count=row.proof_count,
-            source_memory_ids=tuple(row.source_memory_ids or ()),
-        )
-
     async def recall(
         self,
         bank_id: str,
@@ -347,45 +317,20 @@ class HindsightBackend:
         limit: int | None = None,
     ) -> list[RecallItem]:
         """``POST .../memories/recall``; an unknown bank recalls nothing."""
-        body: dict[str, Any] = {
-            "query": query,
-            "budget": budget,
-            "max_tokens": max_tokens,
-            "include": {"entities": None},
-        }
-        if types is not None:
-            body["types"] = list(types)
-        if tags is not None:
-            body["tags"] = list(tags)
-        if tags is not None or tags_match != "any":
-            body["tags_match"] = tags_match
+        body = recall_body(
+            query, budget=budget, max_tokens=max_tokens, types=types, tags=tags, tags_match=tags_match
+        )
         try:
             data = await self._request(
-                "POST", f"{_bank_path(bank_id)}/memories/recall", operation="recall", json=body
+                "POST", f"{bank_path(bank_id)}/memories/recall", operation="recall", json=body
             )
         except PermanentBackendError as exc:
             if is_bank_not_found(exc):
                 return []
             raise
         hits = parse_response(RecallAnswer, data, "recall").results
-        items = [self._recall_item(hit, bank_id) for hit in hits]
+        items = [recall_item(hit, bank_id) for hit in hits]
         return items if limit is None else items[: max(0, limit)]
-
-    @staticmethod
-    def _recall_item(hit: RecallHit, bank_id: str) -> RecallItem:
-        semantic = hit.scores.semantic
-        return RecallItem(
-            id=hit.id,
-            bank_id=bank_id,
-            text=hit.text,
-            fact_type=hit.type,
-            score=_clamp01(hit.scores.final),
-            semantic=None if semantic is None else _clamp01(semantic),
-            document_id=hit.document_id,
-            tags=tuple(hit.tags or ()),
-            metadata=dict(hit.metadata or {}),
-            mentioned_at=hit.mentioned_at,
-        )
 
     async def reflect(
         self,
@@ -401,41 +346,24 @@ class HindsightBackend:
         without a reflect (which would create the bank and spend LLM tokens): a unit count goes first."""
         if await self._unit_total(bank_id) == 0:
             return ReflectResult(text="", used_llm=False)
-        body: dict[str, Any] = {"query": query, "budget": budget, "include": {"facts": {}}}
-        if response_schema is not None:
-            body["response_schema"] = dict(response_schema)
-        if tags is not None:
-            body["tags"] = list(tags)
-        if tags is not None or tags_match != "any":
-            body["tags_match"] = tags_match
+        body = reflect_body(
+            query, budget=budget, response_schema=response_schema, tags=tags, tags_match=tags_match
+        )
         data = await self._request(
             "POST",
-            f"{_bank_path(bank_id)}/reflect",
+            f"{bank_path(bank_id)}/reflect",
             operation="reflect",
             json=body,
             timeout=self._reflect_timeout,
         )
-        answer = parse_response(ReflectAnswer, data, "reflect")
-        facts = answer.based_on.memories if answer.based_on is not None else []
-        return ReflectResult(
-            text=answer.text,
-            structured=answer.structured_output,
-            structured_error=answer.structured_output_error,
-            based_on=tuple(
-                BasedOn(id=f.id, text=f.text, document_id=f.document_id, fact_type=f.type or "")
-                for f in facts
-                if f.id is not None  # allowed by the server's schema, useless as provenance
-            ),
-            used_llm=True,
-            usage=usage_from(answer.usage, prompt_text=query, answer_text=answer.text),
-        )
+        return reflect_result(parse_response(ReflectAnswer, data, "reflect"), query)
 
     async def _unit_total(self, bank_id: str) -> int:
         """How many units ``bank_id`` holds; 0 for an unknown bank. Reads nothing but a count."""
         try:
             data = await self._request(
                 "GET",
-                f"{_bank_path(bank_id)}/memories/list",
+                f"{bank_path(bank_id)}/memories/list",
                 operation="count memory units",
                 params={"limit": 0},
             )
@@ -449,10 +377,10 @@ class HindsightBackend:
         """Synchronous ``POST .../memories``; the server creates the bank on first write."""
         if not items:
             return RetainResult(bank_id=bank_id, items_count=0)
-        payload = [self._retain_item(i, item) for i, item in enumerate(items)]
+        payload = [retain_body(i, item) for i, item in enumerate(items)]
         data = await self._request(
             "POST",
-            f"{_bank_path(bank_id)}/memories",
+            f"{bank_path(bank_id)}/memories",
             operation="retain",
             json={"items": payload, "async": False},
         )
@@ -461,34 +389,10 @@ class HindsightBackend:
             raise protocol_error("retain", "response.success", "the server reported success=false")
         return RetainResult(bank_id=answer.bank_id, items_count=answer.items_count)
 
-    @staticmethod
-    def _retain_item(index: int, item: RetainItem) -> dict[str, Any]:
-        bad = {k: v for k, v in item.metadata.items() if not isinstance(k, str) or not isinstance(v, str)}
-        if bad:
-            shown = ", ".join(f"{k!r}: {type(v).__name__}" for k, v in bad.items())
-            raise PermanentBackendError(
-                f"retain item {index}: metadata values must be strings ({shown}); convert them with str()",
-                operation="retain",
-                detail="metadata values must be strings",
-            )
-        body: dict[str, Any] = {
-            "content": item.content,
-            "metadata": dict(item.metadata),
-            "tags": list(item.tags),
-            "observation_scopes": item.observation_scope,
-        }
-        if item.context is not None:
-            body["context"] = item.context
-        if item.timestamp is not None:
-            body["timestamp"] = _iso(item.timestamp)
-        if item.document_id is not None:
-            body["document_id"] = item.document_id
-        return body
-
     async def consolidate(self, bank_id: str) -> None:
         """``POST .../consolidate``: queues a consolidation; an unknown bank has nothing to do."""
         try:
-            data = await self._request("POST", f"{_bank_path(bank_id)}/consolidate", operation="consolidate")
+            data = await self._request("POST", f"{bank_path(bank_id)}/consolidate", operation="consolidate")
         except PermanentBackendError as exc:
             if is_bank_not_found(exc):
                 return
