@@ -1,4 +1,4 @@
-"""The rule-based entry classifier: categories, confidence, and refusal to guess."""
+"""The rule-based entry classifier: categories, confidence, refusal to guess, and the persona category."""
 
 from __future__ import annotations
 
@@ -71,3 +71,30 @@ class TestUncertainty:
         """The same text always gets the same classification."""
         text = "As of 2024-05-01 the API endpoint was http://127.0.0.1:1/v1"
         assert {CLASSIFIER.classify(text) for _ in range(5)} == {CLASSIFIER.classify(text)}
+
+
+class TestPersona:
+    @pytest.mark.parametrize(
+        "entry",
+        [
+            "You are Koby, a terse homelab assistant who speaks like a seasoned sysadmin.",
+            "Your name is Tanko and your tone is warm.",
+            "I'm the homelab agent for Ada's network.",
+        ],
+    )
+    def test_persona_entries(self, entry: str) -> None:
+        """The agent's own identity and voice is a confident Persona."""
+        found = RuleBasedClassifier().classify(entry)
+        assert found.category is Category.PERSONA and found.confident
+
+    @pytest.mark.parametrize(
+        "entry",
+        [
+            "You are currently helping with the migration.",
+            "Always run pytest -q in /home/ada/src/dreamer before pushing.",
+            "User's name is Ada.",
+        ],
+    )
+    def test_not_persona(self, entry: str) -> None:
+        """A passing state, an operating rule and the user's identity are not Persona."""
+        assert RuleBasedClassifier().classify(entry).category is not Category.PERSONA

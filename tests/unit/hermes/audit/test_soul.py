@@ -1,4 +1,4 @@
-"""SOUL.md's pure parts: its blocks, the staleness rules, and the persona category."""
+"""SOUL.md's pure parts: its blocks and the staleness rules."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dreamer.hermes.audit.classify import Category, RuleBasedClassifier
 from dreamer.hermes.audit.soul import SoulFacts, soul_blocks, stale_reasons
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -55,30 +54,3 @@ class TestStaleness:
             memory_modified=None if memory_days is None else T0 + timedelta(days=memory_days),
         )
         assert bool(stale_reasons(facts, 14)) is stale
-
-
-class TestPersona:
-    @pytest.mark.parametrize(
-        "entry",
-        [
-            "You are Koby, a terse homelab assistant who speaks like a seasoned sysadmin.",
-            "Your name is Tanko and your tone is warm.",
-            "I'm the homelab agent for Ada's network.",
-        ],
-    )
-    def test_persona_entries(self, entry: str) -> None:
-        """The agent's own identity and voice is a confident Persona."""
-        found = RuleBasedClassifier().classify(entry)
-        assert found.category is Category.PERSONA and found.confident
-
-    @pytest.mark.parametrize(
-        "entry",
-        [
-            "You are currently helping with the migration.",
-            "Always run pytest -q in /home/ada/src/dreamer before pushing.",
-            "User's name is Ada.",
-        ],
-    )
-    def test_not_persona(self, entry: str) -> None:
-        """A passing state, an operating rule and the user's identity are not Persona."""
-        assert RuleBasedClassifier().classify(entry).category is not Category.PERSONA
