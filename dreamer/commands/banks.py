@@ -25,7 +25,7 @@ async def banks_command(
     infos = BankPolicy(config, profile).describe(include_disabled=True)
     activity: dict[str, BankActivity] = {}
     activity_error = None
-    async with open_for(config, backend=True) as opened:
+    async with open_for(config, backend=True, reading=True) as opened:
         try:
             activity = await opened.backend.activity([i.bank_id for i in infos])
         except BackendError as exc:
@@ -74,7 +74,7 @@ async def recall_command(
     Exit 75 when a bank could not be read (the others' results are still printed)."""
     from dreamer.readside.router import BankRouter
 
-    async with open_for(config, backend=True, search=True, state="read") as opened:
+    async with open_for(config, backend=True, search=True, state="read", reading=True) as opened:
         router = BankRouter(config, opened.backend, profile=profile, ledger=opened.ledger)
         if not banks and profile is not None:
             answer = await router.read_union(query, limit=limit, budget=budget)
@@ -106,7 +106,7 @@ async def reflect_command(
     """One reflect per bank, each answer labelled with its alias."""
     from dreamer.readside.router import BankRouter
 
-    async with open_for(config, backend=True) as opened:
+    async with open_for(config, backend=True, reading=True) as opened:
         router = BankRouter(config, opened.backend, profile=profile)
         answer = await router.reflect_each(query, list(banks) or None, budget=budget)
     emit(answer.to_json() if as_json else answer.render(), as_json, out)

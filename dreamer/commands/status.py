@@ -1,87 +1,124 @@
 """The body of ``dreamer status``: reads the state file, plus one activity call for pending units
-and one listing per profile for its backlog, so it is safe while the daemon runs."""
+and one listing per profile for its backlog, so it is safe while the daemon runs. It never creates
+a state file: with none there it says where it looked."""
 
 from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
-from dreamer.backends.base import BankActivity
+from dreamer.backends.base import BankActivity, MemoryBackend
 from dreamer.commands.output import iso
 from dreamer.config import Config
 from dreamer.embeddings.factory import describe_embedder
 from dreamer.errors import BackendError, ExitCode
-from dreamer.jobs.open import open_for
+from dreamer.jobs.open import missing_state, open_for
 from dreamer.jobs.spec import rollup_job_id
 from dreamer.rollup.pipeline import Rollup
+from dreamer.rollup.promote import INPUT_FACT_TYPES
 from dreamer.rollup.summarise import day_start, summariser_name
+from dreamer.state import StateStore, Watermark
 from dreamer.text import printable
+
+
+@dataclass
+class _Activity:
+    """What the backend said: each profile bank's activity and each profile's backlog, or why not."""
+
+    banks: dict[str, BankActivity] = field(default_factory=dict)
+    backlog: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
 
 
 async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.stdout) -> int:
     """Per profile: watermark, last run and its counts, pending units, backlog, deferrals; the
     ledger size."""
+    async with open_for(config, backend=True, state="present", reading=True) as opened:
+        state = opened.ledger
+        activity = await _read_activity(config, opened.backend, state)
+        rows = [_profile_row(config, name, state, activity) for name in sorted(config.profiles)]
+        doc = _document(config, state, rows, activity.error)
+    if as_json:
+        json.dump(doc, out, indent=2)
+        out.write("\n")
+    else:
+        _render(config, doc, out)
+    return ExitCode.OK
+
+
+async def _read_activity(config: Config, backend: MemoryBackend, state: StateStore | None) -> _Activity:
+    """One activity call for every profile bank and one listing per profile for its backlog (units
+    after the watermark that no run has judged yet: what the next run reads).
+    A backend that cannot be reached is said, not raised: the state file still has its news."""
+    found = _Activity()
     profiles = sorted(config.profiles)
-    activity: dict[str, BankActivity] = {}
-    backlog: dict[str, int] = {}
-    activity_error = None
-    rows: list[dict[str, Any]] = []
-    async with open_for(config, backend=True, state="write") as opened:
-        state = opened.state
-        try:
-            activity = await opened.backend.activity([config.profile_bank_id(p) for p in profiles])
-            rollup = Rollup(config, opened.backend, state)
-            for name in profiles:
-                backlog[name] = len(await rollup.backlog(name))
-        except BackendError as exc:
-            activity_error = str(exc)
+    try:
+        found.banks = await backend.activity([config.profile_bank_id(p) for p in profiles])
         for name in profiles:
-            profile = config.profiles[name]
-            bank = config.bank_id(profile.bank)
-            wm = state.watermark(name)
-            runs = state.runs(rollup_job_id(name), limit=1)
-            last = runs[0] if runs else None
-            act = activity.get(bank)
-            rows.append(
-                {
-                    "profile": name,
-                    "enabled": profile.enabled,
-                    "bank": bank,
-                    "upstream": config.upstream_bank_id(name),
-                    "watermark": iso(wm.created_at),
-                    "last_rollup_at": iso(wm.rolled_at),
-                    "units_in_bank": act.unit_count if act else None,
-                    "units_pending": max(act.unit_count - wm.unit_count, 0) if act else None,
-                    # Units after the watermark that no run has judged yet (what the next run reads).
-                    "backlog": backlog.get(name),
-                    "last_run": None
-                    if last is None
-                    else {
-                        "run_id": last.run_id,
-                        "outcome": last.outcome or "running",
-                        "detail": last.detail,
-                        "started_at": iso(last.started_at),
-                        "finished_at": iso(last.finished_at),
-                        "counts": dict(last.counts),
-                    },
-                    "deferred_in_a_row": state.consecutive(rollup_job_id(name), "deferred"),
-                    # The daemon runs each job every interval (plus up to jitter_s) after the last.
-                    "next_run_due": None
-                    if last is None or not profile.enabled
-                    else iso(last.started_at + timedelta(minutes=config.schedule.interval_minutes)),
-                }
-            )
-        ledger_size = state.ledger_size()
-        vector_models = state.vector_models()
-        tokens_today = state.llm_tokens_since(day_start(datetime.now(UTC)))
+            if state is not None:
+                found.backlog[name] = len(await Rollup(config, backend, state).backlog(name))
+            else:  # nothing rolled up yet: every unit of the bank waits for the first run
+                units = await backend.list_units_since(
+                    config.profile_bank_id(name), None, fact_types=INPUT_FACT_TYPES
+                )
+                found.backlog[name] = len(units)
+    except BackendError as exc:
+        found.error = str(exc)
+    return found
+
+
+def _profile_row(config: Config, name: str, state: StateStore | None, activity: _Activity) -> dict[str, Any]:
+    """One profile's line of the status, as data (``--json``) and for :func:`_render`."""
+    profile = config.profiles[name]
+    bank = config.profile_bank_id(name)
+    wm = state.watermark(name) if state is not None else Watermark()
+    runs = state.runs(rollup_job_id(name), limit=1) if state is not None else []
+    last = runs[0] if runs else None
+    act = activity.banks.get(bank)
+    return {
+        "profile": name,
+        "enabled": profile.enabled,
+        "bank": bank,
+        "upstream": config.upstream_bank_id(name),
+        "watermark": iso(wm.created_at),
+        "last_rollup_at": iso(wm.rolled_at),
+        "units_in_bank": act.unit_count if act else None,
+        "units_pending": max(act.unit_count - wm.unit_count, 0) if act else None,
+        "backlog": activity.backlog.get(name),
+        "last_run": None
+        if last is None
+        else {
+            "run_id": last.run_id,
+            "outcome": last.outcome or "running",
+            "detail": last.detail,
+            "started_at": iso(last.started_at),
+            "finished_at": iso(last.finished_at),
+            "counts": dict(last.counts),
+        },
+        "deferred_in_a_row": state.consecutive(rollup_job_id(name), "deferred") if state is not None else 0,
+        # The daemon runs each job every interval (plus up to jitter_s) after the last.
+        "next_run_due": None
+        if last is None or not profile.enabled
+        else iso(last.started_at + timedelta(minutes=config.schedule.interval_minutes)),
+    }
+
+
+def _document(
+    config: Config, state: StateStore | None, rows: list[dict[str, Any]], activity_error: str | None
+) -> dict[str, Any]:
+    """The whole status as data: the state file, the ledger, embeddings, the LLM's day, the rows."""
     embeddings = config.embeddings
-    doc = {
+    vector_models = state.vector_models() if state is not None else []
+    return {
         "state": str(config.state_path),
+        "state_exists": state is not None,
+        "state_missing": None if state is not None else missing_state(config),
         "backend": config.backend.kind,
         "activity_error": activity_error,
-        "ledger_cards": ledger_size,
+        "ledger_cards": state.ledger_size() if state is not None else 0,
         "embeddings": {
             "provider": embeddings.provider,
             "model": embeddings.model_name or None,
@@ -91,23 +128,26 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
         },
         "llm": {
             "summariser": summariser_name(config),
-            "tokens_today": tokens_today,
+            "tokens_today": state.llm_tokens_since(day_start(datetime.now(UTC))) if state is not None else 0,
             "max_tokens_per_run": config.rollup.max_llm_tokens_per_run,
             "max_tokens_per_day": config.rollup.max_llm_tokens_per_day,
         },
         "interval_minutes": config.schedule.interval_minutes,
         "profiles": rows,
     }
-    if as_json:
-        json.dump(doc, out, indent=2)
-        out.write("\n")
-        return ExitCode.OK
+
+
+def _render(config: Config, doc: dict[str, Any], out: TextIO) -> None:
+    """The status as lines for a person: the header, then one line per profile."""
     out.write(
-        f"state {doc['state']} ({config.backend.kind} backend); ledger: {ledger_size} cards; "
+        f"state {doc['state']} ({config.backend.kind} backend); ledger: {doc['ledger_cards']} cards; "
         f"every {config.schedule.interval_minutes:g} min\n"
     )
-    stored = ", ".join(f"{n} by {m}" for m, _d, n in vector_models) or "none"
-    out.write(f"embeddings: {describe_embedder(config)}; vectors stored: {stored}\n")
+    if doc["state_missing"]:
+        out.write(doc["state_missing"] + "\n")
+    vectors = doc["embeddings"]["vectors"]
+    stored = ", ".join(f"{v['cards']} by {v['model_id']}" for v in vectors) or "none"
+    out.write(f"embeddings: {doc['embeddings']['dedup']}; vectors stored: {stored}\n")
     caps = [
         f"{cap:,} a {what}"
         for what, cap in (
@@ -117,39 +157,43 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
         if cap is not None
     ]
     out.write(
-        f"summariser: {summariser_name(config)}; LLM tokens today {tokens_today:,}"
+        f"summariser: {doc['llm']['summariser']}; LLM tokens today {doc['llm']['tokens_today']:,}"
         f" (budget: {', '.join(caps) or 'none'})\n"
     )
-    if activity_error:
+    if doc["activity_error"]:
         out.write(
             "backend unreachable, pending units and backlog unknown: "
-            f"{printable(activity_error, keep_newlines=False)}\n"
+            f"{printable(doc['activity_error'], keep_newlines=False)}\n"
         )
-    for row in rows:
-        last = row["last_run"]
-        last_text = (
-            "never run"
-            if last is None
-            else f"last {last['outcome']} at {last['finished_at'] or last['started_at']}"
-            + (f" ({printable(last['detail'], keep_newlines=False)})" if last["detail"] else "")
+    for row in doc["profiles"]:
+        out.write(_row_line(row) + "\n")
+
+
+def _row_line(row: dict[str, Any]) -> str:
+    """One profile's status line."""
+    last = row["last_run"]
+    last_text = (
+        "never run"
+        if last is None
+        else f"last {last['outcome']} at {last['finished_at'] or last['started_at']}"
+        + (f" ({printable(last['detail'], keep_newlines=False)})" if last["detail"] else "")
+    )
+    pending = "?" if row["units_pending"] is None else row["units_pending"]
+    waiting = "?" if row["backlog"] is None else row["backlog"]
+    flag = "" if row["enabled"] else " [disabled]"
+    line = (
+        f"{row['profile']}{flag}: {row['bank']} -> {row['upstream']}; watermark "
+        f"{row['watermark'] or 'none'}; pending {pending}; backlog {waiting}; {last_text}"
+    )
+    if row["next_run_due"]:
+        line += f"; next due {row['next_run_due']}"
+    counts = last["counts"] if last is not None else {}
+    if counts.get("llm_calls") or counts.get("cards_rejected") or counts.get("units_recarded"):
+        line += (
+            f"; last run: {counts.get('llm_tokens', 0):,} LLM tokens, "
+            f"{counts.get('cards_accepted', 0)} cards accepted, {counts.get('cards_rejected', 0)} "
+            f"rejected, {counts.get('units_recarded', 0)} units re-carded"
         )
-        pending = "?" if row["units_pending"] is None else row["units_pending"]
-        waiting = "?" if row["backlog"] is None else row["backlog"]
-        flag = "" if row["enabled"] else " [disabled]"
-        out.write(
-            f"{row['profile']}{flag}: {row['bank']} -> {row['upstream']}; watermark "
-            f"{row['watermark'] or 'none'}; pending {pending}; backlog {waiting}; {last_text}"
-        )
-        if row["next_run_due"]:
-            out.write(f"; next due {row['next_run_due']}")
-        counts = last["counts"] if last is not None else {}
-        if counts.get("llm_calls") or counts.get("cards_rejected") or counts.get("units_recarded"):
-            out.write(
-                f"; last run: {counts.get('llm_tokens', 0):,} LLM tokens, "
-                f"{counts.get('cards_accepted', 0)} cards accepted, {counts.get('cards_rejected', 0)} "
-                f"rejected, {counts.get('units_recarded', 0)} units re-carded"
-            )
-        if row["deferred_in_a_row"]:
-            out.write(f"; deferred {row['deferred_in_a_row']}x in a row")
-        out.write("\n")
-    return ExitCode.OK
+    if row["deferred_in_a_row"]:
+        line += f"; deferred {row['deferred_in_a_row']}x in a row"
+    return line

@@ -20,7 +20,14 @@ from __future__ import annotations
 
 from dreamer.config.embeddings import EmbeddingsConfig
 from dreamer.config.llm import LLMConfig
-from dreamer.config.loading import DEFAULT_CONFIG_PATHS, default_config_path, load_config, parse_config
+from dreamer.config.loading import (
+    DEFAULT_CONFIG_PATHS,
+    SERVICE_STATE_DIR,
+    SYSTEM_CONFIG_DIR,
+    default_config_path,
+    load_config,
+    parse_config,
+)
 from dreamer.config.models import (
     Access,
     AgentConfig,
@@ -49,6 +56,8 @@ from dreamer.config.secrets import is_header_safe_key
 
 __all__ = [
     "DEFAULT_CONFIG_PATHS",
+    "SERVICE_STATE_DIR",
+    "SYSTEM_CONFIG_DIR",
     "Access",
     "AgentConfig",
     "Alias",

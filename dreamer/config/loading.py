@@ -23,9 +23,35 @@ from dreamer.config.models import Config
 from dreamer.config.secrets import read_key
 from dreamer.errors import ConfigError
 
-__all__ = ["DEFAULT_CONFIG_PATHS", "default_config_path", "load_config", "parse_config"]
+__all__ = [
+    "DEFAULT_CONFIG_PATHS",
+    "SERVICE_STATE_DIR",
+    "SYSTEM_CONFIG_DIR",
+    "default_config_path",
+    "default_state_dir",
+    "load_config",
+    "parse_config",
+]
 
 DEFAULT_CONFIG_PATHS = (Path("/etc/dreamer/config.toml"),)
+
+#: The system-wide configuration's directory and the state directory the shipped unit gives the
+#: service (``ConfigurationDirectory=dreamer``, ``StateDirectory=dreamer``): with ``state_dir``
+#: unset, a configuration in the first keeps its state in the second, from a shell as under systemd.
+SYSTEM_CONFIG_DIR = Path("/etc/dreamer")
+SERVICE_STATE_DIR = Path("/var/lib/dreamer")
+
+
+def default_state_dir(base_dir: Path | None, environ: Mapping[str, str]) -> Path | None:
+    """Where the state goes when the configuration does not say: systemd's ``$STATE_DIRECTORY``
+    (its first entry) under the service; ``SERVICE_STATE_DIR`` for the system-wide configuration
+    (``/etc/dreamer``), so a shell's ``dreamer status`` reads what the service wrote; else None
+    (``state`` beside the configuration file)."""
+    if environ.get("STATE_DIRECTORY"):
+        return Path(environ["STATE_DIRECTORY"].split(":")[0])
+    if base_dir is not None and os.path.normpath(base_dir) == str(SYSTEM_CONFIG_DIR):
+        return SERVICE_STATE_DIR
+    return None
 
 
 def _resolve_paths(cfg: Config, base_dir: Path, source: str, environ: Mapping[str, str]) -> Config:
@@ -151,9 +177,10 @@ def parse_config(
         cfg = Config.model_validate(dict(data))
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, source)) from None
-    if "state_dir" not in data and env.get("STATE_DIRECTORY"):
-        # Under systemd, StateDirectory= tells us where state belongs (first entry if several).
-        cfg = cfg.model_copy(update={"state_dir": Path(env["STATE_DIRECTORY"].split(":")[0])})
+    if "state_dir" not in data:
+        default = default_state_dir(base_dir, env)
+        if default is not None:
+            cfg = cfg.model_copy(update={"state_dir": default})
     cfg = _resolve_paths(cfg, base_dir or Path.cwd(), source, env)
     return _resolve_secret(cfg, source, env)
 

@@ -9,9 +9,11 @@ second state backend plugs in here, in :func:`open_state`, and nowhere else.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from dreamer.backends import MemoryBackend, open_backend
@@ -24,9 +26,11 @@ from dreamer.state import StateStore
 #: The recall's logger: a ledger that will not open is the recall's news.
 log = get_logger("dreamer.readside")
 
-#: ``"write"``: the state file, created when there is none. ``"read"``: the state file when there
-#: is one and it opens, else None (a recall goes on without the ledger's marks; it never creates one).
-StateNeed = Literal["write", "read"]
+#: ``"write"``: the state file, created when there is none (a run). ``"present"``: the state file
+#: when there is one (an error when it will not open), else None: a command that only reads
+#: (``status``, ``card``) never creates one. ``"read"``: the state file when there is one and it
+#: opens, else None (a recall goes on without the ledger's marks; the failure is logged).
+StateNeed = Literal["write", "present", "read"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,7 @@ async def open_for(
     embedder: Embedder | None = None,
     use_backend: MemoryBackend | None = None,
     state: StateNeed | None = None,
+    reading: bool = False,
 ) -> AsyncIterator[Opened]:
     """Open what a caller needs from ``config``, and close what was opened here when the block ends.
 
@@ -72,10 +77,13 @@ async def open_for(
     - ``use_backend``: a backend the caller keeps (the demo's store, a test's fault injector),
       used instead of opening one and not closed here.
     - ``state``: the state file, see :data:`StateNeed`.
+    - ``reading``: the caller only reads the backend (``status``, ``banks``, ``recall``): an
+      embedded store that is not there yet is read as the empty store it would be, from a
+      throwaway file, instead of being created where the configuration puts it.
     """
     async with AsyncExitStack() as stack:
         ledger = None
-        if state == "write":
+        if state == "write" or (state == "present" and _there(config.state_path)):
             ledger = stack.enter_context(open_state(config))
         elif state == "read":
             ledger = open_ledger(config)
@@ -87,9 +95,23 @@ async def open_for(
             if embedder is not None:
                 stack.push_async_callback(embedder.aclose)
         if backend and opened is None:
+            if reading and config.backend.kind == "embedded" and not _there(config.embedded_path):
+                config = _with_empty_store(config, Path(stack.enter_context(tempfile.TemporaryDirectory())))
             opened = open_backend(config, embedder=embedder)
             stack.push_async_callback(opened.aclose)
         yield Opened(opened, embedder, ledger)
+
+
+def _with_empty_store(config: Config, directory: Path) -> Config:
+    """``config`` with its embedded store moved to a new, empty file in ``directory``."""
+    embedded = config.backend.embedded.model_copy(update={"path": directory / "empty.sqlite3"})
+    backend = config.backend.model_copy(update={"embedded": embedded})
+    return config.model_copy(update={"backend": backend})
+
+
+def _there(path: Path) -> bool:
+    """A file or a link (dangling too): a link is refused by name when opened, never taken as none."""
+    return path.is_symlink() or path.exists()
 
 
 def _searching_embedder(config: Config) -> Embedder | None:
@@ -102,6 +124,16 @@ def open_state(config: Config) -> StateStore:
     """The state file at ``config.state_path``, created (with its directory) when there is none."""
     config.state_dir.mkdir(parents=True, exist_ok=True)
     return StateStore.open(config.state_path)
+
+
+def missing_state(config: Config) -> str:
+    """What a reading command says when the state file it looked for is not there: where it
+    looked, and how to point it at the state a service keeps elsewhere."""
+    return (
+        f"no state file at {config.state_path}: nothing has run with this configuration yet, or "
+        "its state is kept elsewhere (a service keeps it in its $STATE_DIRECTORY, /var/lib/dreamer "
+        "for the shipped unit); set state_dir in the configuration to that directory"
+    )
 
 
 def open_ledger(config: Config) -> StateStore | None:
