@@ -65,3 +65,14 @@ class TestScopeTag:
         """Reported like a refused bank: one line and exit 2 at the CLI, an error the model can act
         on in a tool result."""
         assert issubclass(ScopeError, PolicyError) and issubclass(ScopeError, UsageError)
+
+    def test_a_scope_becomes_one_tag(self) -> None:
+        """``scope`` is stored as ``scope:<value>``; a value already prefixed is not doubled."""
+        assert scope_tag("homelab") == "scope:homelab"
+        assert scope_tag("scope:repo-x") == "scope:repo-x"
+
+    @pytest.mark.parametrize("value", ["", "two words", "line\nbreak", "\x1b[2J", "x" * 65, "scope:"])
+    def test_hostile_scopes_are_refused(self, value: str) -> None:
+        """Whitespace, control characters, empty and overlong scopes are refused with what to give."""
+        with pytest.raises(PolicyError, match="printable characters without spaces"):
+            scope_tag(value)

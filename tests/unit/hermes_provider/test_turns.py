@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dreamer.errors import ConfigError, PermanentBackendError, TransientBackendError
-from dreamer.hermes_provider.settings import settings_from_hermes_json
+from dreamer.errors import PermanentBackendError, TransientBackendError
 from dreamer.hermes_provider.spool import Batch, TurnSpool, spool_path
 from dreamer.hermes_provider.turns import PARK_AFTER, TURN_SIDE_CHARS, TurnWriter, turn_text
 from dreamer.retry import RetryPolicy
@@ -342,30 +341,3 @@ class TestTurnText:
         user, assistant = text.split("\n")
         assert "\x1b" not in user and user.startswith("User: hi")
         assert len(assistant) < TURN_SIDE_CHARS + 20 and assistant.endswith("…")
-
-
-BASE: dict[str, object] = {"bank_id": "default", "banks": {"default": {"bankId": "b-default"}}}
-
-
-class TestSettings:
-    def test_auto_retain_and_every_n_are_read(self) -> None:
-        """Hermes' keys auto_retain and retain_every_n_turns reach the provider's settings."""
-        s = settings_from_hermes_json({**BASE, "auto_retain": False, "retain_every_n_turns": 3}, source="c")
-        assert (s.auto_retain, s.retain_every_n_turns) == (False, 3)
-        d = settings_from_hermes_json(BASE, source="c")
-        assert (d.auto_retain, d.retain_every_n_turns) == (True, 1)
-
-    @pytest.mark.parametrize(
-        ("key", "value"),
-        [
-            ("auto_retain", "yes"),
-            ("retain_every_n_turns", 0),
-            ("retain_every_n_turns", 10**9),
-            ("retain_every_n_turns", True),
-            ("retain_every_n_turns", 2.5),
-        ],
-    )
-    def test_bad_values_name_the_file_and_key(self, key: str, value: object) -> None:
-        """A wrong type or an out-of-range count is a ConfigError naming source and key."""
-        with pytest.raises(ConfigError, match=f"^cfg.json: {key}: "):
-            settings_from_hermes_json({**BASE, key: value}, source="cfg.json")

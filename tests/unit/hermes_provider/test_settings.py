@@ -1,4 +1,4 @@
-"""Hermes' ``hindsight/config.json`` read as Dreamer banks and policy, and the scope tag."""
+"""Hermes' ``hindsight/config.json`` read as Dreamer banks and policy, and the turn writer's settings."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ from typing import Any
 import pytest
 
 from dreamer.errors import ConfigError, PolicyError
-from dreamer.hermes_provider.memory import DreamerMemory
 from dreamer.hermes_provider.settings import load_settings, settings_from_hermes_json
 from dreamer.readside.policy import BankPolicy
-from dreamer.readside.scope import scope_tag
 
 SEED_003 = {
     "bank_id": "default",
@@ -144,67 +142,28 @@ class TestGarbage:
             load_settings(hermes_home=home, environ={"HOME": str(tmp_path)})
 
 
-class TestScopeTag:
-    def test_a_scope_becomes_one_tag(self) -> None:
-        """``scope`` is stored as ``scope:<value>``; a value already prefixed is not doubled."""
-        assert scope_tag("homelab") == "scope:homelab"
-        assert scope_tag("scope:repo-x") == "scope:repo-x"
-
-    @pytest.mark.parametrize("value", ["", "two words", "line\nbreak", "\x1b[2J", "x" * 65, "scope:"])
-    def test_hostile_scopes_are_refused(self, value: str) -> None:
-        """Whitespace, control characters, empty and overlong scopes are refused with what to give."""
-        with pytest.raises(PolicyError, match="printable characters without spaces"):
-            scope_tag(value)
+BASE: dict[str, object] = {"bank_id": "default", "banks": {"default": {"bankId": "b-default"}}}
 
 
-class TestPeerCardFile:
-    def test_a_fifo_at_the_peer_card_path_is_skipped_not_waited_on(self, tmp_path: Path) -> None:
-        """The system-prompt block reads the peer card file without blocking: a FIFO there (which
-        would hang the agent's start) gives the block without a card; a regular file is shown."""
-        from dreamer.hermes_provider.memory import DreamerMemory
-        from dreamer.hermes_provider.settings import ProviderSettings
-        from tests.support.configs import config_data, loaded
+class TestSettings:
+    def test_auto_retain_and_every_n_are_read(self) -> None:
+        """Hermes' keys auto_retain and retain_every_n_turns reach the provider's settings."""
+        s = settings_from_hermes_json({**BASE, "auto_retain": False, "retain_every_n_turns": 3}, source="c")
+        assert (s.auto_retain, s.retain_every_n_turns) == (False, 3)
+        d = settings_from_hermes_json(BASE, source="c")
+        assert (d.auto_retain, d.retain_every_n_turns) == (True, 1)
 
-        writable = {"access": "read_write"}
-        data = config_data(
-            {"global": {}, "shared": {}, "homelab": writable},
-            {"homelab": {"peer_card_path": "cards/homelab.md"}},
-            topology={"global": "global", "shared": "shared"},
-        )
-        config = loaded(tmp_path, data)
-        card = config.profiles["homelab"].peer_card_path
-        assert card is not None
-        card.parent.mkdir(parents=True)
-        os.mkfifo(card)
-        memory = DreamerMemory(ProviderSettings(config, "homelab", "config.toml", auto_retain=False))
-        block = memory.system_prompt_block()
-        assert block.startswith("# Dreamer memory") and "PEER CARD" not in block
-        card.unlink()
-        card.write_text("PEER CARD (homelab)\n- runs restic at 02:30\n", encoding="utf-8")
-        assert "PEER CARD (homelab)" in memory.system_prompt_block()
-
-
-class TestUseConfigDefaults:
-    def test_the_shipped_example_stores_a_profiles_turns_in_its_own_bank(self, tmp_path: Path) -> None:
-        """``--use-config config.example.toml --profile research``: the example names ``global`` (a
-        roll-up bank) as ``default_bank``; the profile's own bank still takes unnamed retains, so
-        turn retention is on."""
-        example = Path(__file__).resolve().parents[3] / "config.example.toml"
-        settings = load_settings(
-            hermes_home=tmp_path, config_path=example, profile="research", environ={"HOME": str(tmp_path)}
-        )
-        memory = DreamerMemory(settings)
-        assert memory.policy.default_for("retain") == "research"
-        assert memory.turns is not None
-
-    def test_no_writable_default_is_said_at_start(
-        self, tmp_path: Path, caplog: pytest.LogCaptureFixture
-    ) -> None:
-        """A profile whose own bank is read-only: the provider starts, says turns are not stored and
-        why, and keeps no turn writer."""
-        data = {"bank_id": "main", "banks": {"main": {"bankId": "m", "access": "read_only"}}}
-        settings = settings_from_hermes_json(data, source="t.json", environ={})
-        with caplog.at_level("WARNING", logger="dreamer.hermes_provider"):
-            memory = DreamerMemory(settings)
-        assert memory.turns is None
-        assert "conversation turns will not be stored" in caplog.text and "read-only" in caplog.text
+    @pytest.mark.parametrize(
+        ("key", "value"),
+        [
+            ("auto_retain", "yes"),
+            ("retain_every_n_turns", 0),
+            ("retain_every_n_turns", 10**9),
+            ("retain_every_n_turns", True),
+            ("retain_every_n_turns", 2.5),
+        ],
+    )
+    def test_bad_values_name_the_file_and_key(self, key: str, value: object) -> None:
+        """A wrong type or an out-of-range count is a ConfigError naming source and key."""
+        with pytest.raises(ConfigError, match=f"^cfg.json: {key}: "):
+            settings_from_hermes_json({**BASE, key: value}, source="cfg.json")
