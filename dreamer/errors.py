@@ -61,6 +61,10 @@ them by it still does::
     ├── NaiveTimestampError         audit/trigger.py, ValueError
     └── CompressionUnusable         audit/compress_reflect.py
 
+Outside the tree on purpose: ``UnknownJobKind`` (service/runner.py, a ``RuntimeError``), a job
+planned with no runner for its kind. That is a bug in Dreamer, so its run is ``failed`` and logged
+with the traceback, as every error that is not a ``DreamerError`` is.
+
 Catch ``TransientBackendError`` to retry, ``PermanentBackendError`` to give up with the server's
 message, ``ConfigError`` to tell the operator which key to fix. :mod:`dreamer.outcomes` maps each
 error to a run outcome and an exit code, in one table.

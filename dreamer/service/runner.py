@@ -78,8 +78,11 @@ DEFAULT_RUNNERS: Mapping[str, JobRunner] = {
 }
 
 
-class UnknownJobKind(Exception):
-    """A job of a kind no runner is registered for was scheduled."""
+class UnknownJobKind(RuntimeError):
+    """A job of a kind no runner is registered for was scheduled: a planner without its runner in
+    :data:`DEFAULT_RUNNERS`, which is a bug in Dreamer, never something a user did. It stays outside
+    :class:`~dreamer.errors.DreamerError` on purpose, so the run reports it as ``failed`` with its
+    traceback (:func:`dreamer.outcomes.classify` gives None for it)."""
 
 
 class KindDispatcher:
