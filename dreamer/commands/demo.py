@@ -196,6 +196,8 @@ async def _retain(backend: MemoryBackend, config: Config, profile: str, texts: S
 def _print_report(r: RollupReport, echo: Callable[[str], None]) -> None:
     echo(f"   {r.profile:<9} {r.outcome}: {r.reason}")
     for card in r.plan:
-        merged = f"  [{len(card.source_ids)} memories merged]" if len(card.source_ids) > 1 else ""
-        echo(f"      {card.verdict:<9} {card.text}{merged}")
+        # "merged" in the units line means units folded into a card already upstream; a new card
+        # that says several memories is "from N memories", so the two never read alike.
+        sources = f"  [one card from {len(card.source_ids)} memories]" if len(card.source_ids) > 1 else ""
+        echo(f"      {card.verdict:<9} {card.text}{sources}")
         echo(f"                ({card.reason})")

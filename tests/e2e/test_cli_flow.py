@@ -156,7 +156,9 @@ class TestMemoryFiles:
 @pytest.mark.slow
 class TestQuickStart:
     def test_demo_runs_and_shows_each_kind_of_verdict(self, tmp_path: Path) -> None:
-        """`dreamer demo` (the quick start) promotes, reinforces, resolves a conflict and skips idle."""
+        """`dreamer demo` (the quick start) promotes, reinforces, resolves a conflict and skips idle;
+        a card made of several memories says "from N memories", never "merged", which the units
+        line keeps for units folded into a card already upstream (a run can print "0 merged")."""
         proc = subprocess.run(
             [sys.executable, "-m", "dreamer", "demo", "--dir", str(tmp_path / "demo")],
             capture_output=True,
@@ -166,8 +168,9 @@ class TestQuickStart:
         )
         assert proc.returncode == 0, proc.stderr
         out = proc.stdout
-        for word in ("promoted:", "reinforced:", "conflict", "idle:", "memories merged"):
+        for word in ("promoted:", "reinforced:", "conflict", "idle:", "[one card from 2 memories]"):
             assert word in out, out
+        assert "memories merged" not in out
 
     def test_demo_leaves_a_config_and_three_commands_that_work(self, tmp_path: Path) -> None:
         """`dreamer demo --dir D` leaves D/config.toml and ends with `status`, `recall` and `card`
