@@ -9,7 +9,6 @@ import sys
 import pytest
 
 from dreamer.cli import build_parser
-from dreamer.cli.registry import CommandGroup, in_order
 
 
 def _command_names(parser: argparse.ArgumentParser) -> list[str]:
@@ -38,14 +37,6 @@ class TestParser:
             "memory",
             "hermes",
         ]
-
-    def test_a_name_registered_twice_is_refused(self) -> None:
-        """Two groups defining the same command name is an error, not a silent override."""
-        first, second = CommandGroup(), CommandGroup()
-        first.subcommand("x", help="first")(lambda args: 0)
-        second.subcommand("x", help="second")(lambda args: 0)
-        with pytest.raises(ValueError, match="'x' is registered twice"):
-            in_order(first, second)
 
 
 class TestImports:
