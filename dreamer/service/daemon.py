@@ -232,6 +232,7 @@ class Daemon:
             log.exception("reload failed; still running the previous configuration")
         else:
             record = self._switch_to(new_config, new_plan, recorder)
+        record = record.after(self.last_reload)
         self.last_reload = record
         self.notifier.ready(status=self.status_line())
         return record

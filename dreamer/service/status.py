@@ -6,6 +6,7 @@ line it sends with ``STATUS=``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -20,11 +21,19 @@ MAX_REASON_CHARS = 300
 
 @dataclass(frozen=True, slots=True)
 class ReloadRecord:
-    """The last reload: when, whether the new configuration was taken, and why not if it was not."""
+    """The last reload: when, whether the new configuration was taken, and why not if it was not.
+    ``last_ok_at`` is when a configuration was last taken by a reload (this one, when it was)."""
 
     at: datetime
     ok: bool
     detail: str
+    last_ok_at: datetime | None = None
+
+    def after(self, previous: ReloadRecord | None) -> ReloadRecord:
+        """This reload as the daemon keeps it: a failed one remembers the last one that worked."""
+        if self.ok:
+            return dataclasses.replace(self, last_ok_at=self.at)
+        return dataclasses.replace(self, last_ok_at=previous.last_ok_at if previous is not None else None)
 
 
 def format_time(ts: datetime, now: datetime) -> str:
@@ -62,8 +71,9 @@ def format_status(
     """The one-line STATUS systemd shows, e.g.
     ``3 profiles; last: research promoted 12:00Z; next: homelab 13:02Z``.
 
-    After a reload it ends with ``last reload 12:03Z``; after a failed one it also starts with
-    ``reload failed: <reason>``, until a reload succeeds.
+    After a reload it ends with ``last reload 12:03Z``. After a failed one it starts with
+    ``reload failed 12:05Z: <reason>`` until a reload succeeds, and ends with the time of the last
+    reload that worked, if one did (never the failed one's: that would read as taken).
     """
 
     def label(job_id: str) -> str:
@@ -77,7 +87,7 @@ def format_status(
         reason = last_reload.detail
         if len(reason) > MAX_REASON_CHARS:
             reason = reason[: MAX_REASON_CHARS - 3] + "..."
-        parts.append(f"reload failed: {reason}")
+        parts.append(f"reload failed {format_time(last_reload.at, now)}: {reason}")
     parts.append(count_jobs(plan))
     running_labels = sorted(label(j) for j in running)
     if running_labels:
@@ -97,6 +107,6 @@ def format_status(
         parts.append(f"next: {label(jid)} {format_time(when, now)}")
     elif not plan:
         parts.append("nothing scheduled")
-    if last_reload is not None:
-        parts.append(f"last reload {format_time(last_reload.at, now)}")
+    if last_reload is not None and last_reload.last_ok_at is not None:
+        parts.append(f"last reload {format_time(last_reload.last_ok_at, now)}")
     return "; ".join(parts)

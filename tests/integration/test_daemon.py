@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -248,7 +249,8 @@ class TestReload:
             assert int(notify.fields(reloading)["MONOTONIC_USEC"]) > 0
             ready = notify.wait_for(has("READY", "1"), after=reloading, what="READY=1 after reload")
             status = notify.fields(ready)["STATUS"]
-            assert status.startswith("reload failed: ")
+            assert re.match(r"reload failed \d\d:\d\dZ: ", status), status
+            assert "last reload" not in status  # no reload had worked yet
             assert "schedule.intervall_minutes" in status
             failed_at, failure = daemon.wait_for_record(
                 event_is("reload failed; still running the previous configuration")

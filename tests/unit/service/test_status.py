@@ -45,16 +45,26 @@ class TestFormatStatus:
         assert status == "3 profiles; last: research promoted 12:00Z; next: homelab 13:02Z"
 
     def test_failed_reload_comes_first_and_stays(self) -> None:
-        """After a failed reload the line leads with `reload failed: <reason>`."""
+        """After a failed reload the line leads with `reload failed HH:MMZ: <reason>`, and with no
+        reload that worked before it, ends with no `last reload` (which would read as taken)."""
+        failed = ReloadRecord(NOW, False, "config.toml: schedule.x: unknown key").after(None)
         status = format_status(
-            plan=PLAN,
-            last_runs={},
-            running=[],
-            next_runs={},
-            last_reload=ReloadRecord(NOW, False, "config.toml: schedule.x: unknown key"),
-            now=NOW,
+            plan=PLAN, last_runs={}, running=[], next_runs={}, last_reload=failed, now=NOW
         )
-        assert status == "reload failed: config.toml: schedule.x: unknown key; 3 profiles; last reload 12:30Z"
+        assert status == "reload failed 12:30Z: config.toml: schedule.x: unknown key; 3 profiles"
+
+    def test_failed_reload_keeps_the_time_of_the_last_one_that_worked(self) -> None:
+        """A reload that worked at 09:41 and one that failed at 12:30: the line says both, each
+        for what it was, and a later good reload clears the failure."""
+        good = ReloadRecord(NOW.replace(hour=9, minute=41), True, "jobs unchanged").after(None)
+        failed = ReloadRecord(NOW, False, "config.toml: bad").after(good)
+        status = format_status(
+            plan=PLAN, last_runs={}, running=[], next_runs={}, last_reload=failed, now=NOW
+        )
+        assert status == "reload failed 12:30Z: config.toml: bad; 3 profiles; last reload 09:41Z"
+        again = ReloadRecord(NOW.replace(minute=45), True, "jobs unchanged").after(failed)
+        status = format_status(plan=PLAN, last_runs={}, running=[], next_runs={}, last_reload=again, now=NOW)
+        assert status == "3 profiles; last reload 12:45Z"
 
     def test_long_reload_reason_is_shortened(self) -> None:
         """A long list of problems is cut so the rest of the line stays visible."""
@@ -63,10 +73,10 @@ class TestFormatStatus:
             last_runs={},
             running=[],
             next_runs={},
-            last_reload=ReloadRecord(NOW, False, "problem " * 200),
+            last_reload=ReloadRecord(NOW, False, "problem " * 200).after(None),
             now=NOW,
         )
-        assert status.endswith("...; 3 profiles; last reload 12:30Z")
+        assert status.endswith("...; 3 profiles")
         assert len(status) < 400
 
     def test_successful_reload_adds_only_its_time(self) -> None:
@@ -76,7 +86,7 @@ class TestFormatStatus:
             last_runs={},
             running=[],
             next_runs={},
-            last_reload=ReloadRecord(NOW.replace(hour=9, minute=41), True, "jobs unchanged"),
+            last_reload=ReloadRecord(NOW.replace(hour=9, minute=41), True, "jobs unchanged").after(None),
             now=NOW,
         )
         assert status == "3 profiles; last reload 09:41Z"
