@@ -17,6 +17,7 @@ import sqlite3
 import stat
 import threading
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import anyio
@@ -37,7 +38,7 @@ from dreamer.readside.tools import HINDSIGHT_TOOLS, policy_tool_schemas, run_too
 from dreamer.retry import RetryPolicy
 from dreamer.threats import withhold_lines
 
-__all__ = ["DeadlineExceeded", "DreamerMemory"]
+__all__ = ["DeadlineExceeded", "DreamerMemory", "TurnRecall"]
 
 _T = TypeVar("_T")
 #: What a session id may keep in its ``session:<id>`` tag.
@@ -62,6 +63,16 @@ class DeadlineExceeded(Exception):
     """The whole call missed its deadline; it goes on in the background and its answer is dropped."""
 
 
+@dataclass(frozen=True, slots=True)
+class TurnRecall:
+    """What the per-turn recall injects: its text ("" for nothing) and how many memories the text
+    shows; a withheld hit, a missing bank's note and the note of a recall skipped at its deadline
+    are not memories."""
+
+    text: str = ""
+    memories: int = 0
+
+
 class DreamerMemory:
     """Dreamer's banks as Hermes' memory tools, for one configuration and one profile."""
 
@@ -73,7 +84,10 @@ class DreamerMemory:
         prefetch_timeout_s: float = PREFETCH_TIMEOUT_S,
         recall_bank_timeout_s: float = RECALL_BANK_TIMEOUT_S,
         turn_retry: RetryPolicy = TURN_RETRY,
+        store_turns: bool = True,
     ) -> None:
+        """``store_turns`` False: no turn spool is opened and no turn is stored (an instance that
+        only shows its tools and prompt block, Hermes' ``initialize_for_inspection``)."""
         self.settings = settings
         scrub_http_logs(settings.config.secrets())
         self.policy = BankPolicy(settings.config, settings.profile)
@@ -81,7 +95,10 @@ class DreamerMemory:
         self.prefetch_timeout_s = prefetch_timeout_s
         self.recall_bank_timeout_s = recall_bank_timeout_s
         self.turns: TurnWriter | None = None
-        if settings.auto_retain and self.policy.default_for("retain") is not None:
+        self._no_turns = "not stored (auto_retain is off, or no writable default bank)"
+        if not store_turns:
+            self._no_turns = "not stored by this instance (it only shows the tools and the prompt block)"
+        elif settings.auto_retain and self.policy.default_for("retain") is not None:
             self.turns = TurnWriter(
                 self._store_turns,
                 self._turn_spool(),
@@ -204,9 +221,13 @@ class DreamerMemory:
         A bank that misses the deadline or fails is named; the others' hits are kept. When the
         whole recall misses the deadline, the turn goes on without it and says so.
         """
+        return self.recall_for_turn(query).text
+
+    def recall_for_turn(self, query: str) -> TurnRecall:
+        """:meth:`prefetch`'s text and how many memories it shows."""
         query = " ".join(query.split())[:PREFETCH_QUERY_CHARS]
         if not query or not self.policy.aliases_for("recall"):
-            return ""
+            return TurnRecall()
 
         async def recall(router: BankRouter) -> RecallAnswer:
             if router.profile is not None and router.policy.union_aliases():
@@ -216,16 +237,19 @@ class DreamerMemory:
         try:
             answer = self._run(recall, self.prefetch_timeout_s, deadline_s=self.prefetch_timeout_s + 1.0)
         except DeadlineExceeded:
-            return (
+            return TurnRecall(
                 f"# Dreamer memory\n(memory recall skipped: no answer within {self.prefetch_timeout_s:g} s)"
             )
         except (PolicyError, BackendError):
-            return ""
+            return TurnRecall()
         if not answer.items and answer.complete:
-            return ""
+            return TurnRecall()
         # Not asked for by the model: a hit that reads like an instruction is withheld, not shown.
         recalled = answer.render(withhold=True)
-        return "# Dreamer memory (recalled for this turn; each line names its bank)\n" + recalled
+        shown = sum(1 for item in answer.items if not item.threats)
+        return TurnRecall(
+            "# Dreamer memory (recalled for this turn; each line names its bank)\n" + recalled, shown
+        )
 
     def sync_turn(self, user: str, assistant: str, session_id: str = "") -> None:
         """Queue a finished turn for the default bank (``auto_retain``); never blocks, never raises."""
@@ -241,7 +265,7 @@ class DreamerMemory:
     def turn_status(self) -> dict[str, str]:
         """The turn spool as ``hermes memory status`` shows it: where, and what waits there."""
         if self.turns is None:
-            return {"turns": "not stored (auto_retain is off, or no writable default bank)"}
+            return {"turns": self._no_turns}
         try:
             depth = self.turns.depth()
         except (OSError, sqlite3.Error) as exc:

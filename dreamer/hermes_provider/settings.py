@@ -63,6 +63,9 @@ class ProviderSettings:
     retain_every_n_turns: int = 1
     #: The Hermes home the agent runs in (its turn spool lives there); None outside an agent.
     hermes_home: Path | None = None
+    #: Why these valid settings still reach no server, as Hermes' own Hindsight plugin judges it
+    #: (Hindsight Cloud without a key, and no URL): the provider is then unavailable. None: usable.
+    no_server: str | None = None
 
 
 def hermes_json_paths(hermes_home: Path, environ: Mapping[str, str]) -> tuple[Path, Path]:
@@ -105,6 +108,17 @@ def load_settings(
         settings = settings_from_hermes_json(
             _environment_fallback(env), source="environment", identity=identity, environ=env
         )
+        if settings.no_server is not None:
+            first, legacy = hermes_json_paths(hermes_home, env)
+            settings = dataclasses.replace(
+                settings,
+                no_server=(
+                    f"no Hindsight configuration: neither {first} nor {legacy} exists, and neither "
+                    f"HINDSIGHT_API_URL nor HINDSIGHT_API_KEY is set; write {first} with api_url (and "
+                    f"bank_id), or set HINDSIGHT_API_URL (or HINDSIGHT_API_KEY for Hindsight Cloud) in "
+                    f"{hermes_home / '.env'}"
+                ),
+            )
     return dataclasses.replace(settings, hermes_home=hermes_home)
 
 
@@ -147,8 +161,16 @@ def settings_from_hermes_json(
     key = reader.string("apiKey") or reader.string("api_key") or env.get("HINDSIGHT_API_KEY", "")
     mode = reader.string("mode") or env.get("HINDSIGHT_MODE", "cloud")
     fallback_url = HERMES_LOCAL_URL if mode.startswith("local") else HERMES_CLOUD_URL
-    url = reader.string("api_url") or env.get("HINDSIGHT_API_URL") or fallback_url
+    given_url = reader.string("api_url") or env.get("HINDSIGHT_API_URL", "")
+    url = given_url or fallback_url
     timeout = reader.number("timeout") or _env_number(env.get("HINDSIGHT_TIMEOUT")) or HERMES_TIMEOUT_S
+    no_server = None
+    if not key and not given_url and not mode.startswith("local"):
+        # Hermes' Hindsight plugin is unavailable here too: its cloud needs a key, no URL names another.
+        no_server = (
+            f"{source}: mode {mode!r} (Hindsight Cloud) needs apiKey, or api_url for a server of your own "
+            "(or HINDSIGHT_API_KEY / HINDSIGHT_API_URL in Hermes' .env)"
+        )
     toml_like: dict[str, Any] = {
         "backend": {
             "kind": "hindsight",
@@ -173,6 +195,7 @@ def settings_from_hermes_json(
         source,
         auto_retain=reader.flag("auto_retain", True),
         retain_every_n_turns=reader.count("retain_every_n_turns", 1, maximum=100),
+        no_server=no_server,
     )
 
 
