@@ -437,7 +437,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         floors = {
             "bare": floor_process("pass", idle_s=min(idle_s, 10.0)),
             "imports": floor_process(
-                "import dreamer.cli, dreamer.service.daemon, dreamer.service.plan, "
+                "import dreamer.cli, dreamer.service.start, dreamer.service.plan, "
                 "dreamer.backends.embedded.backend, dreamer.rollup.pipeline",
                 idle_s=min(idle_s, 10.0),
             ),

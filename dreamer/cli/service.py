@@ -84,6 +84,6 @@ def _check_config(args: argparse.Namespace) -> int:
     ],
 )
 def _run(args: argparse.Namespace) -> int:
-    from dreamer.service.daemon import run_daemon
+    from dreamer.service.start import run_daemon
 
     return run_daemon(config_path(args), log_format=log_format(args), log_level=log_level(args))

@@ -2,7 +2,7 @@
 
 ``python -m tests.support.daemon_with_slow_job --config FILE --flags DIR [--mode block|fail]``
 
-Everything is the real ``dreamer run`` (:func:`dreamer.service.daemon.run_daemon`: configuration, scheduler,
+Everything is the real ``dreamer run`` (:func:`dreamer.service.start.run_daemon`: configuration, scheduler,
 signal handlers, sd_notify, watchdog, drain, run records, logging); only the job body is
 substituted:
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dreamer.config import Config
 from dreamer.jobs.spec import JobOutcome, JobRunner, JobSpec
-from dreamer.service.daemon import run_daemon
+from dreamer.service.start import run_daemon
 
 RELEASE = "release"
 

@@ -45,7 +45,8 @@ class TestImports:
         probe = (
             "import sys, dreamer.cli\n"
             "heavy = ['dreamer.rollup.pipeline', 'dreamer.backends.hindsight.backend', 'dreamer.hermes', "
-            "'dreamer.commands', 'dreamer.peercard.card', 'dreamer.service.daemon', 'httpx']\n"
+            "'dreamer.commands', 'dreamer.peercard.card', 'dreamer.service.daemon', 'dreamer.service.start', "
+            "'httpx']\n"
             "print(' '.join(m for m in heavy if m in sys.modules))\n"
         )
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
