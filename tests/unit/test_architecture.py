@@ -132,12 +132,39 @@ class TestCycles:
         assert cycles == []
 
 
+#: A module past this many lines is holding more than one concept.
+MAX_MODULE_LINES = 450
+#: A function past this many lines (``def`` to its last line, docstring included) is a pipeline
+#: hiding inside one name: its steps want names of their own.
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(path: Path) -> Iterator[tuple[str, int]]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None:
+            length = node.end_lineno - node.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                yield node.name, length
+
+
 class TestSize:
     @pytest.mark.parametrize("module", sorted(modules()))
     def test_modules_stay_small(self, module: str) -> None:
-        """One concept per module: a module past 600 lines is holding more than one."""
+        """One concept per module: a module past MAX_MODULE_LINES lines is holding more than one."""
         lines = len(modules()[module].read_text(encoding="utf-8").splitlines())
-        assert lines <= 600, f"{module}: {lines} lines"
+        assert lines <= MAX_MODULE_LINES, f"{module}: {lines} lines"
+
+    @pytest.mark.parametrize("module", sorted(modules()))
+    def test_functions_stay_short(self, module: str) -> None:
+        """No function is longer than MAX_FUNCTION_LINES lines: a long one becomes named steps."""
+        assert list(long_functions(modules()[module])) == []
+
+    def test_the_length_check_sees_a_long_function(self, tmp_path: Path) -> None:
+        """The function-length check counts from ``def`` to the last line, nested bodies included."""
+        body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES))
+        source = tmp_path / "long.py"
+        source.write_text(f"def short():\n    return 1\n\n\nasync def long():\n{body}\n", encoding="utf-8")
+        assert list(long_functions(source)) == [("long", MAX_FUNCTION_LINES + 1)]
 
 
 #: The calls that wire a run (open a backend, an embedder, the state file; build a lock), and the
