@@ -60,7 +60,7 @@ from tests.integration.test_rollup_hindsight import (
 )
 from tests.llmstub.server import MALFORMED_POLISH_WORD, polish_card_entries
 from tests.support.configs import loaded
-from tests.unit.test_peercard import card, promote, refresh_config
+from tests.support.peer_cards import card, promote, refresh_config
 
 RULE = "═" * 46
 POLISH_FAILED = "peer card polish failed; the card as built stays"

@@ -1,14 +1,19 @@
-"""Ledger cards and built peer cards for the peer-card tests, and the hostile texts they must survive."""
+"""Ledger cards, built peer cards and a configuration with card paths for the peer-card tests, and the
+hostile texts the cards must survive."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
+from dreamer.config import Config
 from dreamer.peercard.build import build_peer_card
 from dreamer.peercard.card import PeerCard
-from dreamer.state import LedgerCard
+from dreamer.state import LedgerCard, StateStore, Watermark
+from tests.support.configs import config_data, parsed
+from tests.support.ledger import commit_run
 
 T0 = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 RULE = "═" * 46
@@ -60,3 +65,29 @@ def build(cards: Sequence[LedgerCard], **kwargs: Any) -> PeerCard:
     built = build_peer_card(cards, **options)
     assert built is not None
     return built
+
+
+def refresh_config(tmp_path: Path, **peer_card: Any) -> Config:
+    writable = {"access": "read_write"}
+    data = config_data(
+        {"global": {}, "shared": {}, "research": writable, "coder": writable},
+        {
+            "research": {"peer_card_path": "cards/research.md"},
+            "coder": {"peer_card_path": "cards/coder.md", "conflict_policy": "keep_both"},
+        },
+        state_dir=str(tmp_path / "state"),
+        peer_card={"global_path": "cards/global.md", **peer_card},
+    )
+    return parsed(data, base_dir=tmp_path)
+
+
+def promote(state: StateStore, cards: Sequence[LedgerCard]) -> None:
+    commit_run(
+        state,
+        cards,
+        run_id="run-1",
+        profile="research",
+        bank_id="private__hermes__research",
+        watermark=Watermark(),
+        at=T0,
+    )

@@ -3,48 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from dreamer.config import Config
 from dreamer.errors import PolicyError
 from dreamer.hermes.memory.entries import parse_entries
 from dreamer.peercard.refresh import refresh_peer_cards
-from dreamer.state import LedgerCard, StateStore, Watermark
+from dreamer.state import LedgerCard, StateStore
 from tests.support.configs import config_data, parsed
-from tests.support.ledger import commit_run
-from tests.support.peer_cards import RULE, T0, card
+from tests.support.peer_cards import RULE, card, promote, refresh_config
 
 # --- refreshing from the ledger (real SQLite state file) ----------------------------------------
-
-
-def refresh_config(tmp_path: Path, **peer_card: Any) -> Config:
-    writable = {"access": "read_write"}
-    data = config_data(
-        {"global": {}, "shared": {}, "research": writable, "coder": writable},
-        {
-            "research": {"peer_card_path": "cards/research.md"},
-            "coder": {"peer_card_path": "cards/coder.md", "conflict_policy": "keep_both"},
-        },
-        state_dir=str(tmp_path / "state"),
-        peer_card={"global_path": "cards/global.md", **peer_card},
-    )
-    return parsed(data, base_dir=tmp_path)
-
-
-def promote(state: StateStore, cards: Sequence[LedgerCard]) -> None:
-    commit_run(
-        state,
-        cards,
-        run_id="run-1",
-        profile="research",
-        bank_id="private__hermes__research",
-        watermark=Watermark(),
-        at=T0,
-    )
 
 
 class TestRefresh:
