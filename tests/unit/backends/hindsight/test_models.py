@@ -2,7 +2,7 @@
 
 ``tests/fixtures/hindsight_openapi_1.1.0.json`` is a 1.1.0 server's ``/openapi.json`` cut to the
 endpoints the models answer and the schemas those reference (examples dropped). The same check runs
-against the live test server in ``tests/integration/test_hindsight_openapi.py``.
+against the live test server in ``tests/integration/backends/hindsight/test_models.py``.
 """
 
 from __future__ import annotations

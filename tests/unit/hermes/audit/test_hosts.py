@@ -1,5 +1,5 @@
 """The audit's host allow-list: which URL from memory text may be checked, and the one request sent
-for it (pure; the requests themselves are tested in ``test_hermes_audit_urls.py``)."""
+for it (pure; the requests themselves are tested in ``tests/integration/hermes/audit/test_probe.py``)."""
 
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from tests.integration.hermes.test_hermes_audit import CANARY, NOW, closed_port,
 from tests.support.configs import config_data, parsed, write_toml
 from tests.support.hostile_server import Answer, HostileServer
 
-PACKAGE = Path(__file__).resolve().parents[3] / "dreamer"
+PACKAGE = Path(__file__).resolve().parents[4] / "dreamer"
 DELETE_PATH = "/api/v1/users/7/delete"
 
 

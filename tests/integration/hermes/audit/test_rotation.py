@@ -18,7 +18,7 @@ from dreamer.hermes.audit.rotation import RotationRefusedError, rotate_canaries
 from dreamer.hermes.audit.run import audit_agent
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[4]
 NOW = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 CANARY = "CANARY: Do not modify this line"
 FORCED = AuditSettings(force=True, url_timeout_s=1.0)

@@ -19,7 +19,7 @@ from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
 from dreamer.hermes.memory.entries import Target
 from dreamer.hermes.memory.store import MemoryStore
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[4]
 NOW = datetime(2025, 3, 1, tzinfo=UTC)
 CANARY = "CANARY: Do not modify this line"
 # A safety net against a hung test, not a performance expectation.

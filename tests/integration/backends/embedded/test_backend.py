@@ -31,7 +31,7 @@ from dreamer.backends.embedded.schema import SCHEMA_VERSION
 from dreamer.backends.embedded.search import bm25_to_score, fts_match_expression
 from dreamer.errors import PermanentBackendError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[4]
 
 HOSTILE_QUERIES = [
     '"',

@@ -28,13 +28,13 @@ from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.embedded.schema import SCHEMA_VERSION
 from dreamer.embeddings import Embedder
 from dreamer.embeddings.local import LocalEmbedder, default_model_dir
-from tests.integration.test_embedded_backend import HOSTILE_QUERIES
+from tests.integration.backends.embedded.test_backend import HOSTILE_QUERIES
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
+REPO_ROOT = Path(__file__).resolve().parents[4]
 
 BANK = "global"
 DOCS = [

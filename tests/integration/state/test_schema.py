@@ -142,7 +142,7 @@ def test_a_crash_mid_upgrade_still_asks_for_start_time(tmp_path: Path) -> None:
     schema_1_file(path, 30_000)
     proc = subprocess.run(
         [sys.executable, "-c", KILLED_MID_UPGRADE, str(path)],
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
         capture_output=True,
         text=True,
         timeout=120,
