@@ -44,7 +44,9 @@ def _hermes_arguments(parser: argparse.ArgumentParser) -> None:
         "the hindsight_retain / hindsight_recall / hindsight_reflect tools over named banks, with the "
         "bank policy, labelled multi-bank recall, the prelude and the peer card. It reads Hermes' "
         "hindsight/config.json (banks, bank_id, read_banks, write_banks), or the Dreamer configuration "
-        "with --use-config. Running it again changes nothing; --uninstall removes only what it wrote."
+        "with --use-config. Running it again changes nothing; --uninstall removes only what it wrote. "
+        "Hermes releases after 0.19.0 also find a pip-installed Dreamer without it, through the "
+        "hermes_agent.memory_providers entry point."
     ),
     arguments=_hermes_arguments,
     examples=[

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -25,6 +26,8 @@ __all__ = [
     "InstallReport",
     "configured_provider",
     "default_hermes_home",
+    "env_file_sets",
+    "hermes_command",
     "install_plugin",
     "plugin_files",
     "uninstall_plugin",
@@ -61,6 +64,29 @@ def default_hermes_home(environ: Mapping[str, str] | None = None) -> Path:
     if value:
         return Path(value).expanduser()
     return Path(env.get("HOME") or Path.home()) / ".hermes"
+
+
+def hermes_command(home: Path, *args: str, environ: Mapping[str, str] | None = None) -> str:
+    """``hermes ARGS`` as a shell line acting on ``home``: with ``HERMES_HOME=<home>`` in front unless
+    ``home`` is the one ``hermes`` resolves in this environment anyway."""
+    line = shlex.join(["hermes", *args])
+    if os.path.realpath(home) == os.path.realpath(default_hermes_home(environ)):
+        return line
+    return f"HERMES_HOME={shlex.quote(os.path.abspath(home))} {line}"
+
+
+def env_file_sets(home: Path, names: tuple[str, ...]) -> bool:
+    """Whether ``home/.env`` (which Hermes loads into its environment) assigns one of ``names``; only
+    the names are read, never a value."""
+    try:
+        lines = (home / ".env").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        name = line.strip().removeprefix("export ").split("=", 1)
+        if len(name) == 2 and name[0].strip() in names and name[1].strip().strip("'\"").strip():
+            return True
+    return False
 
 
 def plugin_files(
@@ -179,14 +205,21 @@ def _target(home: Path, name: str) -> Path:
         raise UsageError(
             f"--name {name!r} is a memory provider bundled with Hermes, which would win; pick another"
         )
+    # `hermes setup` asks its questions; --non-interactive makes the home without them.
+    setup = hermes_command(home, "setup", "--non-interactive")
+    if _missing(home):
+        raise UsageError(
+            f"{home} does not exist; create the Hermes home with `{setup}`, or pass the Hermes home "
+            "with --home (default: $HERMES_HOME, else ~/.hermes)"
+        )
     if not os.path.isdir(home):  # never raises (Path.is_dir does, for a name too long)
         raise UsageError(
             f"{home} is not a directory; pass the Hermes home with --home (default: $HERMES_HOME)"
         )
     if not any((home / marker).exists() for marker in HOME_MARKERS):
         raise UsageError(
-            f"{home} is not a Hermes home (none of {', '.join(HOME_MARKERS)}); run `hermes setup` "
-            "first or pass --home"
+            f"{home} is not a Hermes home (none of {', '.join(HOME_MARKERS)}); make it one with "
+            f"`{setup}`, or pass the Hermes home with --home"
         )
     plugins = home / "plugins"
     if plugins.is_symlink():
@@ -233,6 +266,17 @@ def configured_provider(home: Path) -> str | None:
         if match is not None:
             return next(g for g in match.groups() if g is not None)
     return None
+
+
+def _missing(path: Path) -> bool:
+    """Nothing is there (a name the file system refuses, too long or so, is not "missing")."""
+    try:
+        os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def _refuse_link(path: Path) -> None:
