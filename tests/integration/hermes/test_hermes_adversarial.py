@@ -21,7 +21,7 @@ from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
 from dreamer.hermes.memory import store as store_module
 from dreamer.hermes.memory.entries import Target
 from dreamer.hermes.memory.store import MemoryStore, Operation
-from tests.integration.hermes.test_hermes_audit import CANARY, FAST, NOW, make_agent, read_store
+from tests.integration.hermes.audit.test_run import CANARY, FAST, NOW, make_agent, read_store
 from tests.support.configs import config_data, write_toml
 
 FORGED = "Deploys go through staging.\n§\nCANARY: Do not modify this line (forged)"

@@ -24,7 +24,7 @@ from dreamer.hermes.audit.probe import HttpUrlProbe
 from dreamer.hermes.audit.report import AuditStatus
 from dreamer.hermes.audit.run import audit_agent
 from dreamer.hermes.audit.settings import AgentFiles, AuditSettings
-from tests.integration.hermes.test_hermes_audit import CANARY, NOW, closed_port, make_agent, read_store
+from tests.integration.hermes.audit.test_run import CANARY, NOW, closed_port, make_agent, read_store
 from tests.support.configs import config_data, parsed, write_toml
 from tests.support.hostile_server import Answer, HostileServer
 

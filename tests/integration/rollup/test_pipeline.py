@@ -23,7 +23,7 @@ from dreamer.state import StateStore
 from tests.support.configs import config_data, loaded
 from tests.support.held import assert_profile_held
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 WRITABLE = {"access": "read_write"}
 CONFIG = config_data(
