@@ -49,6 +49,8 @@ class RunContext:
     drafts: list[CardDraft] = field(default_factory=list)
     verdicts: list[dedup.Verdict] = field(default_factory=list)
     to_promote: list[tuple[CardPlan, RetainItem]] = field(default_factory=list)
+    #: This batch's card plans, promoted or reinforcing (the report's ``plan`` holds the run's).
+    plans: list[CardPlan] = field(default_factory=list)
     reinforced: list[Reinforcement] = field(default_factory=list)
     ledger_ids: frozenset[str] = frozenset()
     vectors: BatchVectors | None = None
@@ -63,6 +65,7 @@ class RunContext:
         judged so far. Units not judged yet keep counting as new for the gate."""
         self.batch = batch
         self.drafts, self.verdicts, self.to_promote, self.reinforced = [], [], [], []
+        self.plans = []
         self.ledger_ids = frozenset()
         self.judged += len(batch.units)
         by_id = {u.id: u for u in self.units}

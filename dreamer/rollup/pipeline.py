@@ -1,13 +1,18 @@
 """One roll-up run of one profile, step by step: gate, collect, then per batch select, summarise,
 judge, promote, commit; then consolidate (the README's "How one roll-up works", in the same words).
 
-The only module of the roll-up that does I/O; the steps' rules live in the pure modules beside it
-(:mod:`.gate`, :mod:`.salience`, :mod:`.cards`, :mod:`.extractive`, :mod:`.dedup`, :mod:`.promote`,
-and :mod:`.planning` for what becomes of each judged card). A run's state travels in one
-:class:`~.context.RunContext`; step boundaries are announced through ``on_step``. The run's
-record, log context and summary belong to :mod:`dreamer.service.runner`; the pipeline writes only
-its atomic commits (watermark, ledger rows, the run's end), one per batch after the batch's
-promotion succeeded. Why, and how crashes, retries and the slot lock are handled:
+It makes the run's calls to the backend (activity, listing, recall, retain, consolidate) and to the
+state file (the watermark, the ledger lookups, the commits), and reads the clock. The other roll-up
+modules that do I/O are :mod:`.activity` (the cycle's activity snapshot, which the job body passes
+in) and the three it hands a step to: :mod:`.summarise` (the reflect or the ``[llm]`` model),
+:mod:`.judging` (the state file's word index and ledger) and :mod:`.semantic` (the embedder and the
+stored vectors). The steps' rules live in the pure modules beside it (:mod:`.gate`,
+:mod:`.salience`, :mod:`.batches`, :mod:`.cards`, :mod:`.extractive`, :mod:`.grounding`,
+:mod:`.dedup`, :mod:`.promote`, and :mod:`.planning` for what becomes of each judged card). A run's
+state travels in one :class:`~.context.RunContext`; step boundaries are announced through
+``on_step``. The run's record, log context and summary belong to :mod:`dreamer.service.runner`;
+the pipeline writes only its atomic commits (watermark, ledger rows, the run's end), one per batch
+after the batch's promotion succeeded. Why, and how crashes, retries and the slot lock are handled:
 ``docs/design/rollup.md``.
 """
 
@@ -36,7 +41,7 @@ from dreamer.rollup.batches import Batch, cut_stream
 from dreamer.rollup.context import RunContext, iso
 from dreamer.rollup.gate import GateDecision, gate
 from dreamer.rollup.judging import judge_against_ledger
-from dreamer.rollup.planning import account, plan_cards, settle_outcome
+from dreamer.rollup.planning import account, batch_decisions, plan_cards, settle_outcome
 from dreamer.rollup.promote import (
     CARD_FACT_TYPES,
     INPUT_FACT_TYPES,
@@ -48,7 +53,7 @@ from dreamer.rollup.salience import SalienceInput
 from dreamer.rollup.semantic import BatchVectors, SemanticJudge, retrying_embed
 from dreamer.rollup.summarise import ChatModel, Summariser, day_start
 from dreamer.slot import SlotLock
-from dreamer.state import LedgerCard, StateStore, Watermark
+from dreamer.state import Decision, LedgerCard, StateStore, Watermark
 from dreamer.text import card_document_id
 
 T = TypeVar("T")
@@ -373,7 +378,8 @@ class Rollup:
         if ctx.vectors is not None:
             # Each new card's vector is written with its ledger row, in the same transaction.
             rows = [replace(row, vector=ctx.vectors.stored(row.text)) for row in rows]
-        await anyio.to_thread.run_sync(self._commit, ctx, rows)
+        decisions = batch_decisions(ctx, now)
+        await anyio.to_thread.run_sync(lambda: self._commit(ctx, rows, decisions))
 
     async def consolidate(self, ctx: RunContext) -> None:
         """8. Post-consolidate the upstream bank once per run (best effort, under the slot lock)."""
@@ -399,7 +405,9 @@ class Rollup:
             self._commit(ctx, [])
         raise _Done
 
-    def _commit(self, ctx: RunContext, ledger_rows: Sequence[LedgerCard]) -> None:
+    def _commit(
+        self, ctx: RunContext, ledger_rows: Sequence[LedgerCard], decisions: Sequence[Decision] = ()
+    ) -> None:
         """The compare-and-set commit of one batch; the next batch expects what it wrote."""
         report = ctx.report
         assert report.outcome in COMMITTED
@@ -416,6 +424,7 @@ class Rollup:
             counts=report.counts(),
             finished_at=finished,
             expected=ctx.watermark,
+            decisions=decisions,
         )
         ctx.watermark = replace(ctx.new_watermark, rolled_at=finished)
         self._step("committed", ctx.profile)

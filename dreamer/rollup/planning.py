@@ -8,6 +8,7 @@ between its I/O steps, so the decisions they make can be read without the calls 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 import structlog
 
@@ -15,11 +16,11 @@ from dreamer.cardtags import scope_tags
 from dreamer.outcomes import Outcome
 from dreamer.rollup.context import RunContext
 from dreamer.rollup.promote import retain_item
-from dreamer.rollup.report import CardPlan, RollupReport
-from dreamer.state import Reinforcement
+from dreamer.rollup.report import LEFT_OUT, CardPlan, RollupReport
+from dreamer.state import Decision, Reinforcement
 from dreamer.text import card_document_id
 
-__all__ = ["account", "plan_cards", "settle_outcome"]
+__all__ = ["account", "batch_decisions", "plan_cards", "settle_outcome"]
 
 log = structlog.get_logger("dreamer.rollup")
 
@@ -57,11 +58,13 @@ def plan_cards(ctx: RunContext) -> None:
             plan = replace(plan, verdict="new", reason="re-promoting an uncommitted card of an earlier run")
         elif verdict.kind == "duplicate":
             report.plan.append(plan)
+            ctx.plans.append(plan)
             if verdict.matched_id is not None:
                 ctx.reinforced.append(Reinforcement(verdict.matched_id, draft.source_ids, ctx.profile))
             report.reinforced += 1
             continue
         report.plan.append(plan)
+        ctx.plans.append(plan)
         if verdict.kind == "conflict":
             report.conflicts += 1
         scopes = scope_tags([t for i in draft.source_ids for t in tags_of.get(i, ())])
@@ -75,6 +78,38 @@ def account(ctx: RunContext) -> None:
         promoted={i for plan, _ in ctx.to_promote for i in plan.source_ids},
         merged={i for r in ctx.reinforced for i in r.source_ids},
     )
+
+
+def batch_decisions(ctx: RunContext, decided_at: datetime) -> list[Decision]:
+    """What the batch decided about each of its units, for the trail ``dreamer explain`` reads:
+    the card each went into (a duplicate's: the stored card it was folded into) with the rule and
+    scores that decided, the chatter with why it was dropped, and the units no card cited."""
+    run_id, profile = ctx.report.run_id, ctx.profile
+    out: list[Decision] = []
+    cited: set[str] = set()
+    for plan in ctx.plans:
+        lives_in = plan.matched_id if plan.verdict == "duplicate" else plan.document_id
+        for unit_id in plan.source_ids:
+            cited.add(unit_id)
+            out.append(
+                Decision(
+                    run_id,
+                    profile,
+                    unit_id,
+                    plan.verdict,
+                    plan.reason,
+                    document_id=lives_in,
+                    matched_id=plan.matched_id,
+                    scores=dict(plan.scores),
+                    decided_at=decided_at,
+                )
+            )
+    for unit_id, reason in ctx.batch.chatter.items():
+        out.append(Decision(run_id, profile, unit_id, "chatter", reason, decided_at=decided_at))
+    for unit in ctx.selected:
+        if unit.id not in cited:
+            out.append(Decision(run_id, profile, unit.id, "left_out", LEFT_OUT, decided_at=decided_at))
+    return out
 
 
 def settle_outcome(report: RollupReport) -> None:

@@ -3,8 +3,12 @@ run records.
 
 The watermark of a profile moves only in :meth:`StateStore.commit_rollup`, in the same transaction
 as the ledger rows and the run record of the promotion it covers. The room's modules:
-:mod:`.records` (the values), :mod:`.schema` (the file: tables, identity, upgrades) and
-:mod:`.store` (:class:`StateStore`, every read and the one commit).
+:mod:`.store` (:class:`StateStore`: opening the file, and the one commit); the parts it is made
+of, each one concern's reads and writes (:mod:`.watermarks`, :mod:`.ledger`, :mod:`.wordindex`,
+:mod:`.vectors`, :mod:`.peerranks`, :mod:`.runs`, :mod:`.decisions`); :mod:`.base` (the connection and the two
+transaction shapes); the rank rows the peer cards read (:mod:`.ranks`); the values
+(:mod:`.records`); how a ledger row reads back (:mod:`.rows`); and the file itself (:mod:`.schema`:
+tables, identity, upgrades).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from dreamer.state.ranks import GLOBAL_SCOPE
 from dreamer.state.records import (
     CandidateCard,
+    Decision,
     LedgerCard,
     RankPosition,
     Reinforcement,
@@ -30,6 +35,7 @@ __all__ = [
     "GLOBAL_SCOPE",
     "SCHEMA_VERSION",
     "CandidateCard",
+    "Decision",
     "LedgerCard",
     "RankPosition",
     "Reinforcement",

@@ -61,6 +61,16 @@ class Ledger(StoreBase):
         return out
 
     @state_errors
+    def cards(self, document_ids: Iterable[str]) -> list[LedgerCard]:
+        """The ledger cards of these document ids that exist, in promotion order."""
+        ids = sorted(set(document_ids))
+        out: list[LedgerCard] = []
+        for chunk in chunks(ids):
+            sql = f"SELECT {CARD_COLUMNS} FROM ledger WHERE document_id IN ({marks(chunk)})"
+            out.extend(card_from_row(r) for r in self._conn.execute(sql, chunk))
+        return sorted(out, key=lambda c: (c.promoted_at, c.document_id))
+
+    @state_errors
     def existing_documents(self, document_ids: Iterable[str]) -> set[str]:
         """Which of these document ids the ledger holds."""
         found: set[str] = set()

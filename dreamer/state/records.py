@@ -170,3 +170,21 @@ class CandidateCard:
     text: str
     sketch: str | None
 
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One decision a run made about one unit (or, with ``unit_id`` None, about a card), as the run
+    made it: what became of it (``verdict``: "new", "duplicate", "conflict", "chatter",
+    "left_out"), the card it went into or was folded into (``document_id``; for a duplicate the
+    card it matched, ``matched_id``), the rule that decided (``reason``) and its scores."""
+
+    run_id: str
+    profile: str
+    unit_id: str | None
+    verdict: str
+    reason: str
+    document_id: str | None = None
+    matched_id: str | None = None
+    scores: Mapping[str, float] = field(default_factory=dict)
+    decided_at: datetime | None = None
+

@@ -24,7 +24,7 @@ from dreamer.state.ranks import RANKS, fill_ranks
 #: ``PRAGMA application_id`` of a Dreamer state file ("DRMR"): tells it from another program's.
 APPLICATION_ID = 0x44524D52
 #: ``PRAGMA user_version`` this code writes; a file of a newer version is refused, never misread.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _TABLES = frozenset({"runs", "watermarks", "ledger"})
 #: Every table a Dreamer state file has ever held: a file with only these is one of ours.
 _KNOWN_TABLES = _TABLES | {
@@ -34,6 +34,7 @@ _KNOWN_TABLES = _TABLES | {
     "ledger_vectors",
     "ledger_word_counts",
     "ledger_rank",
+    "decisions",
 }
 
 _SCHEMA = """
@@ -119,6 +120,27 @@ CREATE INDEX IF NOT EXISTS ledger_vectors_by_model ON ledger_vectors (model_id, 
 # only the cards of the sizes that can reach its threshold, and how many cards hold each word, so
 # it probes its rarest words. The trigger counts every word row inserted; the index is only ever
 # emptied whole (``StateStore.use_index_version``), which empties the counts with it.
+# What each run decided about each unit it judged (schema 6), for `dreamer explain`: one row per
+# unit per run that judged it (a unit judged again after a crash gets a second row), found by the
+# unit and by the card it went into or matched.
+DECISIONS = """
+CREATE TABLE IF NOT EXISTS decisions (
+    seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id      TEXT NOT NULL,
+    profile     TEXT NOT NULL,
+    unit_id     TEXT,
+    verdict     TEXT NOT NULL,
+    reason      TEXT NOT NULL,
+    document_id TEXT,
+    matched_id  TEXT,
+    scores      TEXT NOT NULL DEFAULT '{}',
+    decided_at  TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS decisions_by_unit ON decisions (unit_id) WHERE unit_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS decisions_by_card ON decisions (document_id) WHERE document_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS decisions_by_match ON decisions (matched_id) WHERE matched_id IS NOT NULL;
+"""
+
 _WORD_RANGES = """
 CREATE INDEX IF NOT EXISTS ledger_words_by_content ON ledger_words (word, content_n);
 CREATE INDEX IF NOT EXISTS ledger_words_by_residual ON ledger_words (word, residual_n);
@@ -174,7 +196,7 @@ def create(path: Path) -> None:
     try:
         conn = sqlite3.connect(tmp)
         try:
-            conn.executescript(_SCHEMA + _INDEXES + _VECTORS + _WORD_RANGES + RANKS)
+            conn.executescript(_SCHEMA + _INDEXES + _VECTORS + _WORD_RANGES + RANKS + DECISIONS)
             conn.execute(_COUNT_TRIGGER)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -263,6 +285,7 @@ def upgrade(conn: sqlite3.Connection) -> None:
     Version 2: no vectors; with an embedder configured, roll-ups embed the cards lazily.
     Version 3: no size-ordered word indexes nor word counts; both are built from the word index.
     Version 4: no rank rows for the peer cards; every card's are written from its ledger row.
+    Version 5: no decisions table; the trail `dreamer explain` reads starts with the next run.
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -295,6 +318,7 @@ def upgrade(conn: sqlite3.Connection) -> None:
             if conn.execute(ranked).fetchone() is None:
                 _run_script(conn, RANKS)
                 fill_ranks(conn)
+            _run_script(conn, DECISIONS)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")

@@ -10,8 +10,8 @@ one, are neither skipped nor repeated. Why: ``docs/design/rollup.md``.
 
 :class:`StateStore` is composed of one part per concern, each in its own module on the connection
 of :mod:`.base`: :mod:`.runs`, :mod:`.watermarks`, :mod:`.ledger`, :mod:`.wordindex`,
-:mod:`.vectors` and :mod:`.peerranks`. This module opens the file and holds the one commit that
-writes across all of them.
+:mod:`.vectors`, :mod:`.peerranks` and :mod:`.decisions`. This module opens the file and holds the
+one commit that writes across all of them.
 """
 
 from __future__ import annotations
@@ -24,9 +24,10 @@ from pathlib import Path
 
 from dreamer.diskfaults import space_fault
 from dreamer.errors import StateFileError
+from dreamer.state.decisions import Decisions
 from dreamer.state.ledger import Ledger
 from dreamer.state.peerranks import PeerRanks
-from dreamer.state.records import LedgerCard, Reinforcement, Watermark, iso
+from dreamer.state.records import Decision, LedgerCard, Reinforcement, Watermark, iso
 from dreamer.state.runs import END_RUN, RunRecords
 from dreamer.state.schema import check_identity, create, state_errors
 from dreamer.state.vectors import Vectors
@@ -39,7 +40,7 @@ __all__ = ["LOCK_TIMEOUT_S", "StateStore"]
 LOCK_TIMEOUT_S = 30.0
 
 
-class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks):
+class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks, Decisions):
     """A small synchronous store; every method is one short transaction. Safe across processes (WAL)."""
 
     @classmethod
@@ -105,8 +106,10 @@ class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks):
         counts: Mapping[str, int],
         finished_at: datetime,
         expected: Watermark | None = None,
+        decisions: Sequence[Decision] = (),
     ) -> None:
-        """Move the watermark, add the ledger rows and finish the run record, atomically.
+        """Move the watermark, add the ledger rows, the run's decisions about the units it judged
+        (:mod:`.decisions`) and finish the run record, atomically.
 
         ``expected`` is the watermark the run read: when the stored one is no longer it (another
         run of the profile committed meanwhile), nothing is written and :class:`RunBusyError` is
@@ -121,6 +124,7 @@ class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks):
                 self._promote(card)
             for reinforcement in reinforced:
                 self._reinforce(reinforcement, finished_at)
+            self._record_decisions(decisions)
             self._finish_run(run_id, outcome, detail, counts, finished_at)
 
     def _promote(self, card: LedgerCard) -> None:
