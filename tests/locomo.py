@@ -52,7 +52,11 @@ def missing_reason() -> str | None:
     directory = data_dir()
     if directory.is_dir():
         return None
-    return f"LoCoMo data not found at {directory}; set {DATA_DIR_ENV} to the directory holding <id>.json"
+    return (
+        f"LoCoMo data not found at {directory}; set {DATA_DIR_ENV} to a directory of <id>.json "
+        "conversations (from snap-research/locomo on GitHub, data/locomo10.json: one file per "
+        "conversation, named by its sample_id's number; research data, never copied into this repository)"
+    )
 
 
 #: Marks a test (or a `pytest.param`) that needs the data, for tests that cannot call `sentence` first
