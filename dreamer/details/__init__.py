@@ -10,7 +10,8 @@ over (the residual) tell a changed value apart from a different statement.
 Used by dedup (a changed detail vetoes a duplicate), by salience and by the memory audit's
 compression (a rewrite must keep every detail), so it sits below both the roll-up and hermes.
 Each kind has its finder in a module of its own (`locations`, `names`, `versions`, `dates`,
-`numbers`, `negations`), the values in `kinds`; `protected_details` runs them in order.
+`numbers`, `negations`), the values in `kinds`, the cutting out of what a finder read in `matches`;
+`protected_details` runs them in order.
 Why: docs/design/dedup.md.
 """
 

@@ -1,6 +1,11 @@
 """Hermes agent memory: the MEMORY.md / USER.md store and the per-agent memory audit.
 
-Library entry points (the CLI and daemon wire these up):
+Two rooms: :mod:`.memory` (the two files with Hermes' own MemoryStore semantics) and :mod:`.audit`
+(the memory-file audit of one agent, which writes through that store). Neither knows Dreamer's
+configuration: :mod:`dreamer.jobs.audit` maps the configured agents onto them, for the daemon's
+audit job and for ``dreamer audit`` / ``dreamer memory``.
+
+Library entry points:
 
 - `MemoryStore(memories_dir)`: add / replace / remove / batch / list / stats / render with Hermes'
   semantics (limits 2200 / 1375 chars, "\\n§\\n" delimiter, sidecar `.lock`, atomic replace,

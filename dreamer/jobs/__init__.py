@@ -10,6 +10,8 @@ state file, builds the run locks, and holds the job bodies.
 - :mod:`.audit`: the configured agents mapped onto the memory-file audit, and the audit job's body.
 
 The service (:mod:`dreamer.service`) schedules and dispatches these jobs; the commands
-(:mod:`dreamer.commands`) open what they need through :func:`open_for`. See
-``docs/design/service.md``.
+(:mod:`dreamer.commands`) and the Hermes provider open what they need through :func:`open_for`.
+``tests/unit/test_architecture.py`` (``TestWiring``) keeps the calls that open a backend, an embedder
+or the state file, or build a :class:`~dreamer.slot.SlotLock`, in this room and the one that defines
+each. See ``docs/design/service.md``.
 """

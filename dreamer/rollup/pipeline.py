@@ -11,9 +11,9 @@ stored vectors). The steps' rules live in the pure modules beside it (:mod:`.gat
 :mod:`.dedup`, :mod:`.promote`, and :mod:`.planning` for what becomes of each judged card). A run's
 state travels in one :class:`~.context.RunContext`; step boundaries are announced through
 ``on_step``. The run's record, log context and summary belong to :mod:`dreamer.service.runner`;
-the pipeline writes only its atomic commits (watermark, ledger rows, the run's end), one per batch
-after the batch's promotion succeeded. Why, and how crashes, retries and the slot lock are handled:
-``docs/design/rollup.md``.
+the pipeline writes only its atomic commits (watermark, ledger rows, the batch's decisions about its
+units, the run's end), one per batch after the batch's promotion succeeded. Why, and how crashes,
+retries and the slot lock are handled: ``docs/design/rollup.md``.
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ The watermark of a profile moves only in :meth:`StateStore.commit_rollup`, in th
 as the ledger rows and the run record of the promotion it covers. The room's modules:
 :mod:`.store` (:class:`StateStore`: opening the file, and the one commit); the parts it is made
 of, each one concern's reads and writes (:mod:`.watermarks`, :mod:`.ledger`, :mod:`.wordindex`,
-:mod:`.vectors`, :mod:`.peerranks`, :mod:`.runs`, :mod:`.decisions`); :mod:`.base` (the connection and the two
-transaction shapes); the rank rows the peer cards read (:mod:`.ranks`); the values
+:mod:`.vectors`, :mod:`.peerranks`, :mod:`.runs`, :mod:`.decisions`); :mod:`.base` (the connection
+and the two transaction shapes); the rank rows the peer cards read (:mod:`.ranks`); the values
 (:mod:`.records`); how a ledger row reads back (:mod:`.rows`); and the file itself (:mod:`.schema`:
 tables, identity, upgrades).
 """
