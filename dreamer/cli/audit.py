@@ -44,6 +44,16 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
             "canary already disagrees with the ledger. audit.canary_rotation_days rotates on a schedule"
         ),
     )
+    parser.add_argument(
+        "--init",
+        action="store_true",
+        help=(
+            "instead of auditing, set the agents named by --agent up for the audit: append a canary line "
+            "to MEMORY.md and USER.md where there is none and the line '- dreamer' to MEMORY_WRITERS.md "
+            "where Dreamer is not registered; nothing else changes, a second run changes nothing. With "
+            "--dry-run it prints what it would write; --json prints it as JSON"
+        ),
+    )
 
 
 @COMMANDS.subcommand(
@@ -53,7 +63,8 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
         "Run the memory audit of each configured agent when it is due (every audit.interval_days, "
         "or at once above audit.threshold_pct of a file's limit), or now with --force. Each agent "
         "is audited in isolation; changes are patch-level edits through the store and only when "
-        "Dreamer is a registered writer in the agent's MEMORY_WRITERS.md; every audit appends to "
+        "Dreamer is a registered writer in the agent's MEMORY_WRITERS.md (--init sets a new agent up: "
+        "a canary line in each memory file and that entry); every audit appends to "
         "the agent's MEMORY_AUDIT_LEDGER.md. A URL in a technical-config entry is checked only when "
         "its host is listed in audit.verify_hosts (default: none), with one HEAD to the root of its "
         "host and port, never its path or query string; one that does not answer is marked [UNVERIFIED], one "
@@ -68,11 +79,23 @@ def _audit_arguments(parser: argparse.ArgumentParser) -> None:
         "dreamer audit --agent mumuni --dry-run --force",
         "dreamer audit --json | jq '.agents'",
         "dreamer audit --rotate-canary --agent mumuni",
+        "dreamer audit --init --agent mumuni --dry-run",
     ],
 )
 def _audit(args: argparse.Namespace) -> int:
-    from dreamer.commands.audit import audit_command, rotate_command
+    from dreamer.commands.audit import audit_command, init_command, rotate_command
 
+    if args.init:
+        return run_sync(
+            args,
+            lambda config: init_command(
+                config,
+                args.agent,
+                dry_run=args.dry_run,
+                as_json=args.json,
+                combined_with_audit=args.rotate_canary or args.force or args.verify_urls,
+            ),
+        )
     if args.rotate_canary:
         return run_async(
             args,

@@ -15,7 +15,8 @@ from dreamer.config import Config
 from dreamer.errors import AuditError, MemoryFileError, MemoryTextError, UsageError
 from dreamer.hermes import AmbiguousMatchError, MemoryStore, MemoryStoreError, OverBudgetError, Target
 from dreamer.hermes.audit.canary import CANARY_MARKER
-from dreamer.jobs.audit import ALARMING, agent_files, audit_once, rotate_once
+from dreamer.hermes.audit.init import AgentInit, init_agent
+from dreamer.jobs.audit import ALARMING, agent_files, audit_once, audit_settings, rotate_once
 from dreamer.outcomes import Outcome, ending, exit_code
 
 log = structlog.get_logger("dreamer.audit")
@@ -87,6 +88,65 @@ async def rotate_command(
     return exit_code(failed)
 
 
+def init_command(
+    config: Config,
+    agents: Sequence[str],
+    *,
+    dry_run: bool,
+    as_json: bool,
+    combined_with_audit: bool = False,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """Set the named agents up for the audit: a canary line in MEMORY.md and USER.md where there is
+    none, Dreamer in MEMORY_WRITERS.md. Exit 1 when any was refused; the others still run."""
+    if combined_with_audit:
+        raise UsageError(
+            "--init sets agents up; it cannot be combined with --rotate-canary, --force or --verify-urls"
+        )
+    if not agents:
+        raise UsageError("--init needs --agent A, the agent to set up (repeatable)")
+    for name in agents:
+        agent_files(config, name)  # unknown names fail before anything runs
+    settings = audit_settings(config)
+    docs: dict[str, dict[str, object]] = {}
+    failed: list[Outcome] = []
+    for name in dict.fromkeys(agents):
+        try:
+            done = init_agent(agent_files(config, name), settings, dry_run=dry_run)
+        except (AuditError, OSError) as exc:  # a refusal (InitRefusedError), a lock or write that failed
+            err.write(f"{name}: not set up for the audit: {exc}\n")
+            docs[name] = {"agent": name, "dry_run": dry_run, "error": str(exc)}
+            failed.append(ending(exc)[0])
+            continue
+        docs[name] = done.to_dict()
+        if not as_json:
+            _print_init(done, out)
+    if as_json:
+        json.dump({"agents": docs}, out, indent=2, ensure_ascii=False)
+        out.write("\n")
+    return exit_code(failed)
+
+
+def _print_init(done: AgentInit, out: TextIO) -> None:
+    name = done.agent
+    for step in done.steps:
+        if step.line:
+            verb = "would add" if done.dry_run else "added"
+            out.write(f"{name}: {step.path}: {verb} the line '{step.line}'\n")
+        else:
+            out.write(f"{name}: {step.path}: {step.unchanged}; unchanged\n")
+    if done.dry_run:
+        would = (
+            "nothing was written" if done.changed else "already set up for the audit; nothing would change"
+        )
+        out.write(f"{name}: dry run; {would}\n")
+    elif done.changed:
+        out.write(f"{name}: set up for the audit; `dreamer audit --agent {name} --force` audits it now\n")
+    else:
+        out.write(f"{name}: already set up for the audit; nothing changed\n")
+
+
 def memory_command(
     config: Config,
     action: str,
@@ -110,8 +170,8 @@ def memory_command(
     if action in ("add", "replace") and text is not None and CANARY_MARKER in text:
         # A second canary line would let a rewritten file pass the audit's canary check.
         raise UsageError(
-            f"TEXT holds the canary marker {CANARY_MARKER!r}; canary lines are placed in the file by "
-            "hand, never added as an entry"
+            f"TEXT holds the canary marker {CANARY_MARKER!r}; canary lines are written by "
+            "`dreamer audit --init` (or by hand), never added as an entry"
         )
     try:
         if action == "list":
