@@ -118,7 +118,7 @@ async def unit_trail(
     decisions = state.unit_decisions(unit_id)
     homes = [d.document_id for d in decisions if d.document_id is not None]
     # A card promoted before decisions were recorded still lists its units.
-    older = [] if decisions else [c for c in state.ledger() if unit_id in c.source_ids]
+    older = [] if decisions else state.cards_citing(unit_id)
     cards = state.cards(homes) if homes else older
     doc: dict[str, Any] = {
         "found": bool(decisions or cards),

@@ -1,9 +1,10 @@
 """The one place that opens what a run or a command works on: the backend the configuration names,
 the embedder for the semantic dedup or a hybrid recall, and the state file.
 
-Every caller (the roll-up job, the audit job, the daemon, ``status``, ``card``, ``banks``,
-``recall``, ``reflect``, ``retain``, the demo, the Hermes provider) asks :func:`open_for` for what it
-needs and gets it closed again, in the reverse order, when its block ends, also on an error. A
+Every caller (the roll-up job, the audit job, ``status``, ``card``, ``banks``, ``recall``,
+``reflect``, ``retain``, ``explain``, the demo, the Hermes provider) asks :func:`open_for` for what it
+needs and gets it closed again, in the reverse order, when its block ends, also on an error; the
+service, which keeps its state file open for its whole life, opens it with :func:`open_state`. A
 second state backend plugs in here, in :func:`open_state`, and nowhere else.
 """
 

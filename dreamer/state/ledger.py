@@ -71,6 +71,17 @@ class Ledger(StoreBase):
         return sorted(out, key=lambda c: (c.promoted_at, c.document_id))
 
     @state_errors
+    def cards_citing(self, unit_id: str) -> list[LedgerCard]:
+        """The cards whose provenance lists ``unit_id``, in promotion order: one pass over the
+        ledger inside SQLite (for a unit judged before decisions were recorded; never in a run)."""
+        sql = (
+            f"SELECT {CARD_COLUMNS} FROM ledger WHERE EXISTS "
+            "(SELECT 1 FROM json_each(ledger.source_ids) WHERE json_each.value = ?) "
+            "ORDER BY promoted_at, document_id"
+        )
+        return [card_from_row(r) for r in self._conn.execute(sql, (unit_id,))]
+
+    @state_errors
     def existing_documents(self, document_ids: Iterable[str]) -> set[str]:
         """Which of these document ids the ledger holds."""
         found: set[str] = set()

@@ -201,3 +201,21 @@ class TestArguments:
         done = run_dreamer(config, "explain", "--card", "rollup:research:x")
         assert done.returncode == 1 and "no state file at" in done.stdout
         assert not (tmp_path / "state").exists()
+
+
+class TestBeforeTheTrail:
+    def test_a_unit_promoted_before_decisions_were_kept_is_found_by_its_card(self, tmp_path: Path) -> None:
+        """A state file whose cards predate the trail (its decisions table empty, as after the
+        upgrade from schema 5): the unit is found through the card that cites it, said so, exit 0."""
+        h = History(tmp_path)
+
+        async def main() -> None:
+            await h.write(BACKUP)
+            await h.roll()
+
+        anyio.run(main)
+        with StateStore.open(h.config.state_path) as state:
+            state._conn.execute("DELETE FROM decisions")
+        code, out = h.explain(h.ids[BACKUP])
+        assert code == 0, out
+        assert "promoted before decisions were recorded" in out and h.card_of(BACKUP) in out
