@@ -140,10 +140,6 @@ WITHOUT_OWN_FILE: dict[str, tuple[str, tuple[str, ...]]] = {
         "the [llm] table, through parse_config",
         ("tests/unit/test_config.py", "tests/integration/test_rollup_llm.py"),
     ),
-    "dreamer.config.secrets": (
-        "API keys from a variable or a file, through parse_config",
-        ("tests/unit/test_config.py",),
-    ),
     "dreamer.embeddings.base": (
         "the Embedder protocol and require_numpy",
         ("tests/integration/backends/embedded/test_hybrid.py", "tests/unit/embeddings/test_cache.py"),
@@ -211,7 +207,6 @@ WITHOUT_OWN_FILE: dict[str, tuple[str, tuple[str, ...]]] = {
         "ledger rows read back as cards, through StateStore",
         ("tests/unit/state/test_store.py", "tests/integration/test_peercard_ranks.py"),
     ),
-    "dreamer.state.runs": ("run records, through StateStore", ("tests/unit/state/test_store.py",)),
     # Split out of a bigger module, or new with a feature: tested there until they get their own file.
     "dreamer.backends.embedded.embedding": (
         "split out of dreamer.backends.embedded.backend",

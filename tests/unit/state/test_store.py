@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -80,14 +80,6 @@ class TestStateStore:
                     finished_at=T0,
                 )
             assert st.watermark("p") == Watermark()
-
-    def test_consecutive_counts_trailing_outcomes(self, tmp_path: Path) -> None:
-        """Consecutive deferrals are counted from the newest run back."""
-        with StateStore.open(tmp_path / "s.sqlite3") as st:
-            for i, outcome in enumerate(["promoted", "deferred", "deferred"]):
-                st.record_run_start(f"r{i}", "rollup:p", T0 + timedelta(minutes=i))
-                st.record_run_end(f"r{i}", outcome, "", {}, T0 + timedelta(minutes=i))
-            assert st.consecutive("rollup:p", "deferred") == 2
 
 
 #: The ledger table as state files written before dedup sketches have it.
