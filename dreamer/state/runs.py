@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from dreamer.state.base import StoreBase
 from dreamer.state.records import RunRecord, RunTotal, iso, parse_time
 from dreamer.state.schema import state_errors
 
@@ -19,10 +19,8 @@ END_RUN = "UPDATE runs SET finished_at = ?, outcome = ?, detail = ?, counts = ? 
 SUMMED_COUNTS = ("llm_tokens", "cards_accepted", "cards_rejected", "units_recarded")
 
 
-class RunRecords:
-    """The run-record part of :class:`~dreamer.state.StateStore` (it holds ``_conn``)."""
-
-    _conn: sqlite3.Connection
+class RunRecords(StoreBase):
+    """The run-record part of :class:`~dreamer.state.StateStore`."""
 
     @state_errors
     def record_run_start(self, run_id: str, job_id: str, started_at: datetime) -> None:
