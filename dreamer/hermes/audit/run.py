@@ -20,6 +20,7 @@ from dreamer.hermes.audit.canary import (
     canary_fingerprint,
     canary_lines,
     is_canary_entry,
+    last_canary_block,
 )
 from dreamer.hermes.audit.changes import Changes, make_changes
 from dreamer.hermes.audit.classify import Classification, EntryClassifier, RuleBasedClassifier
@@ -27,6 +28,7 @@ from dreamer.hermes.audit.compress import Compressor, RuleCompressor
 from dreamer.hermes.audit.context import load_first_seen, plan_context
 from dreamer.hermes.audit.drift import drift_alerts
 from dreamer.hermes.audit.files import MemoryFiles, read_memory_files, utilisation
+from dreamer.hermes.audit.init import init_hint, new_agent_fix
 from dreamer.hermes.audit.ledger import LedgerEntry, LedgerReadError, last_audit, read_ledger
 from dreamer.hermes.audit.planner import (
     UNVERIFIED_MARK,
@@ -164,7 +166,7 @@ class _AuditRun:
             "USER.md": bool(canary_lines(files.user_raw)),
         }
         if not all(canaries.values()):
-            return self._critical(canaries, before)
+            return self._critical(canaries, before, new_agent=last_canary_block(ledger) is None)
         breach = canary_breach(*_fingerprints(files.memory_raw, files.user_raw), ledger)
         if breach:
             return self._critical(canaries, before, breach)
@@ -177,6 +179,8 @@ class _AuditRun:
             return AuditReport(agent.name, AuditStatus.SKIP, now, reason=skip, utilisation_before=before)
 
         registered, registry_reason = is_registered_writer(agent.writers_path, settings.writer_name)
+        if not registered:
+            registry_reason += f" (`{init_hint(agent.name)}` adds it)"
         state = load_first_seen(agent, self.notes)
         entries = collect_entries(files.memory_entries, files.user_entries)
         plan = self._plan(entries, state)
@@ -248,14 +252,18 @@ class _AuditRun:
         log.info("hermes_canaries_rotated", agent=self.agent.name, trigger="scheduled")
         return rotation
 
-    def _critical(self, canaries: Mapping[str, bool], before: Utilisation, breach: str = "") -> AuditReport:
-        """The CRITICAL report of a missing canary line or one that disagrees with the ledger."""
+    def _critical(
+        self, canaries: Mapping[str, bool], before: Utilisation, breach: str = "", *, new_agent: bool = False
+    ) -> AuditReport:
+        """The CRITICAL report of a missing canary line (`new_agent`: no ledger block recorded
+        canaries yet) or of one that disagrees with the ledger."""
         missing = [name for name, present in canaries.items() if not present]
+        fix = new_agent_fix(self.agent.name) if new_agent else "restore the canary line, then rerun the audit"
         reason = (
             f"CANARY BREACH — memory integrity compromised: {breach}"
             if breach
             else f"CANARY BREACH — memory integrity compromised: no line containing '{CANARY_MARKER}' in "
-            f"{' and '.join(missing)}. Nothing was changed; restore the canary line, then rerun the audit."
+            f"{' and '.join(missing)}. Nothing was changed; {fix}."
         )
         log.error(
             "hermes_audit_canary_breach",

@@ -1,6 +1,6 @@
 """`dreamer audit --init --agent A` on real agent folders, through the command line: the canary
 lines and the registry entry a fresh agent lacks, nothing else, nothing twice, nothing on a dry run
-or a refusal."""
+or a refusal; and the audit of an agent not set up yet naming the command."""
 
 from __future__ import annotations
 
@@ -250,3 +250,21 @@ class TestUsage:
             assert code == 2 and "--init" in err
         assert snapshot(memories) == before
 
+
+class TestAuditNamesInit:
+    def test_first_audit_says_to_run_init(self, memories: Path) -> None:
+        """The first audit of an agent without canaries is CRITICAL and its reason names
+        `dreamer audit --init --agent a`."""
+        report = audit_json(memories)
+        assert report["status"] == "CRITICAL"
+        assert "run `dreamer audit --init --agent a`" in str(report["reason"])
+
+    def test_audit_of_an_unregistered_agent_says_to_run_init(self, memories: Path) -> None:
+        """With canaries placed but no registry, the audit is a dry run whose reason says the registry
+        is missing and names `dreamer audit --init --agent a`."""
+        (memories / "MEMORY.md").write_text(f"{FACTS}\n§\n{CANARY_MARKER}", encoding="utf-8")
+        (memories / "USER.md").write_text(f"{USER}§\n{CANARY_MARKER}", encoding="utf-8")
+        report = audit_json(memories)
+        assert report["status"] == "DRY_RUN"
+        assert "MEMORY_WRITERS.md does not exist" in str(report["reason"])
+        assert "`dreamer audit --init --agent a`" in str(report["reason"])
