@@ -41,7 +41,8 @@ BATCH = 50_000
 
 
 def config_text(state_dir: Path) -> str:
-    """The daemon's configuration: one profile on the embedded store, one run right after start."""
+    """The daemon's configuration: one profile on the embedded store, one run right after start,
+    the lexical dedup (``provider = "none"``)."""
     return "\n".join(
         [
             f'state_dir = "{state_dir}"',
@@ -65,6 +66,10 @@ def config_text(state_dir: Path) -> str:
             "jitter_s = 0",
             "first_run_delay_s = 0",
             "job_timeout_s = 3600",
+            "",
+            # The lexical dedup at scale: never the local model, even where it is installed.
+            "[embeddings]",
+            'provider = "none"',
             "",
         ]
     )

@@ -42,11 +42,14 @@ def config_data(
     and the other top-level keys as given.
 
     A bank without a ``bank_id`` setting gets ``bank_id(alias)``; a profile without a ``bank``
-    setting writes to the bank of its own name.
+    setting writes to the bank of its own name. ``[embeddings]`` is ``provider = "none"`` unless
+    given: the tests' verdicts are the lexical dedup's, whether or not the local model is installed
+    (the default, ``auto``, would take it where it is).
     """
     return {
         "banks": {alias: {"bank_id": bank_id(alias), **settings} for alias, settings in _tables(banks)},
         "profiles": {name: {"bank": name, **settings} for name, settings in _tables(profiles)},
+        "embeddings": {"provider": "none"},
         **sections,
     }
 

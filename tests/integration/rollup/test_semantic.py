@@ -224,7 +224,7 @@ class TestLexicalWithoutEmbedder:
     async def test_provider_none_keeps_the_paraphrase_apart_and_says_so(self, tmp_path: Path) -> None:
         """With provider 'none' the same paraphrase is a new card, and the report says the dedup
         was lexical only (the semantic tests above would fail without the embedder)."""
-        cfg = make_config(tmp_path, "embedded", "t", {}, None)  # type: ignore[arg-type]
+        cfg = make_config(tmp_path, "embedded", "t", {"provider": "none"}, None)  # type: ignore[arg-type]
         await seed(cfg, [GRANDMA])
         await roll(cfg)
         await seed(cfg, [GRANDMOTHER])
