@@ -25,6 +25,7 @@ class TestParser:
             "run",
             "rollup",
             "status",
+            "explain",
             "demo",
             "banks",
             "recall",
