@@ -1,6 +1,6 @@
 """The daemon's footprint: ``dreamer run`` started the way systemd starts it, measured from outside.
 
-    python -m bench.daemon [--quick] [--json]
+    python -m bench.daemon [--quick] [--json] [--embeddings {none,auto}]
 
 The daemon runs as a child process with ``NOTIFY_SOCKET`` pointing at a real ``AF_UNIX`` datagram
 socket this benchmark owns, and ``WATCHDOG_USEC`` set, like ``Type=notify`` with ``WatchdogSec=``.
@@ -14,6 +14,10 @@ Measured, from ``/proc/PID/status`` (VmRSS) and ``/proc/PID/stat`` (utime + stim
 
 Side by side, the floors: a bare ``python -c "import time; ..."`` process and one that only imports
 the daemon's modules, for RSS and idle CPU.
+
+The daemon's configuration pins ``[embeddings] provider = "none"`` (the lexical dedup, which the
+targets are for); ``--embeddings auto`` measures the default instead, which runs the local model
+where it is installed (numpy and the model's weights in the daemon from its first roll-up).
 """
 
 from __future__ import annotations
@@ -72,8 +76,11 @@ def cpu_seconds(pid: int) -> float:
 # --- the daemon process ----------------------------------------------------------------------------------
 
 
-def config_text(state_dir: Path, profiles: Sequence[str], schedule: Mapping[str, float | int]) -> str:
-    """A configuration on the embedded store with one bank per profile."""
+def config_text(
+    state_dir: Path, profiles: Sequence[str], schedule: Mapping[str, float | int], embeddings: str = "none"
+) -> str:
+    """A configuration on the embedded store with one bank per profile and ``[embeddings]
+    provider = embeddings``."""
     lines = [f'state_dir = "{state_dir}"', "", "[banks.global]", 'bank_id = "global"', ""]
     lines += ["[banks.shared]", 'bank_id = "shared"', ""]
     for name in profiles:
@@ -81,6 +88,7 @@ def config_text(state_dir: Path, profiles: Sequence[str], schedule: Mapping[str,
         lines += [f"[profiles.{name}]", f'bank = "{name}"', ""]
     lines.append("[schedule]")
     lines += [f"{key} = {value}" for key, value in schedule.items()]
+    lines += ["", "[embeddings]", f'provider = "{embeddings}"']
     return "\n".join(lines) + "\n"
 
 
@@ -227,14 +235,19 @@ def seed_banks(state_dir: Path, profiles: Sequence[str]) -> None:
     asyncio.run(seed())
 
 
-def measure_idle(workdir: Path, idle_s: float, reloads: int) -> dict[str, Any]:
+def measure_idle(workdir: Path, idle_s: float, reloads: int, embeddings: str = "none") -> dict[str, Any]:
     """Start, idle, reload, drain: the daemon at its default hourly schedule."""
     profiles = ("research", "homelab", "coder")
     state_dir = workdir / "idle-state"
     seed_banks(state_dir, profiles)
     config = workdir / "idle.toml"
     config.write_text(
-        config_text(state_dir, profiles, {"interval_minutes": 60.0, "jitter_s": 0, "first_run_delay_s": 0})
+        config_text(
+            state_dir,
+            profiles,
+            {"interval_minutes": 60.0, "jitter_s": 0, "first_run_delay_s": 0},
+            embeddings,
+        )
     )
     daemon = Daemon(config, workdir / "idle.log")
     try:
@@ -284,7 +297,7 @@ def measure_idle(workdir: Path, idle_s: float, reloads: int) -> dict[str, Any]:
     }
 
 
-def measure_cycles(workdir: Path, cycles: int) -> dict[str, Any]:
+def measure_cycles(workdir: Path, cycles: int, embeddings: str = "none") -> dict[str, Any]:
     """RSS over many short cycles of idle profiles."""
     profiles = ("research", "homelab", "coder")
     state_dir = workdir / "cycle-state"
@@ -295,6 +308,7 @@ def measure_cycles(workdir: Path, cycles: int) -> dict[str, Any]:
             state_dir,
             profiles,
             {"interval_minutes": 0.005, "jitter_s": 0, "first_run_delay_s": 0, "misfire_grace_s": 60},
+            embeddings,
         )
     )
     checkpoints = sorted({1, 10, cycles // 4, cycles // 2, cycles} - {0})
@@ -390,7 +404,7 @@ def render(result: Mapping[str, Any]) -> str:
                 None,
             ],
             [
-                "dreamer run (3 idle profiles, hourly)",
+                f"dreamer run (3 idle profiles, hourly, embeddings {result.get('embeddings', 'none')})",
                 idle["ready_s"],
                 idle["rss_idle_mib"],
                 idle["idle_cpu_s"],
@@ -442,13 +456,14 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
                 idle_s=min(idle_s, 10.0),
             ),
         }
-        idle = measure_idle(workdir, idle_s, reloads=3 if args.quick else 10)
-        cycle_result = measure_cycles(workdir, cycles)
+        idle = measure_idle(workdir, idle_s, reloads=3 if args.quick else 10, embeddings=args.embeddings)
+        cycle_result = measure_cycles(workdir, cycles, embeddings=args.embeddings)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     result: dict[str, Any] = {
         "benchmark": "daemon",
         "quick": args.quick,
+        "embeddings": args.embeddings,
         "floors": floors,
         "idle": idle,
         "cycles": cycle_result,
@@ -469,6 +484,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--cycles", type=int, default=100, help="roll-up cycles for the RSS curve (default 100)"
     )
     parser.add_argument("--idle-seconds", type=float, default=None, help="seconds of idle CPU measurement")
+    parser.add_argument(
+        "--embeddings",
+        choices=("none", "auto"),
+        default="none",
+        help='the daemon\'s [embeddings] provider: "none" (default, the lexical dedup) or "auto" (the '
+        "local model where it is installed)",
+    )
     return parser.parse_args(argv)
 
 

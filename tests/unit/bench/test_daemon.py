@@ -10,6 +10,7 @@ from bench.daemon import (
     CLOCK_TICKS,
     config_text,
     cpu_seconds,
+    parse_args,
     parse_cpu_seconds,
     rss_mib,
     targets,
@@ -48,6 +49,17 @@ class TestConfig:
         config = load_config(path)
         assert sorted(config.enabled_profiles()) == ["coder", "research"]
         assert config.schedule.interval_minutes == 0.005
+
+    def test_embeddings_are_pinned_lexical_unless_asked(self, tmp_path: Path) -> None:
+        """The daemon measured runs the lexical dedup (provider "none") wherever the local model is
+        installed; --embeddings auto gives the default, auto."""
+        path = tmp_path / "c.toml"
+        path.write_text(config_text(tmp_path / "s", ["research"], {"jitter_s": 0}))
+        assert load_config(path).embeddings.provider == "none"
+        path.write_text(config_text(tmp_path / "s", ["research"], {"jitter_s": 0}, "auto"))
+        assert load_config(path).embeddings.provider == "auto"
+        assert parse_args([]).embeddings == "none"
+        assert parse_args(["--embeddings", "auto"]).embeddings == "auto"
 
 
 class TestTargets:

@@ -34,10 +34,12 @@ OPENAI = {"provider": "openai", "url": "http://127.0.0.1:8080", "model": "nomic-
 
 
 class TestEmbeddingsConfig:
-    def test_default_is_none(self) -> None:
-        """Without [embeddings] the dedup stays lexical, and the factory says so with None."""
-        cfg = config_with({})
-        assert cfg.embeddings.provider == "none"
+    def test_default_is_auto_and_none_is_lexical(self) -> None:
+        """Without a provider the configuration says "auto" (the local model where its files are
+        found: tests/unit/embeddings/test_factory.py); "none" keeps the dedup lexical, and the
+        factory says so with None."""
+        assert config_with({}).embeddings.provider == "auto"
+        cfg = config_with({"provider": "none"})
         assert make_embedder(cfg) is None
         assert describe_embedder(cfg) == "none (lexical dedup only)"
 
