@@ -322,11 +322,13 @@ class TestKindDispatcher:
         assert await dispatch(config, audit_job, "r2") == JobOutcome("audited", "mumuni")
 
     async def test_unknown_kind_fails_the_run(self, logs: io.StringIO) -> None:
-        """A job whose kind has no runner ends as `failed`, naming the known kinds."""
+        """A job whose kind has no runner ends as `failed`, named as the bug it is (the error's
+        class, logged with its traceback), naming the known kinds."""
         dispatch = KindDispatcher({})
         result = await execute_job(make_config(), spec("audit:x", kind="audit", key="x"), dispatch)
         assert result.outcome.outcome == "failed"
-        assert "no runner for job kind 'audit'" in result.outcome.detail
+        assert result.outcome.detail.startswith("UnknownJobKind: no runner for job kind 'audit'")
+        assert "\"exc_type\": \"UnknownJobKind\"" in logs.getvalue()
 
     async def test_default_runner_runs_the_rollup_pipeline(self, logs: io.StringIO, tmp_path: Path) -> None:
         """The default roll-up runner is the real pipeline: an empty embedded bank ends `idle`."""
