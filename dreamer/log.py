@@ -41,8 +41,9 @@ SYSLOG_PRIORITY: Mapping[str, int] = {
     "debug": 7,
 }
 
+# "token" but not "tokens": ``access_token`` is a secret, ``llm_prompt_tokens`` a count of an LLM's.
 SENSITIVE_KEY = re.compile(
-    r"api[_-]?key|apikey|token|secret|passw(or)?d|passphrase|authori[sz]ation|credential|cookie",
+    r"api[_-]?key|apikey|token(?!s)|secret|passw(or)?d|passphrase|authori[sz]ation|credential|cookie",
     re.IGNORECASE,
 )
 

@@ -163,6 +163,16 @@ class TestRedaction:
         (record,) = json_lines(out.getvalue())
         assert record[key] == REDACTED
 
+    @pytest.mark.parametrize("key", ["llm_tokens", "llm_prompt_tokens", "tokens_today", "max_tokens_per_run"])
+    def test_token_counts_are_not_masked(self, key: str) -> None:
+        """A count of LLM tokens is not a secret: the job-finished record and the run's fields keep
+        their numbers (a key matched on "token" had masked them)."""
+        out = io.StringIO()
+        configure_logging(log_format="json", stream=out, environ={})
+        get_logger("dreamer.test").info("job finished", **{key: 1234})
+        (record,) = json_lines(out.getvalue())
+        assert record[key] == 1234
+
     def test_nested_sensitive_keys_are_masked(self) -> None:
         """Secrets inside nested mappings and lists are masked too; None stays None."""
         redactor = SecretRedactor()
