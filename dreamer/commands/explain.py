@@ -141,23 +141,12 @@ async def text_trail(
     """The dedup's verdict on a card saying ``text`` now, in ``profile``'s upstream bank (the
     lexical judge: with ``[embeddings]`` a run also asks the embedder, which is not loaded here),
     and the trail of the card it matches."""
-    from dreamer.cardtags import ROLLUP_TAG
     from dreamer.rollup import dedup
-    from dreamer.rollup.judging import judge_against_ledger
-    from dreamer.rollup.promote import CARD_FACT_TYPES
+    from dreamer.rollup.judging import judge_against_ledger, upstream_candidates
 
     name = _one_profile(config, profile)
     upstream_id = config.upstream_bank_id(name)
-    hits = await backend.recall(
-        upstream_id,
-        text,
-        budget="low",
-        types=CARD_FACT_TYPES,
-        tags=(ROLLUP_TAG,),
-        tags_match="any_strict",
-        limit=config.rollup.semantic_top_k,
-    )
-    candidates = [dedup.UpstreamCandidate(h.document_id or h.id, h.text, h.semantic) for h in hits]
+    candidates = await upstream_candidates(backend, upstream_id, text, config.rollup.semantic_top_k)
     card = dedup.CardText(card_document_id(name, text), text)
     (verdict,) = judge_against_ledger(state, upstream_id, [card], [candidates], None, dry_run=True)
     matched = card_trail(state, verdict.matched_id) if verdict.matched_id else None

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from dreamer.backends.base import MemoryBackend
+from dreamer.cardtags import ROLLUP_TAG
 from dreamer.rollup import dedup
 from dreamer.rollup.candidates import index_words, passes_gate, probe_words, scans, word_sizes
+from dreamer.rollup.promote import CARD_FACT_TYPES
 from dreamer.rollup.semantic import BatchVectors
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.state import StateStore
@@ -44,6 +47,24 @@ def card_candidates(
         if passes_gate(sketch, old, thresholds):
             out.append(dedup.CardText(c.document_id, c.text, old))
     return out
+
+
+async def upstream_candidates(
+    backend: MemoryBackend, upstream_id: str, text: str, top_k: int
+) -> list[dedup.UpstreamCandidate]:
+    """The upstream bank's cards nearest to ``text`` by the backend's own recall (Dreamer's cards
+    only, at most ``top_k``): the judge's second source besides the ledger. One call; the roll-up
+    wraps it in its retry rules, ``dreamer explain --text`` calls it as it is."""
+    hits = await backend.recall(
+        upstream_id,
+        text,
+        budget="low",
+        types=CARD_FACT_TYPES,
+        tags=(ROLLUP_TAG,),
+        tags_match="any_strict",
+        limit=top_k,
+    )
+    return [dedup.UpstreamCandidate(h.document_id or h.id, h.text, h.semantic) for h in hits[:top_k]]
 
 
 def judge_against_ledger(

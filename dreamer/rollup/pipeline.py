@@ -40,10 +40,9 @@ from dreamer.rollup import dedup
 from dreamer.rollup.batches import Batch, cut_stream
 from dreamer.rollup.context import RunContext, iso
 from dreamer.rollup.gate import GateDecision, gate
-from dreamer.rollup.judging import judge_against_ledger
+from dreamer.rollup.judging import judge_against_ledger, upstream_candidates
 from dreamer.rollup.planning import account, batch_decisions, plan_cards, settle_outcome
 from dreamer.rollup.promote import (
-    CARD_FACT_TYPES,
     INPUT_FACT_TYPES,
     ROLLUP_TAG,
     ledger_row,
@@ -285,25 +284,15 @@ class Rollup:
         cfg = self.config
         candidates: list[list[dedup.UpstreamCandidate]] = []
         for draft in ctx.drafts:
-            hits = await self._call(
-                ctx,
-                "recall",
-                lambda d=draft: self.backend.recall(  # type: ignore[misc]
-                    ctx.upstream_id,
-                    d.text,
-                    budget="low",
-                    types=CARD_FACT_TYPES,
-                    tags=(ROLLUP_TAG,),
-                    tags_match="any_strict",
-                    limit=cfg.rollup.semantic_top_k,
-                ),
-                needs_slot=False,
-            )
             candidates.append(
-                [
-                    dedup.UpstreamCandidate(h.document_id or h.id, h.text, h.semantic)
-                    for h in hits[: cfg.rollup.semantic_top_k]
-                ]
+                await self._call(
+                    ctx,
+                    "recall",
+                    lambda d=draft: upstream_candidates(  # type: ignore[misc]
+                        self.backend, ctx.upstream_id, d.text, cfg.rollup.semantic_top_k
+                    ),
+                    needs_slot=False,
+                )
             )
         cards = [dedup.CardText(card_document_id(ctx.profile, d.text), d.text) for d in ctx.drafts]
         if self.semantic is not None:
