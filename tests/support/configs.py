@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from dreamer.config import Config, load_config, parse_config
+from dreamer.errors import ConfigError
 
 # The bank id of each alias the tests use, after the Hermes naming (``private__hermes__<profile>``).
 BANK_IDS = {
@@ -105,3 +106,29 @@ def write_toml(path: Path, data: Mapping[str, Any]) -> Path:
 def loaded(directory: Path, data: Mapping[str, Any]) -> Config:
     """Write ``data`` to ``directory/config.toml`` and load it as the daemon would."""
     return load_config(write_toml(directory / "config.toml", data))
+
+
+#: The file name the configuration-error tests parse under, so each problem starts with it.
+SOURCE = "config.toml"
+
+
+def config_with(change: Callable[[dict[str, Any]], None], environ: Mapping[str, str] | None = None) -> Config:
+    """:func:`config_data` changed by ``change``, parsed as ``/etc/dreamer/config.toml`` would be."""
+    return parsed(config_data(), change, source=SOURCE, base_dir=Path("/etc/dreamer"), environ=environ)
+
+
+def problems(change: Callable[[dict[str, Any]], None], environ: Mapping[str, str] | None = None) -> list[str]:
+    """The problems :func:`config_with` is refused with (it must be refused)."""
+    import pytest
+
+    with pytest.raises(ConfigError) as caught:
+        config_with(change, environ)
+    return caught.value.problems
+
+
+def section(data: dict[str, Any], *path: str) -> dict[str, Any]:
+    """The table at ``path`` in ``data``, made when it is not there."""
+    for key in path:
+        data = data.setdefault(key, {})
+    return data
+

@@ -3,35 +3,13 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from dreamer.config import Config, default_config_path, load_config, parse_config
+from dreamer.config import default_config_path, load_config, parse_config
 from dreamer.errors import ConfigError
-from tests.support.configs import config_data, parsed, write_toml
-
-SOURCE = "config.toml"
-
-BASE = config_data()
-
-
-def config_with(change: Callable[[dict[str, Any]], None], environ: dict[str, str] | None = None) -> Config:
-    return parsed(BASE, change, source=SOURCE, base_dir=Path("/etc/dreamer"), environ=environ)
-
-
-def problems(change: Callable[[dict[str, Any]], None], environ: dict[str, str] | None = None) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        config_with(change, environ)
-    return caught.value.problems
-
-
-def section(data: dict[str, Any], *path: str) -> dict[str, Any]:
-    for key in path:
-        data = data.setdefault(key, {})
-    return data
+from tests.support.configs import SOURCE, config_data, config_with, problems, section, write_toml
 
 
 class TestUnknownKeys:
@@ -237,7 +215,7 @@ class TestPathsAndDefaults:
         assert config.slot.lock_path == tmp_path / "state" / "slot.lock"
 
     def test_systemd_state_directory_is_used_when_state_dir_is_absent(self) -> None:
-        config = parse_config(BASE, environ={"STATE_DIRECTORY": "/var/lib/dreamer"})
+        config = parse_config(config_data(), environ={"STATE_DIRECTORY": "/var/lib/dreamer"})
         assert config.state_dir == Path("/var/lib/dreamer")
 
     def test_default_config_path_precedence(self) -> None:

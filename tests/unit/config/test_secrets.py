@@ -3,36 +3,16 @@ and refused when an HTTP header could not carry them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from dreamer.config import Config
-from dreamer.errors import ConfigError
-from tests.support.configs import config_data, parsed
+from tests.support.configs import SOURCE, config_with, problems, section
 
-SOURCE = "config.toml"
 SECRET = "hs-0123456789abcdef"
 
-BASE = config_data()
 
 
-def config_with(change: Callable[[dict[str, Any]], None], environ: dict[str, str] | None = None) -> Config:
-    return parsed(BASE, change, source=SOURCE, base_dir=Path("/etc/dreamer"), environ=environ)
-
-
-def problems(change: Callable[[dict[str, Any]], None], environ: dict[str, str] | None = None) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        config_with(change, environ)
-    return caught.value.problems
-
-
-def section(data: dict[str, Any], *path: str) -> dict[str, Any]:
-    for key in path:
-        data = data.setdefault(key, {})
-    return data
 
 
 class TestSecrets:
