@@ -259,7 +259,7 @@ def _render_card_row(card: dict[str, Any]) -> list[str]:
 
 
 def _render_unit(doc: dict[str, Any]) -> str:
-    lines = [f"unit {doc['unit_id']}"]
+    lines = [f"unit {_line(doc['unit_id'])}"]
     for d in doc["decisions"]:
         lines += ["  " + x for x in _render_decision(d)]
     if not doc["decisions"] and doc["cards"]:

@@ -219,3 +219,12 @@ class TestBeforeTheTrail:
         code, out = h.explain(h.ids[BACKUP])
         assert code == 0, out
         assert "promoted before decisions were recorded" in out and h.card_of(BACKUP) in out
+
+
+class TestHostileInput:
+    def test_an_id_with_control_characters_is_printed_harmless(self, history: History) -> None:
+        """An id carrying a terminal escape and a newline is echoed with neither: the line a
+        person reads cannot be rewritten by what they pasted."""
+        code, out = history.explain("x\x1b[2J\nnope")
+        assert code == 1 and "\x1b" not in out
+        assert out.splitlines()[0].startswith("unit x")
