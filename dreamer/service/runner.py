@@ -268,7 +268,7 @@ async def run_rollups_now(
     """Run each profile's roll-up job now, exactly as the daemon does (same runner, run record,
     timeout, peer card and deferral count); one report per profile, in order."""
 
-    job = RollupJob(dry_run=dry_run, since=since, on_step=on_step, backend=backend)
+    job = RollupJob(dry_run=dry_run, since=since, on_step=on_step, backend=backend, keep_reports=True)
     reports: list[RollupReport] = []
     with open_state(config) as state:
         try:

@@ -674,7 +674,7 @@ class TestPolishIsWiredIn:
         and the polish reflect's tokens are added to the run's LLM tokens."""
         cfg = await seeded_for_polish(tmp_path, server, fresh_bank_id)
         job = plan_jobs(cfg)[f"rollup:{PROFILE}"]
-        rollup_job = RollupJob()
+        rollup_job = RollupJob(keep_reports=True)
         outcome = await rollup_job(cfg, job, "run-polish")
         assert outcome.outcome == "promoted", outcome.detail
         assert card_entries(cfg.profiles[PROFILE].peer_card_path) == polish_card_entries(built_card(cfg))

@@ -269,10 +269,6 @@ WITHOUT_OWN_FILE: dict[str, tuple[str, tuple[str, ...]]] = {
         "split out of dreamer.service.runner",
         ("tests/integration/test_peercard_polish.py",),
     ),
-    "dreamer.jobs.rollup": (
-        "split out of dreamer.service.runner",
-        ("tests/integration/test_peercard_polish.py",),
-    ),
     "dreamer.jobs.spec": ("split out of dreamer.service.jobs", ("tests/unit/service/test_status.py",)),
     "dreamer.rollup.context": (
         "split out of dreamer.rollup.pipeline",

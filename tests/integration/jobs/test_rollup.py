@@ -1,0 +1,53 @@
+"""The roll-up job body (:class:`dreamer.jobs.rollup.RollupJob`) on a real embedded store and state
+file: what it keeps between runs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from dreamer.backends.base import RetainItem
+from dreamer.backends.embedded.backend import EmbeddedBackend
+from dreamer.jobs.rollup import RollupJob
+from dreamer.service.plan import plan_jobs
+from tests.support.configs import config_data, loaded
+
+
+async def run_twice(tmp_path: Path, job: RollupJob) -> list[str]:
+    """Two runs of the research profile, each after a new memory; the run ids."""
+    # An interval of 0.06 s: the job's activity cache (at most half an interval) is stale by the
+    # second run, so that run sees the second memory.
+    schedule = {"interval_minutes": 0.001, "jitter_s": 0}
+    cfg = loaded(tmp_path, config_data(state_dir=str(tmp_path / "state"), schedule=schedule))
+    spec = plan_jobs(cfg)["rollup:research"]
+    run_ids = []
+    texts = ["Atlas runs Nextcloud 28 behind nginx.", "Borg backs up atlas nightly at 02:00."]
+    for k, text in enumerate(texts):
+        backend = EmbeddedBackend(cfg.embedded_path)
+        try:
+            await backend.retain(cfg.bank_id("research"), [RetainItem(content=text)])
+        finally:
+            await backend.aclose()
+        await asyncio.sleep(0.05)
+        outcome = await job(cfg, spec, f"run-{k}")
+        assert outcome.outcome == "promoted", outcome.detail
+        run_ids.append(f"run-{k}")
+    await job.aclose()
+    return run_ids
+
+
+class TestReports:
+    async def test_the_daemons_job_keeps_no_report_after_its_runs(self, tmp_path: Path) -> None:
+        """The job the daemon runs for its whole life holds no report once a run has ended: a
+        report kept per run grew the daemon without bound."""
+        job = RollupJob()
+        await run_twice(tmp_path, job)
+        assert job.reports == {}
+
+    async def test_a_caller_that_prints_reports_gets_each_by_run_id(self, tmp_path: Path) -> None:
+        """With keep_reports (``dreamer rollup``, which pops each one it prints) every run's full
+        report is there under its run id."""
+        job = RollupJob(keep_reports=True)
+        run_ids = await run_twice(tmp_path, job)
+        assert sorted(job.reports) == run_ids
+        assert all(job.reports[r].outcome == "promoted" for r in run_ids)
