@@ -49,7 +49,7 @@ from dreamer.rollup.promote import (
 )
 from dreamer.rollup.report import RollupReport
 from dreamer.rollup.salience import SalienceInput
-from dreamer.rollup.semantic import BatchVectors, SemanticJudge, retrying_embed
+from dreamer.rollup.semantic import BatchVectors, EmbedCall, SemanticJudge, retrying_embed
 from dreamer.rollup.summarise import ChatModel, Summariser, day_start
 from dreamer.slot import SlotLock
 from dreamer.state import Decision, LedgerCard, StateStore, Watermark
@@ -282,6 +282,11 @@ class Rollup:
         """5. Judge each card (dedup and conflicts) against the ledger and the upstream bank's
         nearest cards; decide what to promote and what reinforces an existing card."""
         cfg = self.config
+        if self.semantic is not None and ctx.drafts:
+            # The batch's cards in one call first: the recalls below (hybrid on the embedded store,
+            # one query each) and the judge's own embedding then find them in the embedder's cache
+            # instead of embedding one text per call.
+            await self._embed_call(ctx, self.semantic)([d.text for d in ctx.drafts])
         candidates: list[list[dedup.UpstreamCandidate]] = []
         for draft in ctx.drafts:
             candidates.append(
@@ -322,26 +327,28 @@ class Rollup:
         candidates: Sequence[Sequence[dedup.UpstreamCandidate]],
     ) -> BatchVectors:
         """Embed the batch's cards and upstream candidates (and a bounded batch of ledger cards
-        without a vector of this model) with the retry rules, under the slot lock when
-        ``embeddings.use_slot_lock``; a server that stays down defers the run."""
-        embed = retrying_embed(
+        without a vector of this model); a server that stays down defers the run."""
+        batch = await semantic.prepare(
+            self.state,
+            ctx.upstream_id,
+            [card.text for card in cards],
+            [c.text for hits in candidates for c in hits],
+            self._embed_call(ctx, semantic),
+            write=not ctx.dry_run,
+            in_thread=anyio.to_thread.run_sync,
+        )
+        ctx.report.reembedded = batch.reembedded
+        return batch
+
+    def _embed_call(self, ctx: RunContext, semantic: SemanticJudge) -> EmbedCall:
+        """The embedder with the retry rules, under the slot lock when ``embeddings.use_slot_lock``."""
+        return retrying_embed(
             semantic.embedder,
             self.policy,
             ctx.slot if self.config.embeddings.use_slot_lock else None,
             stats=ctx.retry_stats,
             on_retry=backoff_logger("embed", log),
         )
-        batch = await semantic.prepare(
-            self.state,
-            ctx.upstream_id,
-            [card.text for card in cards],
-            [c.text for hits in candidates for c in hits],
-            embed,
-            write=not ctx.dry_run,
-            in_thread=anyio.to_thread.run_sync,
-        )
-        ctx.report.reembedded = batch.reembedded
-        return batch
 
     async def promote(self, ctx: RunContext) -> None:
         """6. Promote the new cards in one synchronous batch (content-derived document ids make a

@@ -139,6 +139,27 @@ class TestSemanticDedup:
         assert grandmother.scores.get("cosine", 0) >= 0.8
         assert second.promoted == 0 and second.outcome == "reinforced", second.reason
 
+    async def test_the_batchs_cards_are_embedded_in_one_request(
+        self,
+        tmp_path: Path,
+        backend_kind: str,
+        marker: str,
+        embeddings_server: EmbeddingsServer,
+        request: pytest.FixtureRequest,
+    ) -> None:
+        """A run sends its cards to the embeddings server in one request, each text once: the
+        upstream recalls (hybrid on the embedded store, one query per card) and the judge find
+        them in the embedder's cache instead of embedding one card per call."""
+        cfg = make_config(tmp_path, backend_kind, marker, openai(embeddings_server), request)
+        await seed(cfg, texts(marker, GRANDMA, NEXTCLOUD, *OTHERS))
+        before = len(embeddings_server.embedding_requests())
+        report = await roll(cfg)
+        assert report.outcome == "promoted", report.reason
+        cards = {p.text for p in report.plan}
+        sent = [set(r["input"]) for r in embeddings_server.embedding_requests()[before:]]
+        with_cards = [batch for batch in sent if batch & cards]
+        assert len(cards) >= 3 and len(with_cards) == 1 and cards <= with_cards[0], (cards, sent)
+
     async def test_changed_version_is_a_conflict(
         self,
         tmp_path: Path,
