@@ -1,4 +1,5 @@
-"""Vectors as stored and searched: float16 blobs, unit rows, cosine top-k over a matrix (pure)."""
+"""Vectors as stored and searched: float16 blobs, unit rows, cosine top-k over a matrix, and how an
+in-memory matrix of them grows (pure)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,13 @@ if TYPE_CHECKING:
 #: Stored vectors are float16: half the bytes of float32, and cosines agree to about 1e-3.
 STORED_DTYPE = "<f2"
 _CHUNK = 16_384
+
+
+def grown_capacity(capacity: int, needed: int) -> int:
+    """The rows to allocate when ``needed`` no longer fit in ``capacity``: an eighth more (at least
+    1,024 rows), still amortised O(1) per row. Doubling put a whole second copy of a loaded bank on
+    the first append after the load (+1.5 GB of peak RSS at 1M vectors of 384 floats)."""
+    return max(needed, capacity + max(1024, capacity // 8))
 
 
 def normalise(matrix: NDArray[np.float32]) -> NDArray[np.float32]:

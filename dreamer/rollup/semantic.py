@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from dreamer.embeddings import Embedder
 from dreamer.embeddings.local import ModelFilesError
-from dreamer.embeddings.vectors import from_blob, to_blob, top_k
+from dreamer.embeddings.vectors import from_blob, grown_capacity, to_blob, top_k
 from dreamer.errors import ConfigError
 from dreamer.retry import RetryHook, RetryPolicy, RetryStats, call_holding_slot, call_with_retry
 from dreamer.slot import SlotLock
@@ -100,7 +100,7 @@ class LedgerVectors:
         import numpy as np
 
         if self._size == self._matrix.shape[0]:
-            grown = np.zeros((max(64, 2 * self._size), self.dimension), dtype=np.float32)
+            grown = np.zeros((grown_capacity(self._size, self._size + 1), self.dimension), dtype=np.float32)
             grown[: self._size] = self._matrix[: self._size]
             self._matrix = grown
         self._size += 1

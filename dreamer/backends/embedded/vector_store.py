@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dreamer.backends.embedded.schema import bank_key_range
+from dreamer.embeddings.vectors import grown_capacity
 
 if TYPE_CHECKING:
     import sqlite3
@@ -88,7 +89,8 @@ class BankMatrix:
         self.matrix, self.keys = matrix, key_array
 
     def append(self, keys: Sequence[int], rows: NDArray[np.float32]) -> None:
-        """Add rows (a key already present is overwritten in place), growing capacity by doubling."""
+        """Add rows (a key already present is overwritten in place), growing capacity by an eighth
+        (:func:`grown_capacity`)."""
         fresh_keys: list[int] = []
         fresh_rows: list[int] = []
         for index, key in enumerate(keys):
@@ -100,7 +102,7 @@ class BankMatrix:
                 self.matrix[row] = rows[index]
         needed = self.size + len(fresh_keys)
         if needed > self.matrix.shape[0]:
-            self.reserve(max(needed, 2 * self.matrix.shape[0], 1024))
+            self.reserve(grown_capacity(self.matrix.shape[0], needed))
         if fresh_keys:
             end = self.size + len(fresh_keys)
             self.matrix[self.size : end] = rows[fresh_rows]

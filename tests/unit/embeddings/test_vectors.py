@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dreamer.embeddings.vectors import from_blobs, normalise, to_blob, top_k
+from dreamer.embeddings.vectors import from_blobs, grown_capacity, normalise, to_blob, top_k
 
 
 class TestVectors:
@@ -37,3 +37,20 @@ class TestVectors:
         """No stored vectors: no neighbours, no error."""
         idx, scores = top_k(np.ones((2, 4), dtype=np.float32), np.zeros((0, 4), dtype="<f2"), 5)
         assert idx.shape == (2, 0) and scores.shape == (2, 0)
+
+
+class TestGrownCapacity:
+    def test_room_grows_by_an_eighth_and_at_least_by_1024_rows(self) -> None:
+        """Small matrices grow by 1,024 rows, large ones by an eighth; a larger need is met at once."""
+        assert grown_capacity(0, 1) == 1024
+        assert grown_capacity(8_000, 8_001) == 9_024
+        assert grown_capacity(1_000_000, 1_000_001) == 1_125_000
+        assert grown_capacity(1_000, 50_000) == 50_000
+
+    def test_appending_one_row_at_a_time_reallocates_rarely(self) -> None:
+        """Amortised O(1): a million single-row appends reallocate fewer than 70 times."""
+        capacity, reallocations = 0, 0
+        for needed in range(1, 1_000_001):
+            if needed > capacity:
+                capacity, reallocations = grown_capacity(capacity, needed), reallocations + 1
+        assert reallocations < 70

@@ -40,3 +40,15 @@ class TestBankMatrix:
             bank.append(list(range(start, min(3000, start + 700))), rows[start : start + 700])
         assert bank.size == 3000 and bank.matrix.shape[0] >= 3000
         assert np.array_equal(bank.view(), rows)
+
+    def test_a_full_bank_grows_by_an_eighth_not_by_a_copy_of_itself(self) -> None:
+        """A bank loaded to exactly its size (as a load reserves it) that gets one more row
+        allocates an eighth more rows, not twice as many: at 1M vectors doubling held a second
+        1.5 GB matrix from the first append on."""
+        bank = self._bank()
+        bank.reserve(80_000)
+        bank.append(list(range(80_000)), np.zeros((80_000, 4), dtype=np.float32))
+        assert bank.matrix.shape[0] == 80_000
+        bank.append([80_000], np.ones((1, 4), dtype=np.float32))
+        assert bank.matrix.shape[0] == 90_000
+        assert bank.size == 80_001 and np.allclose(bank.view()[80_000], 1.0)
