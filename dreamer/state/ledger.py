@@ -101,8 +101,13 @@ class Ledger(StoreBase):
         return [CandidateCard(r[0], r[1], r[2]) for r in rows]
 
     @state_errors
-    def ledger_size(self) -> int:
-        return int(self._conn.execute("SELECT count(*) FROM ledger").fetchone()[0])
+    def ledger_size(self, upstream_bank: str | None = None) -> int:
+        """How many cards the ledger holds (of ``upstream_bank``, when given: a count over the
+        bank's index, with no row read)."""
+        if upstream_bank is None:
+            return int(self._conn.execute("SELECT count(*) FROM ledger").fetchone()[0])
+        row = self._conn.execute("SELECT count(*) FROM ledger WHERE upstream_bank = ?", (upstream_bank,))
+        return int(row.fetchone()[0])
 
     def _insert_card(self, card: LedgerCard) -> None:
         """Write a promoted card's row. A card already there (the same content promoted by a run

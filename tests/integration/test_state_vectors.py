@@ -4,18 +4,21 @@ in-memory matrix that reads only what was written since it last looked."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from dreamer.embeddings.vectors import to_blob
 from dreamer.errors import RunBusyError
-from dreamer.rollup.semantic import LedgerVectors
+from dreamer.rollup.semantic import LedgerVectors, SemanticJudge
 from dreamer.state import (
     APPLICATION_ID,
     SCHEMA_VERSION,
+    CandidateCard,
     LedgerCard,
     StateStore,
     StoredVector,
@@ -121,3 +124,51 @@ def test_the_matrix_reads_only_new_rows_and_never_another_models(tmp_path: Path)
         assert "d3" in vectors.ids  # its model-a row was read before it was replaced
         vectors.last_seq = 10**9
         assert vectors.refresh(store) == 50 and "d3" not in vectors.ids
+
+
+class _Embedder:
+    """Model ``m:a`` of length 8: each text's vector is :func:`vector` of a number in its text."""
+
+    model_id = "m:a"
+    dimension = 8
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = [np.frombuffer(vector(int(t.split()[1].rstrip("."))).blob, dtype="<f2") for t in texts]
+        return np.stack(rows).astype(np.float32) if rows else np.zeros((0, 8), dtype=np.float32)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class _CountingStore(StateStore):
+    stale_calls = 0
+
+    def stale_vectors(
+        self, upstream_bank: str, model_id: str, dimension: int | None, limit: int
+    ) -> list[CandidateCard]:
+        type(self).stale_calls += 1
+        return super().stale_vectors(upstream_bank, model_id, dimension, limit)
+
+
+async def test_the_join_for_missing_vectors_runs_only_when_a_card_lacks_one(tmp_path: Path) -> None:
+    """When the bank's vectors of the model are as many as its cards, a run does not search the
+    ledger for cards without one (that join read the whole ledger each run); once a card lacks a
+    vector it is searched for and embedded."""
+
+    async def prepare(store: StateStore) -> int:
+        async def embed(texts: Sequence[str]) -> np.ndarray:
+            return await _Embedder().embed(texts)
+
+        async def in_thread(fn: Callable[[], Any]) -> Any:
+            return fn()
+
+        batch = await judge.prepare(store, "g", ["Card 99."], [], embed, write=True, in_thread=in_thread)
+        return batch.reembedded
+
+    judge = SemanticJudge(_Embedder(), reembed_batch=10, top_k=3)  # type: ignore[arg-type]
+    with _CountingStore.open(tmp_path / "s.sqlite3") as store:
+        commit(store, [card(i, vec=vector(i)) for i in range(20)], "r1")
+        assert await prepare(store) == 0 and _CountingStore.stale_calls == 0
+        commit(store, [card(20)], "r2")  # promoted without a vector
+        assert await prepare(store) == 1 and _CountingStore.stale_calls == 1
+        assert store.stale_vectors("g", "m:a", 8, 10) == []
