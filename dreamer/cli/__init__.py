@@ -23,6 +23,7 @@ from dreamer import __version__
 from dreamer.cli import audit, banks, card, demo, explain, hermes, rollup, service, status
 from dreamer.cli.base import add_global_options, log_format, log_level
 from dreamer.cli.registry import Handler, in_order
+from dreamer.embeddings.threads import pin_blas_threads
 from dreamer.errors import ExitCode
 from dreamer.log import configure_logging
 
@@ -113,6 +114,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if handler is None:
         parser.print_help(sys.stderr)
         return 2
+    # Before numpy is imported (at the first run or embedding): one BLAS thread unless set.
+    pin_blas_threads()
     # Commands log to stderr so their stdout stays clean output; the daemon moves its logs to stdout.
     configure_logging(log_format=log_format(args), level=log_level(args) or "info", stream=sys.stderr)
     try:
