@@ -1,4 +1,4 @@
-"""The command: ``python -m bench.scale [--quick] [--json] [--sizes 10000,100000]``.
+"""The command: ``python -m bench.scale [--quick] [--json] [--sizes 10000,100000] [--embedder none|local]``.
 
 ``--quick`` is the CI size: 1k and 10k cards.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from bench._common import BenchError, machine_info, machine_line, quiet_logs, render_table, report
 from bench.notify_socket import NotificationTimeout
-from bench.scale.files import NEW_UNITS
+from bench.scale.files import EMBEDDERS, NEW_UNITS
 from bench.scale.measures import targets
 from bench.scale.run import WATCHDOG_USEC, measure
 
@@ -25,7 +25,7 @@ def render(result: Mapping[str, Any]) -> str:
     rows = result["rows"]
     return render_table(
         f"Scale: one roll-up run ({NEW_UNITS} new units) as the ledger and the global bank grow "
-        "(dreamer run, embedded store)",
+        f"(dreamer run, embedded store, [embeddings] provider = {result.get('embedder', 'none')!r})",
         [
             "cards",
             "run s",
@@ -99,10 +99,11 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             raise BenchError(f"--sizes needs positive card counts: {args.sizes!r}")
     started = time.monotonic()
     cache = Path(args.cache) if args.cache else None
-    rows = [measure(size, cache) for size in sorted(sizes)]
+    rows = [measure(size, cache, args.embedder) for size in sorted(sizes)]
     return {
         "benchmark": "scale",
         "quick": args.quick,
+        "embedder": args.embedder,
         "new_units": NEW_UNITS,
         "rows": rows,
         "targets": targets(rows),
@@ -124,6 +125,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         metavar="DIR",
         help="build each size's files once into DIR/SIZE and copy them for every measurement "
         "(the 1M files took about 23 minutes to build here and take 4.6 GiB of disk)",
+    )
+    parser.add_argument(
+        "--embedder",
+        choices=EMBEDDERS,
+        default="none",
+        help='the daemon\'s [embeddings] provider: "none" (the lexical dedup, default) or "local" '
+        "(the model; every unit and ledger card of the files has a vector under its id)",
     )
     return parser.parse_args(argv)
 

@@ -4,26 +4,38 @@ bank with a few units already rolled up and 20 new ones, and the daemon's config
 Built through Dreamer's own APIs (the embedded store's ``retain``, ``LedgerCard`` and
 ``StateStore.commit_rollup``), so the rows are the ones the pipeline writes. The sketches, the
 slowest part (about 0.13 ms a card), are computed in worker processes while the store is written.
+
+With ``--embedder local`` every unit of the store and every ledger card also has a vector under the
+local model's id, as a daemon that always ran with the model would have left them; so that 1M of
+them can be built at all (the model embeds about 50 texts a second here), they are random unit
+vectors seeded by the text, not the model's. What the run pays to load, search and extend them is
+the same; the cosines are not real, so the verdicts stay the lexical ones. The 20 new cards are
+embedded by the model for real.
 """
 
 from __future__ import annotations
 
 import os
 import time
+import zlib
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+
+import numpy as np
 
 from bench._common import progress
 from bench.gating.banks import mark_rolled_up, varied_text
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
+from dreamer.embeddings.factory import make_embedder
+from dreamer.embeddings.vectors import normalise, to_blob
 from dreamer.rollup.candidates import index_words, word_sizes
 from dreamer.rollup.promote import provenance_tags
 from dreamer.rollup.similarity import profile_text, sketch_of
-from dreamer.state import LedgerCard, StateStore, Watermark
+from dreamer.state import LedgerCard, StateStore, StoredVector, Watermark
 from dreamer.text import card_document_id
 
 #: The profile whose run is measured; the cards of the global bank come from it and three others.
@@ -38,11 +50,38 @@ OLD_UNITS = 100
 _UNIT_BASE = 10**9
 #: Cards per retain call and per commit_rollup transaction.
 BATCH = 50_000
+#: ``--embedder``: the daemon's ``[embeddings] provider``.
+EMBEDDERS = ("none", "local")
+#: The local model's vector length.
+DIMENSION = 384
 
 
-def config_text(state_dir: Path) -> str:
+class SeededVectors:
+    """An embedder for building the files: a random unit vector per text, seeded by the text, under
+    the local model's id (see the module's docstring)."""
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+        self.dimension = DIMENSION
+
+    async def embed(self, texts: Sequence[str]) -> np.ndarray:
+        return seeded(texts)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def seeded(texts: Sequence[str]) -> np.ndarray:
+    """A random unit vector per text, the same for the same text in every process."""
+    rows = np.empty((len(texts), DIMENSION), dtype=np.float32)
+    for k, text in enumerate(texts):
+        rows[k] = np.random.default_rng(zlib.crc32(text.encode())).standard_normal(DIMENSION)
+    return normalise(rows)
+
+
+def config_text(state_dir: Path, embedder: str = "none") -> str:
     """The daemon's configuration: one profile on the embedded store, one run right after start,
-    the lexical dedup (``provider = "none"``)."""
+    the lexical dedup (``provider = "none"``) or the local model (``"local"``)."""
     return "\n".join(
         [
             f'state_dir = "{state_dir}"',
@@ -67,9 +106,9 @@ def config_text(state_dir: Path) -> str:
             "first_run_delay_s = 0",
             "job_timeout_s = 3600",
             "",
-            # The lexical dedup at scale: never the local model, even where it is installed.
+            # "none": the lexical dedup, never the local model, even where it is installed.
             "[embeddings]",
-            'provider = "none"',
+            f'provider = "{embedder}"',
             "",
         ]
     )
@@ -99,13 +138,21 @@ def _sketches(start: int, stop: int) -> list[Sketched]:
     return out
 
 
-def _ledger_cards(start: int, sketches: Sequence[Sketched], now: datetime) -> list[LedgerCard]:
-    """The ledger rows of cards ``start``..: what ``promote.ledger_row`` writes for a promoted card."""
+def _ledger_cards(
+    start: int, sketches: Sequence[Sketched], now: datetime, model_id: str | None
+) -> list[LedgerCard]:
+    """The ledger rows of cards ``start``..: what ``promote.ledger_row`` writes for a promoted card
+    (with its vector under ``model_id`` when given)."""
     cards = []
+    texts = [varied_text(start + offset) for offset in range(len(sketches))]
+    vectors = seeded(texts) if model_id is not None else None
     for offset, (normalized, sketch, words, sizes) in enumerate(sketches):
         i = start + offset
         profile = card_profile(i)
-        text = varied_text(i)
+        text = texts[offset]
+        vector = None
+        if vectors is not None and model_id is not None:
+            vector = StoredVector(model_id, DIMENSION, to_blob(vectors[offset]))
         cards.append(
             LedgerCard(
                 document_id=card_document_id(profile, text),
@@ -122,6 +169,7 @@ def _ledger_cards(start: int, sketches: Sequence[Sketched], now: datetime) -> li
                 sketch=sketch,
                 words=words,
                 word_sizes=sizes,
+                vector=vector,
             )
         )
     return cards
@@ -147,13 +195,17 @@ def _card_item(i: int, promoted_at: datetime) -> RetainItem:
     )
 
 
-async def build(workdir: Path, size: int) -> tuple[Config, Path, Watermark]:
+async def build(workdir: Path, size: int, embedder: str = "none") -> tuple[Config, Path, Watermark]:
     """The configuration file, its config and the profile's watermark before the measured run."""
     state_dir = workdir / "state"
     state_dir.mkdir(parents=True)
     config_path = workdir / "dreamer.toml"
-    config_path.write_text(config_text(state_dir), encoding="utf-8")
+    config_path.write_text(config_text(state_dir, embedder), encoding="utf-8")
     config = load_config(config_path)
+    model = make_embedder(config)  # nothing is loaded: only the model's id is read
+    model_id = None if model is None else model.model_id
+    if model is not None:
+        await model.aclose()
     now = datetime.now(UTC)
     promoted_at = now - timedelta(days=1)
     started = time.monotonic()
@@ -162,7 +214,8 @@ async def build(workdir: Path, size: int) -> tuple[Config, Path, Watermark]:
     # The workers are started (forked) before the store opens its connection and threads.
     with ProcessPoolExecutor(max_workers=workers) as pool:
         futures: list[Future[list[Sketched]]] = [pool.submit(_sketches, a, b) for a, b in chunks]
-        backend = EmbeddedBackend(config.embedded_path)
+        vectors = None if model_id is None else SeededVectors(model_id)
+        backend = EmbeddedBackend(config.embedded_path, embedder=vectors)
         try:
             with StateStore.open(config.state_path) as state:
                 for a, b in chunks:
@@ -171,7 +224,7 @@ async def build(workdir: Path, size: int) -> tuple[Config, Path, Watermark]:
                         f"scale {size}: global bank {b}/{size} cards ({time.monotonic() - started:.0f} s)"
                     )
                 for (a, b), future in zip(chunks, futures, strict=True):
-                    cards = _ledger_cards(a, future.result(timeout=3600), promoted_at)
+                    cards = _ledger_cards(a, future.result(timeout=3600), promoted_at, model_id)
                     run_id = f"setup-{a}"
                     state.record_run_start(run_id, f"rollup:{PROFILE}", now)
                     # One transaction per batch; the watermark row it writes is replaced below.

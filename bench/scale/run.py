@@ -205,14 +205,15 @@ async def floor(config: Config, before: Watermark) -> tuple[float, int]:
     return statistics.median(s for s, _ in runs), runs[0][1]
 
 
-def measure(size: int, cache: Path | None = None) -> dict[str, Any]:
+def measure(size: int, cache: Path | None = None, embedder: str = "none") -> dict[str, Any]:
     """One row of the table: set up N cards (not timed; with ``cache``, built once into
-    ``cache/N`` and copied for each measurement), the daemon's run, the floor and the recalls."""
+    ``cache/N`` (``cache/N-local`` with the local embedder) and copied for each measurement), the
+    daemon's run, the floor and the recalls."""
     workdir = Path(tempfile.mkdtemp(prefix=f"dreamer-bench-scale-{size}-"))
     try:
         progress(f"scale {size}: building the global bank and the ledger")
         started = time.monotonic()
-        config, config_path, before = asyncio.run(set_up(workdir, size, cache))
+        config, config_path, before = asyncio.run(set_up(workdir, size, cache, embedder))
         setup_s = time.monotonic() - started
         progress(f"scale {size}: set up in {setup_s:.1f} s; the recalls, then the daemon")
         texts = new_unit_texts()
@@ -230,6 +231,7 @@ def measure(size: int, cache: Path | None = None) -> dict[str, Any]:
     counts = record.get("counts") or {}
     return {
         "cards": size,
+        "embedder": embedder,
         "setup_s": setup_s,
         "outcome": record.get("outcome"),
         "promoted": counts.get("promoted"),
@@ -253,20 +255,22 @@ def measure(size: int, cache: Path | None = None) -> dict[str, Any]:
     }
 
 
-async def set_up(workdir: Path, size: int, cache: Path | None) -> tuple[Config, Path, Watermark]:
+async def set_up(
+    workdir: Path, size: int, cache: Path | None, embedder: str = "none"
+) -> tuple[Config, Path, Watermark]:
     """Build the files into ``workdir``, or (with ``cache``) copy them from ``cache/size``, building
     them there first when they are not there yet."""
     if cache is None:
-        return await build(workdir, size)
-    built = cache / str(size)
+        return await build(workdir, size, embedder)
+    built = cache / (str(size) if embedder == "none" else f"{size}-{embedder}")
     if not (built / "built.json").exists():
         shutil.rmtree(built, ignore_errors=True)
-        await build(built, size)
-        (built / "built.json").write_text(json.dumps({"size": size}))
+        await build(built, size, embedder)
+        (built / "built.json").write_text(json.dumps({"size": size, "embedder": embedder}))
     progress(f"scale {size}: copying the files built in {built}")
     shutil.copytree(built / "state", workdir / "state")
     config_path = workdir / "dreamer.toml"
-    config_path.write_text(config_text(workdir / "state"), encoding="utf-8")
+    config_path.write_text(config_text(workdir / "state", embedder), encoding="utf-8")
     config = load_config(config_path)
     with StateStore.open(config.state_path) as state:
         before = state.watermark(PROFILE)

