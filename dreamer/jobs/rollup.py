@@ -4,8 +4,13 @@ promoted or reinforced something."""
 
 from __future__ import annotations
 
+import importlib
+import sys
+from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING
+
+import anyio
 
 from dreamer.config import Config
 from dreamer.errors import DreamerError
@@ -53,7 +58,8 @@ class RollupJob:
         self.reports: dict[str, RollupReport] = {}
         self._caches: dict[float, ActivityCache] = {}
         # The embedder and the ledger vectors it keeps in memory live as long as this job (the
-        # daemon's life), rebuilt when a reload changes [embeddings] or the top k.
+        # daemon's life), rebuilt when a reload changes [embeddings] or the top k, or when what
+        # [embeddings] resolves to changes.
         self._semantic: tuple[object, SemanticJudge | None] = (None, None)
 
     def _cache(self, config: Config) -> ActivityCache:
@@ -61,10 +67,12 @@ class RollupJob:
         return self._caches.setdefault(ttl, ActivityCache(ttl))
 
     async def _semantic_judge(self, config: Config) -> SemanticJudge | None:
-        from dreamer.embeddings.factory import make_embedder
+        from dreamer.embeddings.factory import make_embedder, resolve_embeddings
         from dreamer.rollup.semantic import SemanticJudge
 
-        key = (config.embeddings, config.rollup.semantic_top_k)
+        # What "auto" resolves to is part of the key: model files installed, removed or damaged
+        # since the last run change the embedder as they change the status and the reload's line.
+        key = (config.embeddings, config.rollup.semantic_top_k, resolve_embeddings(config))
         held_key, held = self._semantic
         if held_key == key:
             return held
@@ -75,7 +83,10 @@ class RollupJob:
             None
             if embedder is None
             else SemanticJudge(
-                embedder, reembed_batch=config.embeddings.reembed_batch, top_k=config.rollup.semantic_top_k
+                embedder,
+                reembed_batch=config.embeddings.reembed_batch,
+                top_k=config.rollup.semantic_top_k,
+                lexical_fallback=config.embeddings.provider == "auto",
             )
         )
         self._semantic = (key, judge)
@@ -103,10 +114,14 @@ class RollupJob:
                 lock.release()
 
     async def _run(self, config: Config, profile: str, run_id: str) -> JobOutcome:
-        # Imported at the first run, not at start: the daemon signals READY before paying for them.
+        # Imported at the first run, not at start: the daemon signals READY before paying for them,
+        # and in a worker thread, so the event loop goes on answering the watchdog meanwhile.
+        await import_off_loop(run_modules(config))
         from dreamer.rollup.pipeline import Rollup
 
         semantic = await self._semantic_judge(config)
+        if semantic is not None:
+            await import_off_loop(("numpy",))
         # The judge's embedder also makes the embedded store's recall hybrid (Hindsight ignores it).
         embedder = semantic.embedder if semantic is not None else None
         async with open_for(
@@ -132,6 +147,24 @@ class RollupJob:
             summary = report.to_json()
             fields = {k: summary[k] for k in _REPORT_FIELDS}
             return JobOutcome(report.outcome, report.reason, counts, fields)
+
+
+def run_modules(config: Config) -> tuple[str, ...]:
+    """What a run imports beyond the daemon's start: the pipeline, the peer card and the backend."""
+    backend = (
+        "dreamer.backends.hindsight.backend"
+        if config.backend.kind == "hindsight"
+        else "dreamer.backends.embedded.backend"
+    )
+    return ("dreamer.rollup.pipeline", "dreamer.peercard.refresh", "dreamer.peercard.polish", backend)
+
+
+async def import_off_loop(names: Sequence[str]) -> None:
+    """Import the modules of ``names`` not imported yet, in a worker thread: on the event loop the
+    first run's imports were its longest stall between two watchdog pings."""
+    missing = [name for name in names if name not in sys.modules]
+    if missing:
+        await anyio.to_thread.run_sync(lambda: [importlib.import_module(name) for name in missing])
 
 
 async def _acquire_all(locks: list[SlotLock]) -> None:

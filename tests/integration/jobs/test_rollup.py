@@ -4,11 +4,13 @@ file: what it keeps between runs."""
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from pathlib import Path
 
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
-from dreamer.jobs.rollup import RollupJob
+from dreamer.jobs.rollup import RollupJob, run_modules
 from dreamer.service.plan import plan_jobs
 from tests.support.configs import config_data, loaded
 
@@ -51,3 +53,55 @@ class TestReports:
         run_ids = await run_twice(tmp_path, job)
         assert sorted(job.reports) == run_ids
         assert all(job.reports[r].outcome == "promoted" for r in run_ids)
+
+
+RECORDER = """
+import asyncio, sys, threading
+from pathlib import Path
+
+seen = {}
+
+class Recorder:
+    def find_spec(self, name, path=None, target=None):
+        if name in WATCHED:
+            seen[name] = threading.current_thread() is threading.main_thread()
+        return None
+
+WATCHED = set(sys.argv[2].split(","))
+sys.meta_path.insert(0, Recorder())
+
+from dreamer.config import load_config
+from dreamer.jobs.rollup import RollupJob, run_modules
+from dreamer.service.plan import plan_jobs
+
+async def main():
+    cfg = load_config(Path(sys.argv[1]))
+    job = RollupJob()
+    outcome = await job(cfg, plan_jobs(cfg)["rollup:research"], "run-1")
+    await job.aclose()
+    print("OUTCOME", outcome.outcome)
+
+asyncio.run(main())
+print("ON-LOOP", sorted(name for name, main_thread in seen.items() if main_thread))
+print("SEEN", sorted(seen))
+"""
+
+
+class TestImportsOffTheLoop:
+    def test_the_first_run_imports_its_modules_in_a_worker_thread(self, tmp_path: Path) -> None:
+        """The modules a run needs beyond the daemon's start (the pipeline, the peer card, the
+        backend) are imported at the first run in a worker thread, not on the event loop's thread,
+        where their import stalled the watchdog pings."""
+        cfg_path = tmp_path / "config.toml"
+        cfg = loaded(tmp_path, config_data(state_dir=str(tmp_path / "state")))
+        watched = run_modules(cfg)
+        done = subprocess.run(
+            [sys.executable, "-c", RECORDER, str(cfg_path), ",".join(watched)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if " " in line)
+        assert lines["OUTCOME"] in ("idle", "promoted"), done.stdout
+        assert lines["SEEN"] == str(sorted(watched)), done.stdout
+        assert lines["ON-LOOP"] == "[]", done.stdout
