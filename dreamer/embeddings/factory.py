@@ -105,16 +105,9 @@ _CHECKED: dict[tuple[str, ...], str | None] = {}
 
 def _check_model_dir_once(path: Path) -> None:
     """:func:`~dreamer.embeddings.local.check_model_dir`, again only when a file changed."""
-    from dreamer.embeddings.local import MODEL_FILES, ModelFilesError, check_model_dir
+    from dreamer.embeddings.local import ModelFilesError, check_model_dir, files_identity
 
-    def identity(name: str) -> str:
-        try:
-            st = (path / name).stat()
-        except OSError:
-            return "-"
-        return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
-
-    key = (str(path), *(identity(name) for name in MODEL_FILES))
+    key = (str(path), *files_identity(path))
     if key not in _CHECKED:
         try:
             check_model_dir(path)

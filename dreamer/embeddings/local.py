@@ -12,6 +12,7 @@ import hashlib
 import importlib
 import json
 import os
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -142,11 +143,24 @@ def _check_weights(path: Path) -> None:
 _FINGERPRINTS: dict[tuple[str, ...], str] = {}
 
 
+def files_identity(path: Path) -> tuple[str, ...]:
+    """The model files' identity in ``path``: each one's size, mtime and inode (``-`` for one that
+    cannot be read), so that files changed or replaced since are told from the same files."""
+
+    def identity(name: str) -> str:
+        try:
+            st = (path / name).stat()
+        except OSError:
+            return "-"
+        return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+
+    return tuple(identity(name) for name in MODEL_FILES)
+
+
 def _fingerprint(path: Path) -> str:
     """A short digest of the model files' content (config, tokenizer, weights): two directories
     share an id only when they hold the same model, byte for byte."""
-    stats = [(path / name).stat() for name in MODEL_FILES]
-    key = (str(path.resolve()), *(f"{s.st_size}:{s.st_mtime_ns}:{s.st_ino}" for s in stats))
+    key = (str(path.resolve()), *files_identity(path))
     known = _FINGERPRINTS.get(key)
     if known is not None:
         return known
@@ -162,7 +176,7 @@ def _fingerprint(path: Path) -> str:
 
 
 class LocalEmbedder:
-    """Embeds in a worker thread, ``batch_size`` texts at a time; weights load on first use."""
+    """Embeds in a worker thread, ``batch_size`` texts at a time; weights load on first use, once."""
 
     def __init__(
         self, model_dir: Path | None = None, *, name: str = DEFAULT_MODEL, batch_size: int = 32
@@ -182,6 +196,9 @@ class LocalEmbedder:
         self._model_id = f"local:{name}:{_fingerprint(self._dir)}"
         self._encoder: BertEncoder | None = None
         self._tokenizer: Any = None
+        self._load_lock = threading.Lock()
+        #: The files' identity when a load failed, and why: not loaded again until they change.
+        self._failed: tuple[tuple[str, ...], str] | None = None
 
     @property
     def model_id(self) -> str:
@@ -210,25 +227,47 @@ class LocalEmbedder:
         self._load()
 
     def _load(self) -> BertEncoder:
-        if self._encoder is None:
-            from safetensors.numpy import load_file
-            from tokenizers import Tokenizer
-
-            from dreamer.embeddings.minilm import BertEncoder, EncoderShape
-
+        """The encoder, its weights and tokenizer loaded at the first call. One load at a time:
+        concurrent first calls (the batch's embedding and the embedded store's recall each run in a
+        worker thread) wait for one load instead of each holding a copy of the weights while it
+        loads. A load that failed raises the same ModelFilesError at once while the files stay the
+        same, and is tried again once they changed."""
+        encoder = self._encoder
+        if encoder is not None:
+            return encoder
+        with self._load_lock:
+            if self._encoder is not None:
+                return self._encoder
+            identity = files_identity(self._dir)
+            if self._failed is not None and self._failed[0] == identity:
+                raise ModelFilesError(self._failed[1])
             try:
-                shape = EncoderShape.read(self._dir / "config.json")
-                weights = load_file(str(self._dir / "model.safetensors"))
-                tokenizer = Tokenizer.from_file(str(self._dir / "tokenizer.json"))
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise ModelFilesError(f"{self._dir}: cannot load the model: {exc}") from None
-            except Exception as exc:  # the tokenizers and safetensors bindings raise their own types
-                raise ModelFilesError(f"{self._dir}: cannot load the model: {exc}") from None
-            tokenizer.enable_truncation(MAX_TOKENS)
-            tokenizer.enable_padding()
-            self._tokenizer = tokenizer
-            self._encoder = BertEncoder(weights, shape)
-        return self._encoder
+                self._encoder = self._read_model()
+            except ModelFilesError as exc:
+                self._failed = (identity, str(exc))
+                raise
+            self._failed = None
+            return self._encoder
+
+    def _read_model(self) -> BertEncoder:
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        from dreamer.embeddings.minilm import BertEncoder, EncoderShape
+
+        try:
+            shape = EncoderShape.read(self._dir / "config.json")
+            weights = load_file(str(self._dir / "model.safetensors"))
+            tokenizer = Tokenizer.from_file(str(self._dir / "tokenizer.json"))
+            encoder = BertEncoder(weights, shape)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ModelFilesError(f"{self._dir}: cannot load the model: {exc}") from None
+        except Exception as exc:  # the tokenizers and safetensors bindings raise their own types
+            raise ModelFilesError(f"{self._dir}: cannot load the model: {exc}") from None
+        tokenizer.enable_truncation(MAX_TOKENS)
+        tokenizer.enable_padding()
+        self._tokenizer = tokenizer
+        return encoder
 
     def embed_sync(self, texts: Sequence[str]) -> NDArray[np.float32]:
         """Embed on the calling thread (for benchmarks and worker threads)."""

@@ -282,11 +282,14 @@ class Rollup:
         """5. Judge each card (dedup and conflicts) against the ledger and the upstream bank's
         nearest cards; decide what to promote and what reinforces an existing card."""
         cfg = self.config
-        if self.semantic is not None and ctx.drafts:
+        semantic = self.semantic
+        if semantic is not None and semantic.lexical_fallback and not await semantic.usable():
+            semantic, ctx.report.embedder = None, describe_embedder(None)
+        if semantic is not None and ctx.drafts:
             # The batch's cards in one call first: the recalls below (hybrid on the embedded store,
             # one query each) and the judge's own embedding then find them in the embedder's cache
             # instead of embedding one text per call.
-            await self._embed_call(ctx, self.semantic)([d.text for d in ctx.drafts])
+            await self._embed_call(ctx, semantic)([d.text for d in ctx.drafts])
         candidates: list[list[dedup.UpstreamCandidate]] = []
         for draft in ctx.drafts:
             candidates.append(
@@ -300,8 +303,8 @@ class Rollup:
                 )
             )
         cards = [dedup.CardText(card_document_id(ctx.profile, d.text), d.text) for d in ctx.drafts]
-        if self.semantic is not None:
-            ctx.vectors = await self._embed(ctx, self.semantic, cards, candidates)
+        if semantic is not None:
+            ctx.vectors = await self._embed(ctx, semantic, cards, candidates)
         ctx.verdicts = await anyio.to_thread.run_sync(self._judge_cards, ctx, cards, candidates)
         self._step("judged", ctx.profile)
         plan_cards(ctx)

@@ -20,6 +20,7 @@ from dreamer.embeddings import Embedder
 from dreamer.embeddings.local import ModelFilesError
 from dreamer.embeddings.vectors import from_blob, grown_capacity, to_blob, top_k
 from dreamer.errors import ConfigError
+from dreamer.log import get_logger
 from dreamer.retry import RetryHook, RetryPolicy, RetryStats, call_holding_slot, call_with_retry
 from dreamer.slot import SlotLock
 from dreamer.state import CandidateCard, StateStore, StoredVector
@@ -27,6 +28,8 @@ from dreamer.state import CandidateCard, StateStore, StoredVector
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
+
+log = get_logger("dreamer.rollup")
 
 #: How a batch's texts are embedded: the caller wraps the embedder in its retry rules and slot lock.
 EmbedCall = Callable[[Sequence[str]], Awaitable["NDArray[np.float32]"]]
@@ -195,13 +198,35 @@ def retrying_embed(
 
 
 class SemanticJudge:
-    """The embedder and the in-memory ledger vectors, kept across runs (one per daemon)."""
+    """The embedder and the in-memory ledger vectors, kept across runs (one per daemon).
 
-    def __init__(self, embedder: Embedder, *, reembed_batch: int, top_k: int) -> None:
+    ``lexical_fallback`` (``provider = "auto"``): a model that does not load makes a batch's dedup
+    lexical with a warning (:meth:`usable`) instead of failing the run, as ``local`` does.
+    """
+
+    def __init__(
+        self, embedder: Embedder, *, reembed_batch: int, top_k: int, lexical_fallback: bool = False
+    ) -> None:
         self.embedder = embedder
         self.reembed_batch = reembed_batch
         self.top_k = top_k
+        self.lexical_fallback = lexical_fallback
         self._banks: dict[tuple[Path, str, str, int], LedgerVectors] = {}
+
+    async def usable(self) -> bool:
+        """Whether the embedder's model loads, found by embedding no text (a local model loads then,
+        as at its first embedding; once, until its files change). Files that passed the check but do
+        not load are logged as a warning naming them: the caller judges lexically."""
+        try:
+            await self.embedder.embed([])
+        except ModelFilesError as exc:
+            log.warning(
+                "embeddings: the local model does not load; lexical dedup for this batch",
+                provider="auto",
+                problem=str(exc),
+            )
+            return False
+        return True
 
     @property
     def model_id(self) -> str:

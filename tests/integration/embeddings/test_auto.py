@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from dreamer.backends import open_backend
 from dreamer.backends.base import RetainItem
@@ -62,6 +63,21 @@ def truncated_model(root: Path) -> Path:
     for name in ("config.json", "tokenizer.json"):
         (root / name).write_bytes((source / name).read_bytes())
     (root / "model.safetensors").write_bytes((source / "model.safetensors").read_bytes()[:1_000_000])
+    return root
+
+
+def weights_that_do_not_load(root: Path) -> Path:
+    """The installed model's files in ``root`` with one tensor's dtype in the weights' header
+    changed from F32 to F16: the header parses and every tensor ends within the file, so the check
+    at start passes, but safetensors refuses the file when the model loads."""
+    source = installed_model()
+    root.mkdir()
+    for name in ("config.json", "tokenizer.json"):
+        (root / name).write_bytes((source / name).read_bytes())
+    weights = bytearray((source / "model.safetensors").read_bytes())
+    at = weights.index(b'"dtype":"F32"', 8) + len('"dtype":"')
+    weights[at : at + 3] = b"F16"
+    (root / "model.safetensors").write_bytes(weights)
     return root
 
 
@@ -167,6 +183,40 @@ class TestRunReport:
                 (report,) = await run_rollups_now(cfg, ["research"])
             assert report.embedder == embedder
             assert report.outcome == outcome, [p.to_json() for p in report.plan]
+
+
+    async def test_weights_that_do_not_load_make_the_run_lexical_under_auto_only(
+        self, tmp_path: Path
+    ) -> None:
+        """Weights that pass the check at start but do not load: under auto the run still judges,
+        lexically (the paraphrase is promoted as new, the report's embedder is the lexical dedup) and
+        a warning names the directory; an explicit provider "local" on the same files fails the run
+        naming them."""
+        model = weights_that_do_not_load(tmp_path / "model")
+        for name, provider, outcome, embedder in (
+            ("auto", "auto", "promoted", LEXICAL),
+            ("local", "local", "failed", "local all-MiniLM-L6-v2"),
+        ):
+            cfg = config_for(tmp_path / name, {"provider": provider, "model_path": str(model)})
+            reports = []
+            with capture_logs() as logs:
+                for text in (GRANDMA, GRANDMOTHER):
+                    backend = open_backend(cfg)
+                    try:
+                        await backend.retain(cfg.bank_id("research"), [RetainItem(content=text)])
+                    finally:
+                        await backend.aclose()
+                    reports += await run_rollups_now(cfg, ["research"])
+            assert [(r.outcome, r.embedder) for r in reports] == [(outcome, embedder)] * 2, [
+                r.reason for r in reports
+            ]
+            fallbacks = [entry for entry in logs if "lexical dedup for this batch" in entry["event"]]
+            if provider == "auto":
+                assert len(fallbacks) == 2 and all(entry["log_level"] == "warning" for entry in fallbacks)
+                assert all(f"{model}: cannot load the model" in entry["problem"] for entry in fallbacks)
+            else:
+                assert fallbacks == []
+                assert all(f"{model}: cannot load the model" in str(r.reason) for r in reports)
 
 
 def run_args(config: Path) -> list[str]:

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -65,6 +70,84 @@ class TestLocalEmbedder:
         """The model id carries the provider, the name and a fingerprint of the files."""
         provider, name, digest = embedder.model_id.split(":")
         assert (provider, name, len(digest)) == ("local", "all-MiniLM-L6-v2", 12)
+
+
+def counting_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each weights file safetensors loads from now on, slowed by 0.3 s (a cold disk) so that calls
+    made at once all arrive while the first load runs."""
+    import safetensors.numpy
+
+    real = safetensors.numpy.load_file
+    loads: list[str] = []
+
+    def load_file(filename: str, *args: Any, **kwargs: Any) -> Any:
+        loads.append(filename)
+        time.sleep(0.3)
+        return real(filename, *args, **kwargs)
+
+    monkeypatch.setattr(safetensors.numpy, "load_file", load_file)
+    return loads
+
+
+def at_once(calls: int, call: Callable[[], Any]) -> list[Any]:
+    """``call()`` from ``calls`` threads released together; each one's result, or the exception it raised."""
+    start = threading.Barrier(calls)
+
+    def one(_: int) -> Any:
+        start.wait()
+        try:
+            return call()
+        except Exception as exc:
+            return exc
+
+    with ThreadPoolExecutor(calls) as pool:
+        return list(pool.map(one, range(calls)))
+
+
+def weights_that_do_not_load(src: Path, root: Path) -> Path:
+    """The model's files in ``root`` with one tensor's dtype in the weights' header changed from F32
+    to F16: the header parses and every tensor ends within the file, so the check passes, but the
+    tensor's size no longer matches its shape and safetensors refuses the file."""
+    for name in ("config.json", "tokenizer.json"):
+        shutil.copy(src / name, root / name)
+    weights = bytearray((src / "model.safetensors").read_bytes())
+    at = weights.index(b'"dtype":"F32"', 8) + len('"dtype":"')
+    weights[at : at + 3] = b"F16"
+    (root / "model.safetensors").write_bytes(weights)
+    return root
+
+
+class TestLoadingOnce:
+    def test_first_calls_made_at_once_load_the_model_once(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Four threads embedding at once on a new embedder (as a run's batch and the embedded
+        store's recalls do, each in a worker thread) load the weights once: the others wait for
+        that load, and all get the same rows."""
+        loads = counting_loads(monkeypatch)
+        embedder = LocalEmbedder(_model_dir())
+        rows = at_once(4, lambda: embedder.embed_sync(["Sam moved to Lisbon in May"]))
+        assert len(loads) == 1
+        assert all(isinstance(r, np.ndarray) and np.allclose(r, rows[0], atol=1e-6) for r in rows)
+
+    def test_weights_that_fail_to_load_are_read_once_until_they_change(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Weights that pass the check but do not load: calls made at once each raise the load's
+        ModelFilesError naming the directory, from one attempt; once the file is replaced by a
+        whole one, the next call loads it."""
+        model = weights_that_do_not_load(_model_dir(), tmp_path)
+        embedder = LocalEmbedder(model)
+        loads = counting_loads(monkeypatch)
+        errors = at_once(3, lambda: embedder.embed_sync(["hello"]))
+        assert len(loads) == 1
+        assert all(isinstance(e, ModelFilesError) for e in errors)
+        assert all(f"{model}: cannot load the model" in str(e) for e in errors)
+        with pytest.raises(ModelFilesError, match="cannot load the model"):
+            embedder.check_loads()
+        assert len(loads) == 1
+        (model / "model.safetensors").unlink()
+        shutil.copy(_model_dir() / "model.safetensors", model / "model.safetensors")
+        assert embedder.embed_sync(["hello"]).shape == (1, 384)
+        assert len(loads) == 2
 
 
 class TestModelDirectory:
