@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,8 +38,10 @@ def _check_config_arguments(parser: argparse.ArgumentParser) -> None:
     help="validate the configuration and print it normalised, secrets redacted",
     description=(
         "Read and validate the configuration file. On success print every setting, with defaults "
-        "filled in, paths resolved and secrets redacted, and exit 0. On failure print one line per "
-        f"problem (file: key: what is wrong) to stderr and exit {ExitCode.CONFIG:d}."
+        "filled in, paths resolved and secrets redacted, then to stderr the dedup's embedder as "
+        "dreamer status names it (what provider \"auto\" resolved to, and why), and exit 0. On "
+        "failure print one line per problem (file: key: what is wrong) to stderr and exit "
+        f"{ExitCode.CONFIG:d}."
     ),
     arguments=_check_config_arguments,
     examples=[
@@ -48,13 +51,13 @@ def _check_config_arguments(parser: argparse.ArgumentParser) -> None:
     ],
 )
 def _check_config(args: argparse.Namespace) -> int:
-    from dreamer.embeddings.factory import check_embeddings
+    from dreamer.embeddings.factory import check_embeddings, choice_lines
 
     if args.file is not None:
         args.config = args.file
     try:
         config = load_command_config(args)
-        check_embeddings(config, str(config_path(args)), load=True)
+        choice = check_embeddings(config, str(config_path(args)), load=True)
     except ConfigError as exc:
         return print_problems(exc)
     data = config.redacted()
@@ -63,6 +66,9 @@ def _check_config(args: argparse.Namespace) -> int:
     else:
         for key, value in flatten(data):
             print(f"{key} = {json.dumps(value)}")
+    # What [embeddings] comes to, as dreamer status says it: on stderr, so stdout stays the settings.
+    for line in choice_lines(config, choice):
+        print(line, file=sys.stderr)
     return 0
 
 

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from dreamer.backends.base import BankActivity, MemoryBackend
 from dreamer.commands.output import iso
 from dreamer.config import Config
-from dreamer.embeddings.factory import describe_embedder, resolve_embeddings
+from dreamer.embeddings.factory import EmbedderChoice, choice_lines, describe_embedder, resolve_embeddings
 from dreamer.errors import BackendError, ExitCode
 from dreamer.jobs.open import missing_state, open_for
 from dreamer.jobs.spec import rollup_job_id
@@ -40,12 +40,13 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
         state = opened.ledger
         activity = await _read_activity(config, opened.backend, state)
         rows = [_profile_row(config, name, state, activity) for name in sorted(config.profiles)]
-        doc = _document(config, state, rows, activity.error)
+        choice = resolve_embeddings(config)
+        doc = _document(config, choice, state, rows, activity.error)
     if as_json:
         json.dump(doc, out, indent=2)
         out.write("\n")
     else:
-        _render(config, doc, out)
+        _render(config, choice, doc, out)
     return ExitCode.OK
 
 
@@ -107,7 +108,11 @@ def _profile_row(config: Config, name: str, state: StateStore | None, activity: 
 
 
 def _document(
-    config: Config, state: StateStore | None, rows: list[dict[str, Any]], activity_error: str | None
+    config: Config,
+    choice: EmbedderChoice,
+    state: StateStore | None,
+    rows: list[dict[str, Any]],
+    activity_error: str | None,
 ) -> dict[str, Any]:
     """The whole status as data: the state file, the ledger, embeddings, the LLM's day, the rows.
 
@@ -115,7 +120,6 @@ def _document(
     ``local`` or ``none``), the ``reason`` and, when ``auto`` found model files it cannot use, the
     ``warning`` (:func:`dreamer.embeddings.factory.resolve_embeddings`)."""
     embeddings = config.embeddings
-    choice = resolve_embeddings(config)
     vector_models = state.vector_models() if state is not None else []
     return {
         "state": str(config.state_path),
@@ -142,22 +146,22 @@ def _document(
     }
 
 
-def _render(config: Config, doc: dict[str, Any], out: TextIO) -> None:
+def _render(config: Config, choice: EmbedderChoice, doc: dict[str, Any], out: TextIO) -> None:
     """The status as lines for a person: the header, then one line per profile. The embeddings
     line names the embedder in use (and, for ``auto``, why); a ``warning:`` line follows it when
-    ``auto`` found model files it cannot use."""
+    ``auto`` found model files it cannot use (:func:`~dreamer.embeddings.factory.choice_lines`,
+    which ``check-config`` prints too)."""
     out.write(
         f"state {doc['state']} ({config.backend.kind} backend); ledger: {doc['ledger_cards']} cards; "
         f"every {config.schedule.interval_minutes:g} min\n"
     )
     if doc["state_missing"]:
         out.write(doc["state_missing"] + "\n")
-    emb = doc["embeddings"]
-    stored = ", ".join(f"{v['cards']} by {v['model_id']}" for v in emb["vectors"]) or "none"
-    chosen = f', by provider "auto": {emb["reason"]}' if emb["provider"] == "auto" else ""
-    out.write(f"embeddings: {emb['dedup']}{chosen}; vectors stored: {stored}\n")
-    if emb["warning"]:
-        out.write(f"warning: embeddings: {printable(emb['warning'], keep_newlines=False)}\n")
+    stored = ", ".join(f"{v['cards']} by {v['model_id']}" for v in doc["embeddings"]["vectors"]) or "none"
+    embedder, *warnings = choice_lines(config, choice)
+    out.write(f"{embedder}; vectors stored: {stored}\n")
+    for line in warnings:
+        out.write(line + "\n")
     caps = [
         f"{cap:,} a {what}"
         for what, cap in (

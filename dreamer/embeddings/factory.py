@@ -17,6 +17,7 @@ from dreamer.embeddings.base import Embedder, EmbeddingsUnavailableError, requir
 from dreamer.embeddings.cache import CachingEmbedder
 from dreamer.errors import ConfigError
 from dreamer.log import get_logger
+from dreamer.text import printable
 
 log = get_logger("dreamer.embeddings")
 
@@ -219,3 +220,16 @@ def describe_embedder(config: Config | None, choice: EmbedderChoice | None = Non
     if provider == "openai":
         return f"openai {cfg.model} at {cfg.url}"
     return f"local {cfg.model_name}"
+
+
+def choice_lines(config: Config, choice: EmbedderChoice) -> list[str]:
+    """What ``dreamer status`` and ``check-config`` print of the dedup's embedder: ``embeddings:
+    <the embedder in use>`` (:func:`describe_embedder`), for ``auto`` followed by ``, by provider
+    "auto": <why>``; then, when ``auto`` found model files it cannot use, ``warning: embeddings:
+    <the problem>``."""
+    line = f"embeddings: {describe_embedder(config, choice)}"
+    if choice.configured == "auto":
+        line += f', by provider "auto": {printable(choice.reason, keep_newlines=False)}'
+    if choice.warning is None:
+        return [line]
+    return [line, f"warning: embeddings: {printable(choice.warning, keep_newlines=False)}"]

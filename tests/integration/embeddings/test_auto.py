@@ -27,6 +27,7 @@ from dreamer.config import Config
 from dreamer.embeddings.local import holds_model_files, installed_model_dir
 from dreamer.service.runner import run_rollups_now
 from tests.support import configs
+from tests.support.cli import run_dreamer
 from tests.support.daemon_harness import (
     REPO_ROOT,
     DaemonProcess,
@@ -306,3 +307,41 @@ class TestCheckConfig:
                 assert f"{path}: embeddings.model_path: " in result.stderr and str(missing) in result.stderr
             else:
                 assert 'embeddings.provider = "auto"' in result.stdout
+
+    @pytest.mark.parametrize("case", ["installed", "empty", "damaged"])
+    def test_it_says_what_auto_resolved_to_as_status_does(self, tmp_path: Path, case: str) -> None:
+        """check-config prints, on stderr after the settings, the embeddings line dreamer status
+        prints (without status's vectors stored): the local model and where auto found it, the
+        lexical dedup and where it looked, or the lexical dedup then a warning line naming the file
+        cut short; stdout stays one JSON document with --json."""
+        model_path = {
+            "installed": None,
+            "empty": lambda: empty_dir(tmp_path / "empty"),
+            "damaged": lambda: truncated_model(tmp_path / "model"),
+        }[case]
+        if case == "installed":
+            installed_model()
+        where = None if model_path is None else model_path()
+        config = configs.write_toml(
+            tmp_path / "config.toml", daemon_config(tmp_path / "state", embeddings=auto(where))
+        )
+        checked = run_dreamer(config, "check-config")
+        as_json = run_dreamer(config, "check-config", "--json")
+        status = run_dreamer(config, "status")
+        assert (checked.returncode, as_json.returncode, status.returncode) == (0, 0, 0), checked.stderr
+        assert json.loads(as_json.stdout)["embeddings"]["provider"] == "auto"
+        said = [line for line in status.stdout.splitlines() if line.startswith(("embeddings:", "warning:"))]
+        embedder, vectors = said[0].split("; vectors stored: ")
+        assert vectors == "none"
+        expected = [embedder, *said[1:]]
+        assert checked.stderr.splitlines() == as_json.stderr.splitlines() == expected
+        first = {
+            "installed": 'embeddings: local all-MiniLM-L6-v2, by provider "auto": model files found in ',
+            "empty": f'embeddings: {LEXICAL}, by provider "auto": no model files in {where}',
+            "damaged": f'embeddings: {LEXICAL}, by provider "auto": model files found but not usable',
+        }[case]
+        assert expected[0].startswith(first)
+        if case == "damaged":
+            assert len(expected) == 2 and str(tmp_path / "model" / "model.safetensors") in expected[1]
+        else:
+            assert len(expected) == 1
