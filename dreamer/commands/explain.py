@@ -14,15 +14,20 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from dreamer.backends import MemoryBackend
 from dreamer.commands.output import emit, iso
 from dreamer.config import Config
-from dreamer.errors import ExitCode, UsageError
+from dreamer.embeddings import Embedder
+from dreamer.errors import DreamerError, ExitCode, UsageError
 from dreamer.jobs.open import missing_state, open_for
 from dreamer.state import Decision, LedgerCard, StateStore
 from dreamer.text import card_document_id, printable
+
+if TYPE_CHECKING:
+    from dreamer.rollup.dedup import UpstreamCandidate
+    from dreamer.rollup.semantic import BatchVectors
 
 #: Decisions that put a unit into a card of its own (the others fold it into one, or drop it).
 _INTO_NEW = frozenset({"new", "conflict"})
@@ -42,7 +47,11 @@ async def explain_command(
     if sum(x is not None for x in (unit_id, card_id, text)) != 1:
         raise UsageError("name one thing to explain: a UNIT_ID, --card DOC_ID or --text TEXT")
     async with open_for(
-        config, backend=unit_id is not None or text is not None, state="present", reading=True
+        config,
+        backend=unit_id is not None or text is not None,
+        state="present",
+        reading=True,
+        judging=text is not None,
     ) as opened:
         state = opened.ledger
         if state is None:
@@ -53,7 +62,7 @@ async def explain_command(
             doc = await unit_trail(config, state, opened.backend, unit_id, profile)
         else:
             assert text is not None
-            doc = await text_trail(config, state, opened.backend, text, profile)
+            doc = await text_trail(config, state, opened.backend, text, profile, opened.embedder)
     emit(doc if as_json else render(doc), as_json, out)
     return ExitCode.OK if doc.get("found") else ExitCode.FAILED
 
@@ -136,11 +145,16 @@ async def unit_trail(
 
 
 async def text_trail(
-    config: Config, state: StateStore, backend: MemoryBackend, text: str, profile: str | None
+    config: Config,
+    state: StateStore,
+    backend: MemoryBackend,
+    text: str,
+    profile: str | None,
+    embedder: Embedder | None = None,
 ) -> dict[str, Any]:
-    """The dedup's verdict on a card saying ``text`` now, in ``profile``'s upstream bank (the
-    lexical judge: with ``[embeddings]`` a run also asks the embedder, which is not loaded here),
-    and the trail of the card it matches."""
+    """The dedup's verdict on a card saying ``text`` now, in ``profile``'s upstream bank, judged as
+    a run judges it (with the embedder's cosine and nearest cards when one is configured; lexically,
+    saying why, when it cannot be asked), and the trail of the card it matches."""
     from dreamer.rollup import dedup
     from dreamer.rollup.judging import judge_against_ledger, upstream_candidates
 
@@ -148,7 +162,10 @@ async def text_trail(
     upstream_id = config.upstream_bank_id(name)
     candidates = await upstream_candidates(backend, upstream_id, text, config.rollup.semantic_top_k)
     card = dedup.CardText(card_document_id(name, text), text)
-    (verdict,) = judge_against_ledger(state, upstream_id, [card], [candidates], None, dry_run=True)
+    vectors, judge = None, "lexical"
+    if embedder is not None:
+        vectors, judge = await _vectors(config, state, upstream_id, text, candidates, embedder)
+    (verdict,) = judge_against_ledger(state, upstream_id, [card], [candidates], vectors, dry_run=True)
     matched = card_trail(state, verdict.matched_id) if verdict.matched_id else None
     return {
         "found": True,
@@ -160,11 +177,42 @@ async def text_trail(
         "reason": verdict.reason,
         "matched": verdict.matched_id,
         "scores": dict(verdict.scores),
-        "judge": "lexical"
-        if config.embeddings.provider == "none"
-        else "lexical (the embedder is not asked here)",
+        "judge": judge,
         "matched_card": matched,
     }
+
+
+async def _vectors(
+    config: Config,
+    state: StateStore,
+    upstream_id: str,
+    text: str,
+    candidates: Sequence[UpstreamCandidate],
+    embedder: Embedder,
+) -> tuple[BatchVectors | None, str]:
+    """The batch's vectors as a run's judge makes them (nothing written), and how it judged; an
+    embedder that cannot be asked leaves the verdict lexical, saying why (a one-shot command does
+    not retry)."""
+    import anyio
+
+    from dreamer.rollup.semantic import SemanticJudge
+
+    judge = SemanticJudge(
+        embedder, reembed_batch=config.embeddings.reembed_batch, top_k=config.rollup.semantic_top_k
+    )
+    try:
+        vectors = await judge.prepare(
+            state,
+            upstream_id,
+            [text],
+            [c.text for c in candidates],
+            embedder.embed,
+            write=False,
+            in_thread=anyio.to_thread.run_sync,
+        )
+    except (DreamerError, OSError, ValueError, ImportError) as exc:
+        return None, f"lexical (the embedder {embedder.model_id} failed: {exc})"
+    return vectors, f"lexical and the embedder {embedder.model_id}"
 
 
 def _profiles(config: Config, profile: str | None) -> list[str]:

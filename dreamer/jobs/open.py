@@ -66,6 +66,7 @@ async def open_for(
     use_backend: MemoryBackend | None = None,
     state: StateNeed | None = None,
     reading: bool = False,
+    judging: bool = False,
 ) -> AsyncIterator[Opened]:
     """Open what a caller needs from ``config``, and close what was opened here when the block ends.
 
@@ -81,6 +82,8 @@ async def open_for(
     - ``reading``: the caller only reads the backend (``status``, ``banks``, ``recall``): an
       embedded store that is not there yet is read as the empty store it would be, from a
       throwaway file, instead of being created where the configuration puts it.
+    - ``judging``: the configured embedder whatever the backend (``dreamer explain --text`` judges
+      as a run does); handed to an embedded store as with ``search``, closed with the block.
     """
     async with AsyncExitStack() as stack:
         ledger = None
@@ -91,7 +94,8 @@ async def open_for(
             if ledger is not None:
                 stack.callback(ledger.close)
         opened: MemoryBackend | None = use_backend
-        if search and embedder is None and use_backend is None and config.backend.kind == "embedded":
+        searching = search and use_backend is None and config.backend.kind == "embedded"
+        if embedder is None and (searching or judging):
             embedder = _searching_embedder(config)
             if embedder is not None:
                 stack.push_async_callback(embedder.aclose)

@@ -18,6 +18,7 @@ from dreamer.service.runner import run_rollups_now
 from dreamer.state import StateStore
 from tests.support.cli import run_dreamer
 from tests.support.configs import config_data, write_toml
+from tests.support.embedding_model import local_embedder
 
 NEXTCLOUD = "Nextcloud runs version 27.1 on host atlas behind nginx."
 NEXTCLOUD_NEW = "Nextcloud runs version 28.0 on host atlas behind nginx."
@@ -187,6 +188,57 @@ class TestText:
         """--text with a fact no card holds: new, matching nothing."""
         doc = history.explain_json("--text", "The printer on floor two needs toner every March.")
         assert doc["exit"] == 0 and doc["verdict"] == "new" and doc["matched_card"] is None
+
+
+GRANDMA = "Maria's grandma passed away last week, causing her to go through a tough time."
+GRANDMOTHER = "Maria's grandmother passed away last week."
+
+
+def judged_history(tmp_path: Path, embeddings: dict[str, Any]) -> History:
+    """GRANDMA rolled up on the embedded store, then the configuration's [embeddings] changed."""
+    h = History(tmp_path)
+
+    async def main() -> None:
+        await h.write(GRANDMA)
+        await h.roll()
+
+    anyio.run(main)
+    data = config_data(
+        {"global": {}, "shared": {}, "research": {"access": "read_write"}},
+        ("research",),
+        state_dir=str(tmp_path / "state"),
+        embeddings=embeddings,
+    )
+    write_toml(h.config_path, data)
+    return h
+
+
+class TestTextWithTheEmbedder:
+    def test_a_paraphrase_the_model_merges_is_a_duplicate_with_its_cosine(self, tmp_path: Path) -> None:
+        """With the local model configured, --text judges as a run does: a paraphrase that shares
+        few words with the card is a duplicate of it by the model's cosine, and says so."""
+        local_embedder()  # skips (or fails under DREAMER_REQUIRE_EMBED=1) without the model
+        h = judged_history(tmp_path, {"provider": "local"})
+        doc = h.explain_json("--text", GRANDMOTHER)
+        assert doc["verdict"] == "duplicate" and doc["matched"] == h.card_of(GRANDMA), doc
+        assert doc["scores"]["cosine"] >= 0.8 and doc["judge"].startswith("lexical and the embedder local:")
+
+    def test_without_the_embedder_the_same_paraphrase_is_new(self, tmp_path: Path) -> None:
+        """The lexical judge alone (provider "none") does not find that card: the verdict is new."""
+        h = judged_history(tmp_path, {"provider": "none"})
+        doc = h.explain_json("--text", GRANDMOTHER)
+        assert doc["verdict"] == "new" and doc["judge"] == "lexical", doc
+
+    def test_an_embedder_that_cannot_be_asked_leaves_the_verdict_lexical_saying_why(
+        self, tmp_path: Path
+    ) -> None:
+        """An embeddings server that is down: the verdict is the lexical one, the judge line names
+        the embedder and its error, and the command still answers (exit 0, no traceback)."""
+        down = {"provider": "openai", "url": "http://127.0.0.1:9", "model": "m", "timeout_s": 2.0}
+        h = judged_history(tmp_path, down)
+        code, out = h.explain("--text", GRANDMOTHER)
+        assert code == 0 and "would be new" in out, out
+        assert "judged by: lexical (the embedder openai:m failed:" in out, out
 
 
 class TestArguments:
