@@ -32,7 +32,7 @@ from apscheduler.schedulers.asyncio import AsyncIOScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
 from dreamer.config import Config, load_config
-from dreamer.embeddings.factory import check_embeddings
+from dreamer.embeddings.factory import EmbedderChoice, check_embeddings, describe_embedder
 from dreamer.errors import ConfigError, DreamerError, ExitCode
 from dreamer.jobs.spec import JobRunner, JobSpec
 from dreamer.log import get_logger
@@ -57,6 +57,24 @@ CANCEL_GRACE_S = 10.0
 
 def _problems_text(exc: ConfigError) -> str:
     return "; ".join(exc.problems)
+
+
+def log_embedder(config: Config, choice: EmbedderChoice) -> None:
+    """One line naming the dedup's embedder, at start and after each reload: the provider
+    configured, the one in use (``auto``: local or none) and why; a warning when ``auto`` found model
+    files it cannot use."""
+    fields = {
+        "provider": choice.configured,
+        "resolved": choice.provider,
+        "embedder": describe_embedder(config, choice),
+        "reason": choice.reason,
+    }
+    if choice.warning is not None:
+        log.warning(
+            "embeddings: model files found but not usable; lexical dedup", problem=choice.warning, **fields
+        )
+    else:
+        log.info("embeddings: dedup embedder chosen", **fields)
 
 
 class Daemon:
@@ -208,7 +226,7 @@ class Daemon:
         log.info("reloading configuration", config=str(self.config_path))
         try:
             new_config = load_config(self.config_path)
-            check_embeddings(new_config, str(self.config_path))
+            embedder = check_embeddings(new_config, str(self.config_path))
             new_plan = plan_jobs(new_config)
             recorder = self.recorder
             if self._open_recorder is not None and new_config.state_dir != self.config.state_dir:
@@ -225,6 +243,8 @@ class Daemon:
             log.exception("reload failed; still running the previous configuration")
         else:
             record = self._switch_to(new_config, new_plan, recorder)
+            if record.ok:
+                log_embedder(new_config, embedder)
         record = record.after(self.last_reload)
         self.last_reload = record
         self.notifier.ready(status=self.status_line())

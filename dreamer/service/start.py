@@ -15,12 +15,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from dreamer.config import Config, load_config
-from dreamer.embeddings.factory import EmbedderChoice, check_embeddings, describe_embedder
+from dreamer.embeddings.factory import check_embeddings
 from dreamer.errors import ConfigError, ExitCode
 from dreamer.jobs.open import open_state
 from dreamer.jobs.spec import JobRunner
 from dreamer.log import LogFormat, LogLevel, configure_logging, get_logger, is_journal_stream
-from dreamer.service.daemon import Daemon
+from dreamer.service.daemon import Daemon, log_embedder
 from dreamer.service.notify import Notifier
 from dreamer.service.runner import default_runner
 from dreamer.state import StateStore
@@ -47,23 +47,6 @@ def _say(lines: Iterable[str]) -> None:
         print(line, file=sys.stderr)
 
 
-def _log_embedder(config: Config, choice: EmbedderChoice) -> None:
-    """One line at start naming the dedup's embedder: the provider configured, the one in use
-    (``auto``: local or none) and why; a warning when ``auto`` found model files it cannot use."""
-    fields = {
-        "provider": choice.configured,
-        "resolved": choice.provider,
-        "embedder": describe_embedder(config, choice),
-        "reason": choice.reason,
-    }
-    if choice.warning is not None:
-        log.warning(
-            "embeddings: model files found but not usable; lexical dedup", problem=choice.warning, **fields
-        )
-    else:
-        log.info("embeddings: dedup embedder chosen", **fields)
-
-
 def run_daemon(
     config_path: Path,
     *,
@@ -73,7 +56,8 @@ def run_daemon(
 ) -> int:
     """Run the service until stopped; returns the process exit status (0, 78, 73 or 70).
 
-    Before READY it logs which embedder the dedup uses and why (:func:`_log_embedder`).
+    Before READY it logs which embedder the dedup uses and why
+    (:func:`~dreamer.service.daemon.log_embedder`; again after each reload).
 
     ``runner`` replaces the default job body (see :mod:`dreamer.service.runner`); ``log_level`` overrides the
     configuration's ``log.level``.
@@ -99,7 +83,7 @@ def run_daemon(
         _quiet_scheduler_logs(level)
 
     apply_logging(config)
-    _log_embedder(config, embedder)
+    log_embedder(config, embedder)
     notifier = Notifier.from_environ()
     if needs_upgrade(config.state_path):
         # The upgrade runs in one transaction before READY: about a minute per million ledger cards

@@ -275,6 +275,51 @@ class TestDaemonStart:
             )
 
 
+@pytest.mark.slow
+class TestDaemonReload:
+    def test_a_reload_logs_what_auto_resolves_to_now_and_the_runs_follow(self, tmp_path: Path) -> None:
+        """Started with auto looking at an empty directory (lexical), the model's files then put
+        there: a SIGHUP logs the start's "embeddings: ..." line again, now local and where it found
+        them, and the runs after it report the local model."""
+        source = installed_model()
+        model = empty_dir(tmp_path / "model")
+        data = daemon_config(tmp_path / "state", embeddings=auto(model))
+        config = configs.write_toml(tmp_path / "config.toml", data)
+        with (
+            NotifySocket() as notify,
+            DaemonProcess(
+                run_args(config), log_path=tmp_path / "out.log", env={"NOTIFY_SOCKET": notify.path}
+            ) as daemon,
+        ):
+            notify.wait_for(has("READY", "1"), what="READY=1")
+            daemon.wait_for_record(job_finished("research"))
+            for name in ("config.json", "tokenizer.json", "model.safetensors"):
+                (model / name).symlink_to(source / name)
+            daemon.send(signal.SIGHUP)
+            reloaded, _ = daemon.wait_for_record(event_is("configuration reloaded"))
+            after, line = daemon.wait_for_record(embeddings_record, after=reloaded)
+            _, finished = daemon.wait_for_record(job_finished("research"), after=after)
+            daemon.send(signal.SIGTERM)
+            assert daemon.wait() == 0
+        (start, first), *_ = [(i, r) for i, r in enumerate(daemon.records()) if embeddings_record(r)]
+        assert start < reloaded < after
+        assert (first["resolved"], first["embedder"]) == ("none", LEXICAL)
+        assert f"no model files in {model}" in first["reason"]
+        assert (line["level"], line["provider"], line["resolved"], line["embedder"]) == (
+            "info",
+            "auto",
+            "local",
+            "local all-MiniLM-L6-v2",
+        )
+        assert f"model files found in {model}" in line["reason"]
+        assert finished["embedder"] == "local all-MiniLM-L6-v2"
+        assert len([r for r in daemon.records() if embeddings_record(r)]) == 2
+
+
+def embeddings_record(record: dict[str, Any]) -> bool:
+    return str(record.get("event", "")).startswith("embeddings: ")
+
+
 def dreamer(*args: str) -> subprocess.CompletedProcess[str]:
     env = {
         k: v for k, v in os.environ.items() if k not in {"NOTIFY_SOCKET", "JOURNAL_STREAM", "DREAMER_CONFIG"}
