@@ -51,10 +51,18 @@ def home(tmp_path: Path, sink: RetainSink, monkeypatch: pytest.MonkeyPatch) -> P
     return path
 
 
-def wait_until(done: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    """Wait for the writer to get somewhere (a wait, not a measurement: no time is asserted)."""
+def wait_until(
+    done: Callable[[], bool], timeout_s: float = 60.0, *, progress: Callable[[], object] = lambda: None
+) -> None:
+    """Wait for the writer to get somewhere (a wait, not a measurement: no time is asserted). The
+    deadline is ``timeout_s`` without a change of ``progress()``: on a loaded machine 200 stores take
+    longer than a minute, and a writer that stops storing still fails here."""
     deadline = time.monotonic() + timeout_s
+    last = progress()
     while not done():
+        now = progress()
+        if now != last:
+            last, deadline = now, time.monotonic() + timeout_s
         assert time.monotonic() < deadline, "the writer did not get there"
         time.sleep(0.01)
 
@@ -127,7 +135,7 @@ class TestServerDown:
             assert sink.items == []
             failed_while_down = memory.turns.stats.failed_attempts
             sink.status = 200
-            wait_until(lambda: len(stored(sink)) >= 200)
+            wait_until(lambda: len(stored(sink)) >= 200, progress=lambda: len(sink.items))
         finally:
             memory.close()
         resends = memory.turns.stats.failed_attempts - failed_while_down
@@ -157,7 +165,7 @@ class TestProcessExit:
         provider = DreamerMemoryProvider()
         provider.initialize("k2", hermes_home=str(home), agent_identity="default")
         try:
-            wait_until(lambda: len(stored(sink)) >= 20)
+            wait_until(lambda: len(stored(sink)) >= 20, progress=lambda: len(sink.items))
         finally:
             provider.shutdown()
         assert_stored_once_in_order(sink, turns("k", 20), resends=failed_attempts(provider))
@@ -178,7 +186,7 @@ class TestProcessExit:
         provider = DreamerMemoryProvider()
         provider.initialize("y", hermes_home=str(home), agent_identity="default")
         try:
-            wait_until(lambda: len(stored(sink)) >= 20)
+            wait_until(lambda: len(stored(sink)) >= 20, progress=lambda: len(sink.items))
         finally:
             provider.shutdown()
         assert_stored_once_in_order(sink, turns("x", 20), resends=failed_attempts(provider))
@@ -202,7 +210,7 @@ class TestTwoAgents:
         provider = DreamerMemoryProvider()
         provider.initialize("c", hermes_home=str(home), agent_identity="default")
         try:
-            wait_until(lambda: len(stored(sink)) >= 200)
+            wait_until(lambda: len(stored(sink)) >= 200, progress=lambda: len(sink.items))
         finally:
             provider.shutdown()
         kept = stored(sink)
@@ -229,7 +237,7 @@ class TestSpoolPlace:
         try:
             assert "kept in memory only, so an exit loses those not yet stored" in caplog.text
             memory.sync_turn("m question 0", "m answer 0", "m")
-            wait_until(lambda: len(stored(sink)) == 1)
+            wait_until(lambda: len(stored(sink)) == 1, progress=lambda: len(sink.items))
         finally:
             memory.close()
         assert memory.turns is not None
