@@ -65,6 +65,11 @@ class LedgerVectors:
     def matrix(self) -> NDArray[np.float32]:
         return self._matrix[: self._size]
 
+    @property
+    def capacity(self) -> int:
+        """Rows allocated (at least ``len(self)``)."""
+        return int(self._matrix.shape[0])
+
     def refresh(self, state: StateStore) -> int:
         """Read the vectors written since the last refresh; returns how many rows were read. A
         state file whose counter went back (restored from a backup) is read again from the start."""
@@ -73,6 +78,9 @@ class LedgerVectors:
         rows = state.vectors_since(self.upstream_bank, self.model_id, self.dimension, self.last_seq)
         if not rows:
             return 0
+        # One allocation for what was read (a first refresh reads the whole bank): growing row by
+        # row reallocated a few dozen times and left the freed blocks in the process's heap.
+        self._reserve(self._size + len(rows))
         for row in rows:
             vector = from_blob(row.blob, self.dimension)
             if vector is None:
@@ -99,13 +107,19 @@ class LedgerVectors:
             self._matrix[index] = 0
             self._row_of_text = {t: i for t, i in self._row_of_text.items() if i != index}
 
-    def _append(self) -> int:
+    def _reserve(self, capacity: int) -> None:
+        """Room for ``capacity`` rows without another allocation."""
         import numpy as np
 
+        if capacity <= self._matrix.shape[0]:
+            return
+        grown = np.zeros((capacity, self.dimension), dtype=np.float32)
+        grown[: self._size] = self._matrix[: self._size]
+        self._matrix = grown
+
+    def _append(self) -> int:
         if self._size == self._matrix.shape[0]:
-            grown = np.zeros((grown_capacity(self._size, self._size + 1), self.dimension), dtype=np.float32)
-            grown[: self._size] = self._matrix[: self._size]
-            self._matrix = grown
+            self._reserve(grown_capacity(self._size, self._size + 1))
         self._size += 1
         return self._size - 1
 

@@ -114,6 +114,7 @@ def test_the_matrix_reads_only_new_rows_and_never_another_models(tmp_path: Path)
         commit(store, [card(i, vec=vector(i)) for i in range(50)], "r1")
         vectors = LedgerVectors("g", "m:a", 8)
         assert vectors.refresh(store) == 50 and len(vectors) == 50
+        assert vectors.capacity == 50  # one allocation for what a refresh read, not row by row
         assert vectors.refresh(store) == 0
         commit(store, [card(50, vec=vector(50))], "r2")
         assert vectors.refresh(store) == 1 and vectors.rows_read == 51
