@@ -400,10 +400,17 @@ class StaticEmbedder:
 STATIC_CACHE = Path(__file__).resolve().parents[1] / ".cache" / "embeddings"
 
 
+def _e5() -> Embedder:
+    from bench.e5 import E5Embedder  # imports this module, so not at the top
+
+    return E5Embedder()
+
+
 EMBEDDERS: Mapping[str, Callable[[], Embedder]] = {
     "hashed": HashedEmbedder,
     "minilm": MiniLMEmbedder,
     "static": StaticEmbedder,
+    "e5": _e5,
 }
 
 

