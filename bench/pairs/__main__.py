@@ -36,6 +36,8 @@ THRESHOLDS = (0.70, 0.75, 0.80, 0.85, 0.86, 0.87, 0.88, 0.89, 0.90, 0.92, 0.95, 
 FLOORS = (0.0, 0.1, 0.2, 0.3)
 #: Precision of `duplicate` a chosen threshold must reach.
 PRECISION_TARGET = 0.95
+#: The shares of a new card's words a fuller stored card must say (`said_by`) swept.
+SAID_BY_SHARES = (1.0, 0.9, 0.8, 0.7, 0.6)
 #: The extractive summariser's fold shares swept (above 1: no fold, the restatement clusters alone).
 FOLD_SHARES = (2.0, 1.0, 0.8, 0.7, 0.6, 0.5, 0.4)
 
@@ -168,6 +170,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     swept = scores(directions, verdicts(directions, limits, semantic), "duplicate")
                     curve.append({"threshold": threshold, "floor": floor, **swept})
             row["curve"] = curve
+        row["said_by"] = [
+            {
+                "share": share,
+                **scores(
+                    directions,
+                    verdicts(directions, dataclasses.replace(defaults, said_by=share), semantic),
+                    "duplicate",
+                ),
+            }
+            for share in SAID_BY_SHARES
+        ]
         routes.append(row)
     return {
         "benchmark": "pairs",
@@ -177,6 +190,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "thresholds": {
             "embedding": defaults.embedding,
             "embedding_lexical_floor": defaults.embedding_lexical_floor,
+            "said_by": defaults.said_by,
         },
         "routes": routes,
         "fold_share": extractive.COVER_SHARE,
@@ -257,6 +271,20 @@ def render(result: Mapping[str, Any]) -> str:
                 ["cosine", *(f"floor {f:.1f}" for f in FLOORS)],
                 curve_rows,
                 [choice],
+            )
+        )
+    said_routes = [r for r in result["routes"] if "said_by" in r]
+    if said_routes:
+        out.append(
+            render_table(
+                "Said by a fuller card: precision / recall of duplicate by the share of the new card's "
+                "words the stored one must say (said_by)",
+                ["said_by", *(r["route"] for r in said_routes)],
+                [
+                    [f"{point['share']:.1f}", *(_pr(r["said_by"][i]) for r in said_routes)]
+                    for i, point in enumerate(said_routes[0]["said_by"])
+                ],
+                [f"Dreamer's said_by: {result['thresholds'].get('said_by')}"],
             )
         )
     if "fold" in result:

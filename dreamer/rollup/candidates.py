@@ -49,11 +49,21 @@ def lexical_gate(thresholds: DedupThresholds) -> float:
     return min(thresholds.lexical_jaccard, thresholds.containment_jaccard, thresholds.shingle_jaccard)
 
 
+def holding_share(thresholds: DedupThresholds) -> float:
+    """The share of a new card's content words below which a stored card can neither say it
+    (`said_by`) nor hold a sentence it repeats (`reinforce_containment`)."""
+    return min(thresholds.said_by, thresholds.reinforce_containment)
+
+
 def passes_gate(new: Sketch, old: Sketch, thresholds: DedupThresholds) -> bool:
-    """The dedup's cheap gate: whether ``old`` is close enough to ``new`` to be compared in full."""
+    """The dedup's cheap gate: whether ``old`` is close enough to ``new`` to be compared in full:
+    their Jaccard may reach a lexical rule or the conflict rule, or ``old`` holds enough of
+    ``new``'s words to say it, or one of its sentences to repeat it."""
+    common = len(new.content & old.content)
     return (
         jaccard_index(new.content, old.content) >= lexical_gate(thresholds)
         or jaccard_index(new.residual, old.residual) >= thresholds.conflict
+        or (bool(new.content) and common / len(new.content) >= holding_share(thresholds))
     )
 
 
@@ -90,12 +100,29 @@ def side_scans(
     return scans
 
 
+#: The longest word set a holding scan reads up to: longer than any card (the card cap is 400
+#: characters), so the scan has no upper bound in practice.
+_LONGEST = 10_000
+
+
+def holding_scans(words: Iterable[str], share: float, counts: Mapping[str, int]) -> list[WordScan]:
+    """The index ranges that hold every card with at least ``share`` (> 0) of ``words`` (a new
+    card's content words, not empty), whatever its length: such a card holds ``a = ceil(share n)``
+    of the ``n`` words, so at least one of the ``n - a + 1`` rarest, and has ``a`` words or more."""
+    ordered = sorted(set(words), key=lambda w: (counts.get(w, 0), w))
+    n = len(ordered)
+    held = max(1, math.ceil(share * n - _SLACK))
+    return [WordScan(word, "content", held, _LONGEST) for word in ordered[: n - held + 1]]
+
+
 def scans(sketch: Sketch, thresholds: DedupThresholds, counts: Mapping[str, int]) -> list[WordScan] | None:
     """The index ranges a new card with this sketch reads: every ledger card whose content Jaccard
     may reach the lexical gate, or whose residual Jaccard the conflict threshold, is in one of
-    them. None when a threshold of 0 lets every card through (then every card is read)."""
+    them, and every card that holds enough of its words to say it or a sentence it repeats
+    (:func:`holding_scans`). None when a threshold of 0 lets every card through (then every card
+    is read)."""
     lexical, conflict = lexical_gate(thresholds), thresholds.conflict
-    if lexical <= 0 or conflict <= 0:
+    if lexical <= 0 or conflict <= 0 or holding_share(thresholds) <= 0:
         return None
     # An empty set reaches a Jaccard above 0 only with another empty set: the stand-in, 0 words.
     content = (
@@ -108,4 +135,5 @@ def scans(sketch: Sketch, thresholds: DedupThresholds, counts: Mapping[str, int]
         if sketch.residual
         else [WordScan(NO_RESIDUAL, "residual", 0, 0)]
     )
-    return content + residual
+    holding = holding_scans(sketch.content, holding_share(thresholds), counts) if sketch.content else []
+    return content + residual + holding

@@ -20,18 +20,18 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dreamer.rollup.cards import sentences
 from dreamer.rollup.dedup_rules import DedupThresholds, InvalidThresholdsError, is_conflict, lexical_duplicate
 from dreamer.rollup.dedup_values import CardText, SemanticSimilarity, UpstreamCandidate, Verdict, VerdictKind
+from dreamer.rollup.existing import Existing
 from dreamer.rollup.similarity import (
     Comparison,
-    Sketch,
     TextProfile,
     compare,
     compare_figures,
-    content_shingles,
+    covered_by,
     jaccard_index,
     profile_text,
-    sketch_of,
 )
 from dreamer.rollup.verdicts import Outcomes, duplicate_verdict
 
@@ -53,80 +53,6 @@ __all__ = [
 # --- judging a batch ------------------------------------------------------------------------------
 
 
-class _Existing:
-    """Something a card can repeat: a ledger card, an earlier card of the batch, or an upstream candidate.
-
-    Known by its sketch; the full profile is computed on first use and kept.
-    """
-
-    __slots__ = (
-        "_profile",
-        "_same_text",
-        "_shingles",
-        "card_id",
-        "origin",
-        "repeats",
-        "semantic_score",
-        "sketch",
-        "text",
-    )
-
-    card_id: str
-    origin: str
-    text: str
-    sketch: Sketch
-    semantic_score: float | None
-    repeats: str | None
-    _profile: TextProfile | None
-    _same_text: _Existing | None
-    _shingles: frozenset[str] | None
-
-    def __init__(
-        self,
-        card_id: str,
-        origin: str,
-        text: str,
-        *,
-        profile: TextProfile | None = None,
-        sketch: Sketch | None = None,
-        same_text: _Existing | None = None,
-        semantic_score: float | None = None,
-        repeats: str | None = None,
-    ) -> None:
-        self.card_id = card_id
-        self.origin = origin
-        self.text = text
-        self._profile = profile
-        self._shingles = None
-        #: Another entry with this very text, whose analysis this one shares.
-        self._same_text = same_text
-        if sketch is None:
-            sketch = same_text.sketch if same_text is not None else sketch_of(self.profile)
-        self.sketch = sketch
-        self.semantic_score = semantic_score
-        #: For an earlier batch card that was itself a duplicate: the card it repeats.
-        self.repeats = repeats
-
-    @property
-    def profile(self) -> TextProfile:
-        if self._profile is None:
-            self._profile = (
-                self._same_text.profile if self._same_text is not None else profile_text(self.text)
-            )
-        return self._profile
-
-    @property
-    def shingles(self) -> frozenset[str]:
-        """The character shingles of the content words, without analysing the whole text."""
-        if self._profile is not None:
-            return self._profile.shingles
-        if self._same_text is not None:
-            return self._same_text.shingles
-        if self._shingles is None:
-            self._shingles = content_shingles(self.text)
-        return self._shingles
-
-
 @dataclass(frozen=True, slots=True)
 class _SemanticRule:
     """Where the semantic signal comes from for one batch, and the thresholds that apply to it."""
@@ -143,7 +69,7 @@ class _SemanticRule:
             return cls(None, thresholds.semantic, thresholds.semantic_lexical_floor, "semantic")
         return cls(similarity, thresholds.embedding, thresholds.embedding_lexical_floor, "cosine")
 
-    def score(self, card: TextProfile, existing: _Existing) -> float | None:
+    def score(self, card: TextProfile, existing: Existing) -> float | None:
         """The embedder's cosine when there is an embedder, else the backend's score (if any)."""
         if self.similarity is None:
             return existing.semantic_score
@@ -154,8 +80,8 @@ class _SemanticRule:
 
 def _judge_one(
     card: TextProfile,
-    exact_index: Mapping[str, _Existing],
-    pool: Sequence[_Existing],
+    exact_index: Mapping[str, Existing],
+    pool: Sequence[Existing],
     thresholds: DedupThresholds,
     rule: _SemanticRule,
 ) -> Verdict:
@@ -176,9 +102,20 @@ class _Judgement:
     only a pair that could be a duplicate, a conflict or a detail-blocked repeat is compared in full.
     """
 
-    __slots__ = ("card", "lexical_gate", "limits", "nearest_unscored", "outcomes", "residual", "rule")
+    __slots__ = (
+        "card",
+        "lexical_gate",
+        "limits",
+        "nearest_unscored",
+        "outcomes",
+        "residual",
+        "rule",
+        "sentences",
+    )
 
-    def __init__(self, card: TextProfile, thresholds: DedupThresholds, rule: _SemanticRule) -> None:
+    def __init__(
+        self, card: TextProfile, thresholds: DedupThresholds, rule: _SemanticRule, *, whole: bool = True
+    ) -> None:
         self.card = card
         self.limits = thresholds
         self.rule = rule
@@ -189,9 +126,53 @@ class _Judgement:
         )
         self.residual = frozenset(card.details.residual_tokens)
         #: The card sharing most content words among those the gate turned away (nearest, unscored).
-        self.nearest_unscored: tuple[float, _Existing] | None = None
+        self.nearest_unscored: tuple[float, Existing] | None = None
+        #: A card of several sentences: each sentence's analysis (it repeats a card that says each).
+        said = sentences(card.text) if whole else []
+        self.sentences = [profile_text(text) for text in said] if len(said) > 1 else []
 
-    def weigh(self, existing: _Existing) -> None:
+    def weigh(self, existing: Existing) -> None:
+        """Offer ``existing`` to the outcome it may be: as a whole, then (a card of several
+        sentences that holds most of this card's words) sentence by sentence, as a new card may
+        repeat one sentence of it; and, for a new card of several sentences, whether it says each."""
+        self._weigh(existing)
+        if existing.parts and self._may_hold(existing):
+            for part in existing.parts:
+                self._weigh(part)
+        if self.sentences and self._may_hold(existing):
+            self._weigh_sentences(existing)
+
+    def _may_hold(self, existing: Existing) -> bool:
+        """Whether ``existing`` holds enough of this card's content words for one of its sentences
+        to be repeated by this card (`reinforce_containment`; a sentence restating it with a changed
+        value holds most of them too). The word index finds every such card (`candidates`)."""
+        content = self.card.content_set
+        held = len(content & existing.sketch.content) / len(content) if content else 1.0
+        return held >= self.limits.reinforce_containment
+
+    def _weigh_sentences(self, existing: Existing) -> None:
+        """A new card of several sentences repeats ``existing`` when each of its sentences repeats
+        it (the whole text or one of its sentences): every fact it tells is told there already."""
+        matched = []
+        for sentence in self.sentences:
+            judgement = _Judgement(sentence, self.limits, self.rule, whole=False)
+            judgement.weigh(existing)
+            best = judgement.outcomes.duplicate
+            if best.existing is None or judgement.outcomes.conflict.existing is not None:
+                return
+            matched.append(best)
+        comparison = compare(self.card, existing.profile)
+        if comparison.changed:
+            return
+        similarity = min(best.similarity for best in matched)
+        self.outcomes.duplicate.offer(
+            similarity,
+            existing,
+            comparison,
+            f"says each sentence of|{len(matched)} sentences, each told there",
+        )
+
+    def _weigh(self, existing: Existing) -> None:
         """Offer ``existing`` to the outcome it may be, after the cheapest check that settles it."""
         semantic = self.rule.score(self.card, existing)
         near = semantic is not None and semantic >= self.rule.threshold
@@ -205,25 +186,35 @@ class _Judgement:
             return
         self._classify(existing, compare(self.card, existing.profile), semantic, near)
 
-    def _turned_away(self, existing: _Existing) -> bool:
+    def _turned_away(self, existing: Existing) -> bool:
         """True when the pair is below every lexical gate and the conflict's residual one, judged by
         the stored sketch alone; the most word-sharing such card is kept for the nearest verdict."""
         jaccard = jaccard_index(self.card.content_set, existing.sketch.content)
         if (
             jaccard < self.lexical_gate
             and jaccard_index(self.residual, existing.sketch.residual) < self.limits.conflict
+            and not self._said_in(existing)
         ):
             if jaccard > 0 and (self.nearest_unscored is None or jaccard > self.nearest_unscored[0]):
                 self.nearest_unscored = (jaccard, existing)
             return True
         return False
 
-    def _only_nearest(self, existing: _Existing, semantic: float | None) -> bool:
+    def _said_in(self, existing: Existing) -> bool:
+        """Whether ``existing`` holds `said_by` of this card's content words (by its sketch)."""
+        content = self.card.content_set
+        return bool(content) and len(content & existing.sketch.content) / len(content) >= self.limits.said_by
+
+    def _only_nearest(self, existing: Existing, semantic: float | None) -> bool:
         """True when, without the semantic route, the pair's figures pass no lexical rule nor the
         conflict's residual Jaccard: then it can only be the nearest card, offered as such without
         an analysis of its details."""
         figures = compare_figures(self.card, existing.sketch, existing.shingles)
-        if not lexical_duplicate(figures, self.limits) and figures.residual_jaccard < self.limits.conflict:
+        if (
+            not lexical_duplicate(figures, self.limits)
+            and figures.residual_jaccard < self.limits.conflict
+            and figures.containment < self.limits.said_by
+        ):
             self.outcomes.nearest.offer(
                 max(figures.jaccard, semantic or 0.0), existing, figures, semantic=semantic
             )
@@ -231,7 +222,7 @@ class _Judgement:
         return False
 
     def _classify(
-        self, existing: _Existing, comparison: Comparison, semantic: float | None, near: bool
+        self, existing: Existing, comparison: Comparison, semantic: float | None, near: bool
     ) -> None:
         """Offer a fully compared pair to the nearest card and to the one outcome its scores and
         protected details make it."""
@@ -251,6 +242,8 @@ class _Judgement:
         elif (lexical or semantic_match) and comparison.containment < thresholds.reinforce_containment:
             # Near enough to be a duplicate, but the existing text would drop the new card's words.
             found.unheld.offer(similarity, existing, comparison, semantic=semantic)
+        elif not says_more and (covered_by(self.card, existing.profile) or 0.0) >= thresholds.said_by:
+            found.duplicate.offer(similarity, existing, comparison, "is said by|", semantic=semantic)
         elif lexical and semantic_match:
             found.duplicate.offer(
                 similarity, existing, comparison, f"rewords|the {rule.name} agrees", semantic=semantic
@@ -265,6 +258,9 @@ class _Judgement:
                 f"means the same as|by {rule.name}, with shared words",
                 semantic=semantic,
             )
+        elif near and rule.similarity is not None:
+            # The embedder finds them near, the words do not: another fact of the same kind, linked.
+            found.related.offer(similarity, existing, comparison, semantic=semantic)
 
     def verdict(self) -> Verdict:
         """The verdict once every existing card is weighed. A card the gate turned away is compared
@@ -283,9 +279,9 @@ class _Judgement:
         return self.outcomes.nearest_verdict(self.rule.name)
 
 
-def _upstream(candidate: UpstreamCandidate, same_text: _Existing | None) -> _Existing:
+def _upstream(candidate: UpstreamCandidate, same_text: Existing | None) -> Existing:
     # An upstream candidate is mostly one of our own cards: share its analysis when the text matches.
-    return _Existing(
+    return Existing(
         candidate.card_id,
         "upstream",
         candidate.text,
@@ -307,26 +303,26 @@ class BatchJudge:
     ):
         self.limits = thresholds if thresholds is not None else DedupThresholds()
         self.rule = _SemanticRule.of(semantic, self.limits)
-        self._earlier: list[_Existing] = []
-        self._earlier_exact: dict[str, _Existing] = {}
-        self._earlier_text: dict[str, _Existing] = {}
+        self._earlier: list[Existing] = []
+        self._earlier_exact: dict[str, Existing] = {}
+        self._earlier_text: dict[str, Existing] = {}
 
     def judge(
         self,
         card: CardText,
-        ledger_cards: Sequence[CardText] | Sequence[_Existing],
+        ledger_cards: Sequence[CardText] | Sequence[Existing],
         upstream_candidates: Sequence[UpstreamCandidate],
         profile: TextProfile | None = None,
     ) -> Verdict:
         """The verdict of the batch's next card; ``ledger_cards`` in ledger order. ``profile`` is
         the card's analysis when the caller made it already (``profile_text(card.text)``)."""
         ledger = [
-            c if isinstance(c, _Existing) else _Existing(c.card_id, "promoted", c.text, sketch=c.sketch)
+            c if isinstance(c, Existing) else Existing(c.card_id, "promoted", c.text, sketch=c.sketch)
             for c in ledger_cards
         ]
         # Promoted cards come first in the index, so an exact repeat names the promoted card.
-        exact_index: dict[str, _Existing] = {}
-        by_text: dict[str, _Existing] = {}
+        exact_index: dict[str, Existing] = {}
+        by_text: dict[str, Existing] = {}
         for existing in ledger:
             exact_index.setdefault(existing.sketch.normalized, existing)
             by_text.setdefault(existing.text, existing)
@@ -341,7 +337,7 @@ class BatchJudge:
             profile, exact_index, [*ledger, *self._earlier, *upstream], self.limits, self.rule
         )
         repeats = verdict.matched_id if verdict.kind is VerdictKind.DUPLICATE else None
-        this = _Existing(card.card_id, "earlier batch", card.text, profile=profile, repeats=repeats)
+        this = Existing(card.card_id, "earlier batch", card.text, profile=profile, repeats=repeats)
         self._earlier.append(this)
         if card.text not in by_text:
             self._earlier_text.setdefault(card.text, this)
@@ -374,7 +370,7 @@ def judge_batch(
     """
     judge = BatchJudge(thresholds, semantic=semantic)
     # One analysis of each ledger card, shared by every card.
-    ledger = [_Existing(card.card_id, "promoted", card.text, sketch=card.sketch) for card in ledger_cards]
+    ledger = [Existing(card.card_id, "promoted", card.text, sketch=card.sketch) for card in ledger_cards]
     verdicts: list[Verdict] = []
     for position, card in enumerate(cards):
         if isinstance(upstream_candidates_by_card, Mapping):

@@ -57,6 +57,11 @@ class DedupThresholds:
     #: reinforce it: a reinforcement keeps the old text, so the old text must hold the new fact
     #: (the share grounding asks of a card for each unit, `grounding.HOLD_SHARE`).
     reinforce_containment: float = 0.6
+    #: Share of the new card's content words a stored text must say, with every protected detail
+    #: of the new card, its names and negations and no role swapped (`similarity.covered_by`),
+    #: for the new card to repeat it whatever their overlap: the stored text tells the new fact
+    #: and more (a fuller telling of it, or one sentence of it among others).
+    said_by: float = 1.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -72,6 +77,7 @@ class DedupThresholds:
             "conflict",
             "conflict_near",
             "reinforce_containment",
+            "said_by",
         ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:

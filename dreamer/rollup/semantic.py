@@ -127,6 +127,10 @@ class LedgerVectors:
         index = self._row_of.get(document_id)
         return None if index is None else self._matrix[index]
 
+    def text_of(self, document_id: str) -> str | None:
+        index = self._row_of.get(document_id)
+        return None if index is None else self.texts[index]
+
     def vector_of_text(self, text: str) -> NDArray[np.float32] | None:
         index = self._row_of_text.get(text)
         return None if index is None else self._matrix[index]
@@ -180,6 +184,36 @@ class BatchVectors:
 
     def nearest_ids(self) -> set[str]:
         return {doc for hits in self.nearest for doc, _ in hits}
+
+
+#: Nearest ledger cards below this cosine to a new card are not read sentence by sentence: a card
+#: one of whose sentences restates a new card is nearer than this to it (all-MiniLM-L6-v2 puts
+#: unrelated texts of one conversation at 0.2-0.4).
+SENTENCE_FLOOR = 0.6
+#: The most sentences one batch embeds beyond its cards (one embedding call, so bounded).
+MAX_SENTENCES = 256
+
+
+def sentence_texts(batch: BatchVectors, cards: Sequence[str]) -> list[str]:
+    """The sentences the judge will compare one at a time, with no vector yet: those of each new
+    card of several sentences, and those of its nearest ledger cards of several sentences at
+    `SENTENCE_FLOOR` or nearer (a new card may repeat one sentence of a stored card); nearest
+    first, at most `MAX_SENTENCES`."""
+    from dreamer.rollup.cards import sentences
+
+    wanted: dict[str, None] = {}
+    texts = list(cards)
+    if batch.ledger is not None:
+        hits = sorted(
+            ((score, doc) for row in batch.nearest for doc, score in row if score >= SENTENCE_FLOOR),
+            reverse=True,
+        )
+        texts += [text for text in (batch.ledger.text_of(doc) for _, doc in hits) if text is not None]
+    for text in texts:
+        said = sentences(text)
+        if len(said) > 1:
+            wanted.update((s, None) for s in said if batch.vector(s) is None)
+    return list(wanted)[:MAX_SENTENCES]
 
 
 #: Runs a function in a worker thread (``anyio.to_thread.run_sync``).
@@ -293,6 +327,9 @@ class SemanticJudge:
         batch: BatchVectors = await in_thread(
             lambda: self._after(state, upstream_bank, cards, stale, fresh, dimension)
         )
+        said = sentence_texts(batch, cards)
+        if said:
+            batch.fresh.update(zip(said, await embed(said), strict=True))
         return batch
 
     def _to_embed(

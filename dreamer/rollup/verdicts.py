@@ -35,10 +35,16 @@ class Matched(Protocol):
         """For an earlier batch card that was itself a duplicate: the card it repeats."""
         ...
 
+    @property
+    def part(self) -> int | None:
+        """For one sentence of a card: its place in the card, from 0; None for a whole card."""
+        ...
+
 
 def describe(existing: Matched) -> str:
-    """How a reason names an existing card: where it comes from and its id."""
-    return f"{existing.origin} card {existing.card_id!r}"
+    """How a reason names an existing card (where it comes from and its id), or one of its sentences."""
+    card = f"{existing.origin} card {existing.card_id!r}"
+    return card if existing.part is None else f"sentence {existing.part + 1} of {card}"
 
 
 def duplicate_verdict(existing: Matched, verb: str, scores: dict[str, float], how: str = "") -> Verdict:
@@ -94,7 +100,9 @@ class Outcomes:
     """The best existing card for each outcome a card can meet, over the existing cards weighed so far.
 
     A duplicate wins over a conflict, a conflict over a detail-blocked repeat, that over a repeat
-    that would drop the card's words (``unheld``); the nearest card only explains a new card.
+    that would drop the card's words (``unheld``), that over a card only near in meaning
+    (``related``: the embedder finds them near, the words do not make them one fact); the nearest
+    card only explains a new card. Every outcome but the nearest names its card (``matched_id``).
     """
 
     duplicate: Best = field(default_factory=Best)
@@ -102,6 +110,7 @@ class Outcomes:
     blocked: Best = field(default_factory=Best)
     nearest: Best = field(default_factory=Best)
     unheld: Best = field(default_factory=Best)
+    related: Best = field(default_factory=Best)
 
     def decided(self, name: str) -> Verdict | None:
         """The verdict of the first outcome met, or None when the card only has a nearest card."""
@@ -110,6 +119,7 @@ class Outcomes:
             (_as_conflict, self.conflict),
             (_as_blocked, self.blocked),
             (_as_unheld, self.unheld),
+            (_as_related, self.related),
         ):
             verdict = word(best, name)
             if verdict is not None:
@@ -167,8 +177,10 @@ def _as_blocked(blocked: Best, name: str) -> Verdict | None:
         kind=VerdictKind.NEW,
         reason=(
             f"similar to {describe(blocked.existing)} ({format_scores(scores)}) but differs in "
-            f"{', '.join(changed)}, so it is another fact"
+            f"{', '.join(changed)}, so it is another fact: promoted beside it, linked"
         ),
+        # Another instance of the same kind of fact (a second checkup): kept, and named as related.
+        matched_id=blocked.existing.repeats or blocked.existing.card_id,
         scores=scores,
         changed=changed,
     )
@@ -187,5 +199,22 @@ def _as_unheld(unheld: Best, name: str) -> Verdict | None:
             "no new fact is dropped"
         ),
         matched_id=unheld.existing.repeats or unheld.existing.card_id,
+        scores=scores,
+    )
+
+
+def _as_related(related: Best, name: str) -> Verdict | None:
+    """A new card near one in meaning that the words do not make the same fact (another checkup,
+    another tournament): promoted beside it, naming it as matched, so the two are linked."""
+    if related.existing is None or related.comparison is None:
+        return None
+    scores = scores_of(related.comparison, related.semantic, name)
+    return Verdict(
+        kind=VerdictKind.NEW,
+        reason=(
+            f"near {describe(related.existing)} by {name} ({format_scores(scores)}) but not the same "
+            "fact by its words: promoted beside it, linked"
+        ),
+        matched_id=related.existing.repeats or related.existing.card_id,
         scores=scores,
     )

@@ -139,6 +139,32 @@ class TestSemanticDedup:
         assert grandmother.scores.get("cosine", 0) >= 0.8
         assert second.promoted == 0 and second.outcome == "reinforced", second.reason
 
+    async def test_a_paraphrase_of_one_sentence_of_a_stored_card_reinforces_it(
+        self,
+        tmp_path: Path,
+        backend_kind: str,
+        marker: str,
+        embeddings_server: EmbeddingsServer,
+        request: pytest.FixtureRequest,
+    ) -> None:
+        """A stored card of two sentences, then one of them told in other words: the embedder's
+        cosine with that sentence (embedded for the batch, as the card is among the nearest) makes
+        it a duplicate of the card, which the whole texts' cosine would not."""
+        cfg = make_config(tmp_path, backend_kind, marker, openai(embeddings_server), request)
+        two = " ".join(texts(marker, GRANDMA, "Maria volunteers at a homeless shelter on weekends."))
+        await seed(cfg, [two])
+        first = await roll(cfg)
+        assert first.outcome == "promoted" and first.promoted == 1, first.reason
+        await seed(cfg, texts(marker, GRANDMOTHER))
+        before = len(embeddings_server.embedding_requests())
+        second = await roll(cfg)
+        (grandmother,) = [p for p in second.plan if "grandmother" in p.text]
+        assert grandmother.verdict == "duplicate", grandmother.reason
+        assert "sentence 1 of promoted card" in grandmother.reason
+        sent = [set(r["input"]) for r in embeddings_server.embedding_requests()[before:]]
+        assert any(texts(marker, GRANDMA)[0] in batch for batch in sent), sent
+        assert second.outcome == "reinforced", second.reason
+
     async def test_the_batchs_cards_are_embedded_in_one_request(
         self,
         tmp_path: Path,

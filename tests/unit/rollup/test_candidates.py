@@ -1,6 +1,6 @@
 """The index ranges a new card reads (`candidates.scans`): every word set that reaches the gate's
 Jaccard lies in one of them, whatever the word counts, and common words are read for short sets
-only."""
+only; every card holding enough of the new card's words lies in a holding range."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from dreamer.rollup.candidates import NO_CONTENT, NO_RESIDUAL, scans, side_scans
+from dreamer.rollup.candidates import NO_CONTENT, NO_RESIDUAL, holding_scans, passes_gate, scans, side_scans
 from dreamer.rollup.dedup import DedupThresholds
 from dreamer.rollup.similarity import Sketch, jaccard_index
 from dreamer.state import WordScan
@@ -63,3 +63,36 @@ def test_empty_sets_read_their_stand_in_and_a_zero_threshold_reads_everything() 
     assert found == [WordScan(NO_CONTENT, "content", 0, 0), WordScan(NO_RESIDUAL, "residual", 0, 0)]
     loose = DedupThresholds(lexical_jaccard=0.0, containment_jaccard=0.0, shingle_jaccard=0.0)
     assert scans(Sketch("a", frozenset({"a"}), frozenset({"a"})), loose, {}) is None
+
+
+@pytest.mark.parametrize("share", [0.6, 1.0, 0.3])
+def test_every_card_holding_the_share_is_in_a_holding_range(share: float) -> None:
+    """Random sets and longer sets holding most of their words, random word counts: a set that
+    holds at least ``share`` of the new card's words is in a holding range, however long it is
+    (its Jaccard with the new card may be far below every gate)."""
+    rng = random.Random(int(share * 1000))
+    vocabulary = [f"w{i}" for i in range(40)]
+    reached = 0
+    for _ in range(3000):
+        a = frozenset(rng.sample(vocabulary, rng.randint(1, 10)))
+        kept = rng.sample(sorted(a), len(a) - rng.randint(0, min(4, len(a) - 1)))
+        b = frozenset(kept + rng.sample(vocabulary, rng.randint(0, 25)))
+        counts = {w: rng.choice([0, 1, 5, 1000]) for w in vocabulary}
+        if len(a & b) / len(a) >= share:
+            reached += 1
+            assert covered(holding_scans(a, share, counts), b), (a, b, counts)
+    assert reached > 100
+
+
+def test_a_long_card_holding_a_short_one_is_scanned_and_passes_the_gate() -> None:
+    """A one-sentence card whose every word a three-sentence card holds: their Jaccard is below
+    every gate, yet the holding range reads the long card and the gate lets it through."""
+    short = Sketch(
+        "s", frozenset({"sam", "adopt", "beagl", "max"}), frozenset({"sam", "adopt", "beagl", "max"})
+    )
+    words = {"sam", "adopt", "beagl", "max", "walk", "river", "volunt", "shelter", "weekend", "cook"}
+    long = Sketch("l", frozenset(words), frozenset(words))
+    assert jaccard_index(short.content, long.content) < 0.5
+    found = scans(short, DedupThresholds(), {w: 1 for w in words})
+    assert found is not None and covered(found, long.content)
+    assert passes_gate(short, long, DedupThresholds())

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dreamer.rollup import dedup
+from dreamer.rollup import dedup, existing
 from dreamer.rollup.dedup import (
     BatchJudge,
     CardText,
@@ -421,6 +421,7 @@ def record_analysed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         return real(text)
 
     monkeypatch.setattr(dedup, "profile_text", recording)
+    monkeypatch.setattr(existing, "profile_text", recording)
     return analysed
 
 
@@ -688,3 +689,115 @@ def test_verdicts_from_figures_equal_verdicts_from_full_comparisons(
     reasons = " ".join(v.reason for batch in full for v in batch)
     assert kinds == {dedup.VerdictKind.NEW, dedup.VerdictKind.DUPLICATE, dedup.VerdictKind.CONFLICT}
     assert "nearest is" in reasons
+
+
+STORED_TWO = (
+    "Sam adopted a beagle named Max from the shelter. Sam volunteers at the animal shelter every weekend."
+)
+
+
+class TestSentencesOfAStoredCard:
+    """A new card is met by each sentence of a stored card of several sentences, not only its whole
+    text: the stored card says more, so the whole texts share too few words to be one fact."""
+
+    def test_a_one_sentence_restatement_reinforces_the_two_sentence_card(self) -> None:
+        """Its sentence restated in other words: a duplicate of the card, the reason naming the sentence."""
+        verdict = verdict_of("Sam adopted a beagle called Max from the shelter.", STORED_TWO)
+        assert verdict.kind is VerdictKind.DUPLICATE and verdict.matched_id == "old"
+        assert "sentence 1 of promoted card 'old'" in verdict.reason
+        # The whole texts alone are no duplicate: a card of one sentence sees only the whole.
+        whole = verdict_of(
+            "Sam adopted a beagle called Max from the shelter.", STORED_TWO.replace(". ", "; ")
+        )
+        assert whole.kind is VerdictKind.NEW
+
+    def test_a_changed_detail_against_one_sentence_is_still_a_conflict(self) -> None:
+        """The sentence restated with another number supersedes the card: not a reinforcement."""
+        stored = (
+            "Grafana listens on port 3000 on host hermes-mon. "
+            "Prometheus scrapes the Grafana exporter and keeps thirty days of metrics."
+        )
+        verdict = verdict_of("Grafana listens on port 3002 on host hermes-mon.", stored)
+        assert verdict.kind is VerdictKind.CONFLICT and verdict.matched_id == "old"
+        assert verdict.changed == ("number",) and "sentence 1 of" in verdict.reason
+
+    def test_a_new_card_whose_every_sentence_is_told_there_is_a_duplicate(self) -> None:
+        """Two sentences, each told by a sentence of the stored card (in another order, reworded)."""
+        new = (
+            "Sam adopted a beagle called Max from the shelter. "
+            "Sam volunteers at the animal shelter on weekends."
+        )
+        stored = f"Sam walks Max by the river every morning. {STORED_TWO}"
+        verdict = verdict_of(new, stored)
+        assert verdict.kind is VerdictKind.DUPLICATE and "says each sentence of" in verdict.reason
+
+    def test_a_new_card_with_one_sentence_not_told_there_is_new(self) -> None:
+        """One of its two sentences is a fact the stored card does not tell: it is promoted."""
+        new = "Sam adopted a beagle called Max from the shelter. Sam bought a red kayak for the lake."
+        assert verdict_of(new, STORED_TWO).kind is VerdictKind.NEW
+
+
+class TestSaidByAFullerCard:
+    """A stored card that says every content word of the new one, with its protected details, names
+    and negations and no role swapped, tells its fact: the new card repeats it, whatever their
+    overlap (`said_by`)."""
+
+    def test_every_word_said_with_the_same_details_is_a_duplicate(self) -> None:
+        stored = (
+            "Jon thanked Gina for her support, feeling confident and determined to reopen the dance "
+            "studio in Boston."
+        )
+        verdict = verdict_of("Jon thanked Gina for her support.", stored)
+        assert verdict.kind is VerdictKind.DUPLICATE and verdict.reason.startswith("is said by promoted card")
+
+    def test_a_detail_the_fuller_card_lacks_keeps_it_new(self) -> None:
+        """ "in 2022" is not in the stored card: another fact, however many words it shares."""
+        stored = (
+            "Jon thanked Gina for her support, feeling confident and determined to reopen the dance studio."
+        )
+        assert verdict_of("Jon thanked Gina for her support in 2022.", stored).kind is VerdictKind.NEW
+
+    def test_a_negation_or_a_role_swap_keeps_it_new(self) -> None:
+        stored = (
+            "Jon thanked Gina for her support, feeling confident and determined to reopen the dance studio."
+        )
+        assert verdict_of("Jon never thanked Gina for her support.", stored).kind is not VerdictKind.DUPLICATE
+        assert verdict_of("Gina thanked Jon for his support.", stored).kind is not VerdictKind.DUPLICATE
+
+    def test_below_the_share_it_is_not_said(self) -> None:
+        """With `said_by` above what the stored card holds, the same pair is new."""
+        stored = (
+            "Jon thanked Gina for her support, feeling confident and determined to reopen the dance studio."
+        )
+        strict = DedupThresholds(said_by=1.0, reinforce_containment=1.0)
+        assert verdict_of("Jon thanked Gina warmly for her support.", stored, strict).kind is VerdictKind.NEW
+
+
+class TestLinkedNotMerged:
+    """A new card near a stored one that is another fact is promoted beside it and names it
+    (`matched_id`, the `related_to` metadata upstream)."""
+
+    def test_a_later_instance_near_in_meaning_is_linked(self) -> None:
+        """Another checkup: the embedder finds it near, the words do not make it the same fact."""
+        first = "Sam has a check up with his doctor and finds that his current weight is not ideal."
+        later = (
+            "Sam has another health checkup where the doctor warns him about health risks due to his weight."
+        )
+        [verdict] = judge_batch(
+            [CardText("new", later)], [CardText("old", first)], [[]], semantic=pair_cosine(first, later, 0.91)
+        )
+        assert verdict.kind is VerdictKind.NEW and verdict.matched_id == "old"
+        assert "promoted beside it, linked" in verdict.reason
+        [far] = judge_batch(
+            [CardText("new", later)], [CardText("old", first)], [[]], semantic=pair_cosine(first, later, 0.5)
+        )
+        assert far.kind is VerdictKind.NEW and far.matched_id is None
+
+    def test_a_repeat_but_for_another_name_is_linked(self) -> None:
+        """Blocked by a protected detail (another person): new, naming the card it is like."""
+        verdict = verdict_of(
+            "Evan is planning a painting session with Sam on 9 June.",
+            "Evan is planning a painting session with Tom on 9 June.",
+        )
+        assert verdict.kind is VerdictKind.NEW and verdict.matched_id == "old"
+        assert "differs in entity" in verdict.reason

@@ -1,0 +1,113 @@
+"""Something a new card can repeat, as the judge (`dreamer.rollup.dedup`) meets it: a ledger card,
+an earlier card of the batch, an upstream candidate, or one sentence of one of those.
+
+Known by its sketch; its full analysis is made on first use and kept, and shared with another entry
+of the very same text. A card of several sentences has its sentences as parts (:attr:`Existing.parts`):
+a new card may repeat one sentence of a stored card, which a comparison of the whole texts misses
+(the stored card says more, so their word overlap is low). Pure.
+"""
+
+from __future__ import annotations
+
+from dreamer.rollup.cards import sentences
+from dreamer.rollup.similarity import Sketch, TextProfile, content_shingles, profile_text, sketch_of
+
+__all__ = ["Existing"]
+
+
+class Existing:
+    """Something a card can repeat: a ledger card, an earlier card of the batch, an upstream
+    candidate, or one sentence of one of those (``part``: its place, from 0; its ``card_id`` and
+    ``repeats`` are its card's, so a repeat of the sentence is a repeat of the card).
+
+    Known by its sketch; the full profile is computed on first use and kept.
+    """
+
+    __slots__ = (
+        "_parts",
+        "_profile",
+        "_same_text",
+        "_shingles",
+        "card_id",
+        "origin",
+        "part",
+        "repeats",
+        "semantic_score",
+        "sketch",
+        "text",
+    )
+
+    card_id: str
+    origin: str
+    text: str
+    sketch: Sketch
+    semantic_score: float | None
+    repeats: str | None
+    part: int | None
+    _parts: tuple[Existing, ...] | None
+    _profile: TextProfile | None
+    _same_text: Existing | None
+    _shingles: frozenset[str] | None
+
+    def __init__(
+        self,
+        card_id: str,
+        origin: str,
+        text: str,
+        *,
+        profile: TextProfile | None = None,
+        sketch: Sketch | None = None,
+        same_text: Existing | None = None,
+        semantic_score: float | None = None,
+        repeats: str | None = None,
+        part: int | None = None,
+    ) -> None:
+        self.card_id = card_id
+        self.origin = origin
+        self.text = text
+        self._profile = profile
+        self._shingles = None
+        #: Another entry with this very text, whose analysis this one shares.
+        self._same_text = same_text
+        if sketch is None:
+            sketch = same_text.sketch if same_text is not None else sketch_of(self.profile)
+        self.sketch = sketch
+        self.semantic_score = semantic_score
+        #: For an earlier batch card that was itself a duplicate: the card it repeats.
+        self.repeats = repeats
+        self.part = part
+        self._parts = None if part is None else ()
+
+    @property
+    def profile(self) -> TextProfile:
+        if self._profile is None:
+            self._profile = (
+                self._same_text.profile if self._same_text is not None else profile_text(self.text)
+            )
+        return self._profile
+
+    @property
+    def shingles(self) -> frozenset[str]:
+        """The character shingles of the content words, without analysing the whole text."""
+        if self._profile is not None:
+            return self._profile.shingles
+        if self._same_text is not None:
+            return self._same_text.shingles
+        if self._shingles is None:
+            self._shingles = content_shingles(self.text)
+        return self._shingles
+
+    @property
+    def parts(self) -> tuple[Existing, ...]:
+        """Its sentences, each an entry of its own, when it has more than one; else none."""
+        if self._parts is None:
+            said = sentences(self.text)
+            self._parts = (
+                tuple(
+                    Existing(self.card_id, self.origin, text, repeats=self.repeats, part=index)
+                    for index, text in enumerate(said)
+                )
+                if len(said) > 1
+                else ()
+            )
+        return self._parts
