@@ -7,6 +7,9 @@ the read side that reads them back (on Hindsight the only record a recall result
 - ``src:<profile>`` (tag): the profile whose memories the card consolidates.
 - ``supersedes`` (tag, and metadata key whose value is the older card's document id): a conflict
   under ``recency_wins``; the older card is superseded.
+- ``related_to`` (metadata key whose value is a stored card's document id): the card was kept beside
+  a stored one it is near (a later instance of the same event, or a near card that does not hold
+  its words), and names it; recall shows the link.
 - ``scope:<value>`` (tag): the memory holds only within a scope: a ``keep_both`` conflict carries
   its profile, ``dreamer retain --scope`` a value of the caller's.
 """
@@ -17,6 +20,7 @@ from collections.abc import Mapping, Sequence
 
 __all__ = [
     "CARD_MARK",
+    "RELATED_TO",
     "ROLLUP_TAG",
     "SCOPE_TAG_PREFIX",
     "SOURCE_TAG_PREFIX",
@@ -34,6 +38,8 @@ SOURCE_TAG_PREFIX = "src:"
 #: Both the tag of a card that supersedes another and the metadata key naming the one it supersedes.
 SUPERSEDES = "supersedes"
 SCOPE_TAG_PREFIX = "scope:"
+#: The metadata key naming the stored card a card was kept beside (near it, but another fact).
+RELATED_TO = "related_to"
 
 
 def is_dreamer_card(tags: Sequence[str], metadata: Mapping[str, str]) -> bool:

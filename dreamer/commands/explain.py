@@ -97,6 +97,7 @@ def card_doc(state: StateStore, card: LedgerCard) -> dict[str, Any]:
         "promoted_by_run": card.run_id,
         "last_seen_at": iso(card.last_seen_at),
         "reinforcements": card.reinforcements,
+        "told": card.told.to_json() if card.told is not None else None,
         "units": len(card.source_ids),
         "supersedes": card.supersedes,
         "superseded_by": [c.document_id for c in state.superseding([card.document_id])],
@@ -299,6 +300,8 @@ def _render_card_row(card: dict[str, Any]) -> list[str]:
         f"    promoted {card['promoted_at']} by run {card['promoted_by_run']}; {card['units']} unit(s); "
         f"reinforced {card['reinforcements']} time(s), last seen {card['last_seen_at']}",
     ]
+    if card["told"]:
+        lines.append(f"    {card['told']['text']}")
     if card["supersedes"]:
         lines.append(f"    supersedes {card['supersedes']}")
     for newer in card["superseded_by"]:

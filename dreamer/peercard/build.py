@@ -102,15 +102,23 @@ def peer_card(
     if policy not in ("recency_wins", "keep_both"):
         raise ValueError(f"unknown conflict policy {policy!r}; use recency_wins or keep_both")
     candidates = (
-        (
-            *format_entry(card.text, KIND_MARKERS.get(card.kind.lower()), max_entry_chars),
-            card.document_id,
-            card.text,
-        )
+        (*_entry(card, max_entry_chars), card.document_id, card.text)
         for card in _ordered(source, profile, keep_both=policy == "keep_both")
     )
     total = source.count(superseded=policy == "keep_both")
     return _bounded_card(profile, candidates, max_entries=max_entries, budget_chars=budget_chars, total=total)
+
+
+def _entry(card: LedgerCard, max_entry_chars: int) -> tuple[str, str]:
+    """A card's entry and its dedup key; a fact found more than once ends with how often and when
+    (``(seen 8×, 2023-03 to 2023-10)``), within the entry's length."""
+    marker = KIND_MARKERS.get(card.kind.lower())
+    told = card.told
+    suffix = f" ({told.short()})" if told is not None else ""
+    if not suffix or max_entry_chars - len(suffix) < MIN_ENTRY_CHARS:
+        return format_entry(card.text, marker, max_entry_chars)
+    entry, key = format_entry(card.text, marker, max_entry_chars - len(suffix))
+    return (entry + suffix if entry else entry), key
 
 
 def _ordered(source: RankedCards, profile: str | None, *, keep_both: bool) -> Iterator[LedgerCard]:

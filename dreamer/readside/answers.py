@@ -19,8 +19,9 @@ from datetime import datetime
 from typing import Any
 
 from dreamer.backends.base import BasedOn, RecallItem
-from dreamer.cardtags import ROLLUP_TAG, SUPERSEDES
+from dreamer.cardtags import RELATED_TO, ROLLUP_TAG, SUPERSEDES
 from dreamer.errors import BackendError, PermanentBackendError, ProtocolError, TransientBackendError
+from dreamer.state.records import Told
 from dreamer.text import normalize_text, printable
 from dreamer.threats import flagged, mark_lines, prompt_threats, withheld
 
@@ -124,6 +125,11 @@ class LabelledRecall:
     document_ids: tuple[str, ...] = ()
     supersedes: tuple[str, ...] = ()
     superseded_by: Successor | None = None
+    #: Stored cards a member names as related (a later instance of the same event, a near card
+    #: that could not hold its words): roll-up cards only, from their ``related_to`` metadata.
+    related: tuple[str, ...] = ()
+    #: How often the roll-up found this card's fact, from the local ledger (None: once, or unknown).
+    told: Told | None = None
 
     def render(self, *, withhold: bool = False) -> str:
         """``[code,ops] The text on one line``; a superseded hit says so before its text and names
@@ -134,6 +140,10 @@ class LabelledRecall:
         naming the patterns instead of its text."""
         labels = f"[{','.join(self.labels)}]"
         body = _one_line(self.text)
+        if self.told is not None:
+            body = f"{body} ({self.told.render()})"
+        if self.related:
+            body = f"{body} (related: {', '.join(_one_line(r) for r in self.related)})"
         if self.superseded_by is not None:
             body = f"(superseded) {body} — superseded by: {self.superseded_by.render()}"
         threats = self.threats
@@ -163,6 +173,8 @@ class LabelledRecall:
             "supersedes": list(self.supersedes),
             "superseded": self.superseded_by is not None,
             "superseded_by": self.superseded_by.to_json() if self.superseded_by else None,
+            "related": list(self.related),
+            "told": self.told.to_json() if self.told is not None else None,
             "flagged": list(self.threats),
         }
 
@@ -337,6 +349,7 @@ def merge_recalls(
             mentioned_at=item.mentioned_at,
             document_ids=tuple(dict.fromkeys(d for i in ordered if (d := entries[i][2].document_id))),
             supersedes=tuple(dict.fromkeys(s for i in ordered if (s := _supersedes(entries[i][2])))),
+            related=tuple(dict.fromkeys(r for i in ordered if (r := _related(entries[i][2])))),
         )
         merged.append(((-item.score, first_order, item.id), labelled))
     merged.sort(key=lambda pair: pair[0])
@@ -351,6 +364,14 @@ def _supersedes(item: RecallItem) -> str | None:
         return None
     older = item.metadata.get(SUPERSEDES)
     return older if isinstance(older, str) and older and older != item.document_id else None
+
+
+def _related(item: RecallItem) -> str | None:
+    """The stored card a roll-up card names as related (its ``related_to`` metadata)."""
+    if ROLLUP_TAG not in item.tags:
+        return None
+    related = item.metadata.get(RELATED_TO)
+    return related if isinstance(related, str) and related and related != item.document_id else None
 
 
 # --- why a bank is missing ----------------------------------------------------------------------

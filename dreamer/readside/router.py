@@ -13,6 +13,7 @@ Why a partial answer beats a failed one, and what the labels are for: ``docs/des
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import TypeVar
 
@@ -187,10 +188,26 @@ class BankRouter:
         results, missing = await self._gather(targets, call)
         per_bank = [(t.alias, r) for t, r in zip(targets, results, strict=True) if r is not None]
         merged = merge_recalls(per_bank)
-        items = mark_superseded(merged, successors_from_ledger(self._superseding(merged)))
+        items = self._with_told(mark_superseded(merged, successors_from_ledger(self._superseding(merged))))
         if limit is not None:
             items = items[: max(limit, 0)]
         return RecallAnswer(query, tuple(t.alias for t in targets), items, missing)
+
+    def _with_told(self, items: Sequence[LabelledRecall]) -> tuple[LabelledRecall, ...]:
+        """The hits, each roll-up card the ledger holds marked with how often its fact was found
+        (:class:`~dreamer.state.Told`). A state file that cannot be read costs the marks (logged)."""
+        ids = {d for item in items for d in item.document_ids}
+        if self.ledger is None or not ids:
+            return tuple(items)
+        try:
+            told = {c.document_id: c.told for c in self.ledger.cards(ids) if c.told is not None}
+        except StateFileError as exc:
+            log.warning("recall without the ledger's counts", reason=str(exc))
+            return tuple(items)
+        return tuple(
+            replace(item, told=next((told[d] for d in item.document_ids if d in told), None))
+            for item in items
+        )
 
     def _superseding(self, items: Sequence[LabelledRecall]) -> list[LedgerCard]:
         """The ledger cards that supersede a hit's card, and those superseding them, chains followed.

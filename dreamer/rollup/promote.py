@@ -19,7 +19,15 @@ from datetime import datetime
 
 from dreamer import __version__
 from dreamer.backends.base import RetainItem
-from dreamer.cardtags import CARD_MARK, ROLLUP_TAG, SCOPE_TAG_PREFIX, SUPERSEDES, scope_tags, source_tag
+from dreamer.cardtags import (
+    CARD_MARK,
+    RELATED_TO,
+    ROLLUP_TAG,
+    SCOPE_TAG_PREFIX,
+    SUPERSEDES,
+    scope_tags,
+    source_tag,
+)
 from dreamer.config import ConflictPolicy
 from dreamer.rollup.candidates import index_words, word_sizes
 from dreamer.rollup.dedup import Verdict, VerdictKind
@@ -37,9 +45,6 @@ __all__ = [
     "ledger_row",
     "retain_item",
 ]
-
-#: Metadata naming the stored card a new card is near but was not merged into.
-RELATED_TO = "related_to"
 
 #: Raw facts are rolled up; Hindsight's own ``observation`` units are derived from them
 #: (``source_memory_ids``), so taking both would count one fact twice.

@@ -115,6 +115,40 @@ class LedgerCard:
     #: The card's embedding, written with its row when an embedder is configured; None when read back.
     vector: StoredVector | None = None
 
+    @property
+    def told(self) -> Told | None:
+        """How often and over what time the card's fact was found: None for a card found once."""
+        if self.reinforcements <= 0:
+            return None
+        return Told(self.reinforcements + 1, self.promoted_at, self.last_seen_at)
+
+
+@dataclass(frozen=True, slots=True)
+class Told:
+    """A fact found by more than one roll-up: how many found it (the one that promoted its card,
+    and each that reinforced it with sources it did not have), the first and the last."""
+
+    times: int
+    first: datetime
+    last: datetime
+
+    def render(self) -> str:
+        """``seen 8 times, 2023-03-02 to 2023-10-19`` (one date when all fell on one day)."""
+        first, last = _day(self.first), _day(self.last)
+        return f"seen {self.times} times, {first}" + ("" if last == first else f" to {last}")
+
+    def short(self) -> str:
+        """``seen 8×, 2023-03 to 2023-10``: the months, for a line with little room."""
+        first, last = _day(self.first)[:7], _day(self.last)[:7]
+        return f"seen {self.times}×, {first}" + ("" if last == first else f" to {last}")
+
+    def to_json(self) -> dict[str, object]:
+        return {"times": self.times, "first": iso(self.first), "last": iso(self.last), "text": self.render()}
+
+
+def _day(moment: datetime) -> str:
+    return moment.date().isoformat()
+
 
 @dataclass(frozen=True, slots=True)
 class Reinforcement:
@@ -187,4 +221,3 @@ class Decision:
     matched_id: str | None = None
     scores: Mapping[str, float] = field(default_factory=dict)
     decided_at: datetime | None = None
-

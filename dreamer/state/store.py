@@ -114,7 +114,9 @@ class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks, 
         ``expected`` is the watermark the run read: when the stored one is no longer it (another
         run of the profile committed meanwhile), nothing is written and :class:`RunBusyError` is
         raised, so a watermark never moves backwards. A reinforcement counts only when it brings
-        source ids the card did not have, so re-reading the same units never inflates a count.
+        source ids the card did not have, so re-reading the same units never inflates a count, and
+        a run counts once per card however many of its drafts repeat it: a card's count is how many
+        roll-ups found its fact again (:attr:`LedgerCard.told`).
         """
         with self._write():
             if expected is not None:
@@ -122,7 +124,7 @@ class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks, 
             self._put_watermark(profile, bank_id, watermark, finished_at)
             for card in promoted:
                 self._promote(card)
-            for reinforcement in reinforced:
+            for reinforcement in _one_per_card(reinforced):
                 self._reinforce(reinforcement, finished_at)
             self._record_decisions(decisions)
             self._finish_run(run_id, outcome, detail, counts, finished_at)
@@ -151,3 +153,13 @@ class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks, 
         """End the run's record in the commit's transaction: a run recorded as finished has its
         cards and watermark written, and one whose commit failed is not recorded as finished."""
         self._conn.execute(END_RUN, (iso(finished_at), outcome, detail, json.dumps(dict(counts)), run_id))
+
+
+def _one_per_card(reinforced: Sequence[Reinforcement]) -> list[Reinforcement]:
+    """One reinforcement per card, the source ids of each that names it merged in order."""
+    merged: dict[str, Reinforcement] = {}
+    for r in reinforced:
+        known = merged.get(r.document_id)
+        sources = r.source_ids if known is None else (*known.source_ids, *r.source_ids)
+        merged[r.document_id] = Reinforcement(r.document_id, tuple(dict.fromkeys(sources)), r.profile)
+    return list(merged.values())

@@ -36,7 +36,7 @@ from dreamer.readside.tools import HINDSIGHT_TOOLS, run_tool_call
 from dreamer.rollup.dedup import Verdict, VerdictKind
 from dreamer.rollup.promote import RunFacts, ledger_row, retain_item
 from dreamer.rollup.report import CardPlan
-from dreamer.state import LedgerCard, StateStore, Watermark
+from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
 from dreamer.text import card_document_id
 from tests.support.configs import config_data, write_toml
 
@@ -394,3 +394,51 @@ class TestLedgerQuery:
             found = state.superseding([f"old-{i}" for i in range(1200)] + ["nobody"])
             assert sorted(c.supersedes or "" for c in found) == sorted(f"old-{i}" for i in range(1200))
             assert state.superseding(["new-1", "nobody"]) == []
+
+
+class TestToldAndRelated:
+    """Recall says how often the roll-up found a card's fact (from the ledger) and which stored card
+    a card was kept beside (its ``related_to`` metadata, on the hit itself)."""
+
+    async def test_a_reinforced_card_is_shown_with_its_count_and_dates(self, world: World) -> None:
+        text = f"Sam {world.word} values Evan's support with his diet."
+        document_id = await promote(world, text)
+        later = T0 + timedelta(days=40)
+        with StateStore.open(world.config.state_path) as state:
+            state.record_run_start("run-later", f"rollup:{PROFILE}", later)
+            state.commit_rollup(
+                profile=PROFILE,
+                bank_id=world.bank_id(PROFILE),
+                watermark=Watermark(),
+                promoted=[],
+                reinforced=[Reinforcement(document_id, ("u-later",), PROFILE)],
+                run_id="run-later",
+                outcome="reinforced",
+                detail="",
+                counts={},
+                finished_at=later,
+            )
+        proc = world.dreamer("recall", f"Sam {world.word} support", "--profile", PROFILE)
+        assert proc.returncode == 0, proc.stderr
+        assert f"[global] {text} (seen 2 times, 2026-11-01 to 2026-12-11)" in proc.stdout.splitlines()
+        doc = world.dreamer("recall", f"Sam {world.word} support", "--profile", PROFILE, "--json")
+        [item] = [i for i in json.loads(doc.stdout)["items"] if world.word in i["text"]]
+        assert item["told"]["times"] == 2
+
+    async def test_a_card_kept_beside_another_names_it(self, world: World) -> None:
+        first = f"Sam {world.word} has a checkup with his doctor about his weight."
+        first_id = await promote(world, first)
+        later = f"Sam {world.word} has another health checkup where the doctor warns him."
+        plan = CardPlan(later, "event", ("u-9",), card_document_id(PROFILE, later), "new", "")
+        facts = RunFacts(
+            PROFILE, world.bank_id(PROFILE), world.bank_id("global"), "r9", None, None, "recency_wins"
+        )
+        item = retain_item(plan, Verdict(VerdictKind.NEW, "near", matched_id=first_id), facts, T0)
+        await world.backend.retain(world.bank_id("global"), [item])
+        with StateStore.open(world.config.state_path) as ledger:
+            answer = await BankRouter(world.config, world.backend, profile=PROFILE, ledger=ledger).recall(
+                f"Sam {world.word} checkup", banks=["global"]
+            )
+        linked = {h.text: h.related for h in hits(answer, world.word)}
+        assert linked == {first: (), later: (first_id,)}
+        assert f"[global] {later} (related: {first_id})" in answer.render().splitlines()

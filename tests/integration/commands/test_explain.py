@@ -164,6 +164,10 @@ class TestCard:
         assert len({d["run_id"] for d in doc["made_of"] + doc["folded_in"]}) == 2
         _, out = history.explain("--card", card)
         assert "made of:" in out and "merged into it since:" in out and BACKUP in out
+        # Found by two roll-ups: the count and the dates of the two, in the text and the JSON.
+        assert doc["card"]["told"]["times"] == 2
+        assert f"    {doc['card']['told']['text']}" in out.splitlines()
+        assert doc["card"]["told"]["text"].startswith("seen 2 times, ")
 
     def test_a_superseded_card_names_the_card_that_supersedes_it(self, history: History) -> None:
         """--card on the 27.1 card: superseded by the 28.0 card; the 28.0 card says it supersedes it."""

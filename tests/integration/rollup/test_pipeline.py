@@ -334,3 +334,77 @@ class TestChatter:
         assert await upstream_cards(cfg) == []
         with StateStore.open(cfg.state_path) as st:
             assert st.watermark("research").created_at is not None
+
+
+class TestOneFactAcrossSessions:
+    """A fact told again in later sessions reinforces the one card that tells it, whether that card
+    says it whole or as one of its sentences; a later instance of an event is promoted beside it."""
+
+    async def test_a_stance_told_in_four_sessions_is_one_card_seen_four_times(self, tmp_path: Path) -> None:
+        """Session 1 folds the stance into a two-sentence card; sessions 2-4 restate one sentence of
+        it in other words: one card upstream, reinforced three times, its dates those of the runs,
+        and recall, the peer card and the ledger say so."""
+        from dreamer.peercard.build import build_peer_card
+
+        cfg = write_config(tmp_path)
+        days = iter(datetime(2023, month, 8, 12, tzinfo=UTC) for month in (3, 5, 7, 10))
+        await seed(
+            cfg,
+            [
+                "Sam is grateful for Evan's support and encouragement with his new diet. "
+                "Sam started cooking healthy meals at home every evening.",
+            ],
+        )
+        restatements = [
+            "Sam is thankful for Evan's support and encouragement with his new diet.",
+            "Sam is grateful for Evan's support and encouragement with the new diet.",
+            "Sam stays grateful for Evan's support and encouragement with his diet.",
+        ]
+        for index in range(4):
+            now = next(days)
+            if index:
+                await seed(cfg, [restatements[index - 1]])
+            backend = EmbeddedBackend(cfg.embedded_path)
+            try:
+                with StateStore.open(cfg.state_path) as state:
+                    report = await Rollup(cfg, backend, state, clock=lambda now=now: now).run("research")
+            finally:
+                await backend.aclose()
+            assert report.outcome == ("promoted" if index == 0 else "reinforced"), [
+                p.to_json() for p in report.plan
+            ]
+        cards = await upstream_cards(cfg)
+        assert len(cards) == 1
+        with StateStore.open(cfg.state_path) as state:
+            [card] = state.ledger("private__hermes")
+        assert card.told is not None and card.told.render() == "seen 4 times, 2023-03-08 to 2023-10-08"
+        assert len(card.source_ids) == 4
+        built = build_peer_card([card], profile="research", policy="recency_wins")
+        assert built is not None and built.entries[0].endswith("(seen 4×, 2023-03 to 2023-10)")
+        await assert_held(cfg)
+
+    async def test_a_later_run_repeating_two_drafts_of_one_card_counts_once(self, tmp_path: Path) -> None:
+        """Two units of one later session, each restating another sentence of a stored card: two
+        drafts, both reinforcing it, and its count goes up once (roll-ups that found it, not drafts)."""
+        cfg = write_config(tmp_path)
+        await seed(
+            cfg,
+            [
+                "The nightly restic backup of host atlas runs at 02:30 to the NAS. "
+                "Grafana listens on port 3000 on host hermes-mon.",
+            ],
+        )
+        await run_once(cfg)
+        await seed(
+            cfg,
+            [
+                "The restic backup of host atlas runs nightly at 02:30 to the NAS.",
+                "Grafana on host hermes-mon listens on port 3000.",
+            ],
+        )
+        report = await run_once(cfg)
+        assert report.outcome == "reinforced" and report.reinforced == 2, [p.to_json() for p in report.plan]
+        with StateStore.open(cfg.state_path) as state:
+            [card] = state.ledger("private__hermes")
+        assert card.reinforcements == 1 and len(card.source_ids) == 3
+        await assert_held(cfg)

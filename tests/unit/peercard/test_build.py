@@ -62,12 +62,12 @@ class TestSelection:
             ]
         )
         assert built.entries == (
-            "IDENTITY: Reinforced identity.",
+            "IDENTITY: Reinforced identity. (seen 3×, 2025-03)",
             "IDENTITY: Sourced identity.",
             "IDENTITY: Newer identity.",
             "IDENTITY: Older identity.",
-            "Plain fact.",
-            "An event happened.",
+            "Plain fact. (seen 10×, 2025-03)",
+            "An event happened. (seen 10×, 2025-03)",
         )
 
     def test_recency_wins_drops_superseded(self) -> None:
@@ -82,7 +82,7 @@ class TestSelection:
         new = card("Evan lives in Lyon.", kind="attribute", doc="new", supersedes="old")
         assert build([old, new], policy="keep_both").entries == (
             "ATTRIBUTE: Evan lives in Lyon.",
-            "ATTRIBUTE: Evan lives in Paris.",
+            "ATTRIBUTE: Evan lives in Paris. (seen 6×, 2025-03)",
         )
 
     def test_superseded_by_another_profile_still_counts(self) -> None:
@@ -109,7 +109,7 @@ class TestSelection:
                 card("evan likes tea", kind="fact"),
             ]
         )
-        assert built.entries == ("ATTRIBUTE: Evan likes TEA!",)
+        assert built.entries == ("ATTRIBUTE: Evan likes TEA! (seen 2×, 2025-03)",)
 
     def test_long_entry_cut_on_a_word_boundary(self) -> None:
         """An entry over the limit is cut at a word boundary and ends with an ellipsis."""
@@ -134,7 +134,7 @@ class TestSelection:
         """A card too big for what is left is left out; a smaller card after it still gets in."""
         big = card("B" * 10 + " big card that is rather long indeed.", kind="identity")
         small = card("Tiny.", kind="fact")
-        first = card("First card is here.", kind="identity", reinforcements=1)
+        first = card("First card is here.", kind="identity", sources=2)
         budget = len("IDENTITY: First card is here.") + len(ENTRY_DELIMITER) + len("Tiny.")
         built = build([big, small, first], budget_chars=budget)
         assert built.entries == ("IDENTITY: First card is here.", "Tiny.")
@@ -144,15 +144,16 @@ class TestSelection:
         """After the first entry too big for the budget, LOOKAHEAD more cards are looked at for a
         smaller one; a short card ranked after them is not read, and every card not shown is left out."""
         head = card("First card is here.", doc="head", reinforcements=10**6)
+        head_entry, near_entry = "First card is here. (seen 1000001×, 2025-03)", "Near. (seen 99903×, 2025-03)"
         big = [
             card(f"Big card {i} " + "x" * 150, doc=f"big{i}", reinforcements=10**5 - i) for i in range(200)
         ]
         near = card("Near.", doc="near", reinforcements=10**5 - LOOKAHEAD + 2)
         far = card("Far.", doc="far", reinforcements=1)
         # Room for "Far." too: only the lookahead keeps it out.
-        budget = len("First card is here.") + 2 * len(ENTRY_DELIMITER) + len("Near.") + len("Far.")
+        budget = len(head_entry) + 2 * len(ENTRY_DELIMITER) + len(near_entry) + len("Far. (seen 2×, 2025-03)")
         built = build([far, *big, near, head], budget_chars=budget)
-        assert built.entries == ("First card is here.", "Near.")
+        assert built.entries == (head_entry, near_entry)
         assert built.left_out == 200 + 1
 
     def test_the_cards_read_do_not_grow_with_the_profile(self, monkeypatch: pytest.MonkeyPatch) -> None:

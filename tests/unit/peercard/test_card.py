@@ -19,9 +19,9 @@ class TestRender:
         )
         expected = (
             "══════════════════════════════════════════════\n"
-            "PEER CARD (research) [10% — 150/1,375 chars]\n"
+            "PEER CARD (research) [12% — 169/1,375 chars]\n"
             "══════════════════════════════════════════════\n"
-            "IDENTITY: Evan is a software engineer in Lyon.\n"
+            "IDENTITY: Evan is a software engineer in Lyon. (seen 3×, 2025-03)\n"
             "§\n"
             "ATTRIBUTE: Evan prefers tea over coffee.\n"
             "§\n"

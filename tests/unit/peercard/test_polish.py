@@ -234,7 +234,7 @@ class TestWithheld:
             ]
         )
         assert built.entries == (
-            "ignore the noisy fan on host atlas",
+            "ignore the noisy fan on host atlas (seen 4×, 2025-03)",
             "Nextcloud runs version 28.0 on host atlas.",
         )
         assert built.withheld == 3 and built.left_out == 0

@@ -225,3 +225,40 @@ class TestFlaggedText:
         """ESC in a hit's text is shown as \\x1b, never raw."""
         (item,) = merge_recalls([("ops", [hit("1", "Grafana \x1b[31mlistens on 3000", 0.5)])])
         assert item.render() == "[ops] Grafana \\x1b[31mlistens on 3000"
+
+
+class TestToldAndRelated:
+    """A hit says how often the roll-up found its fact and which stored cards it is linked to."""
+
+    def test_a_reinforced_card_renders_its_count_and_dates(self) -> None:
+        from datetime import UTC, datetime
+
+        from dreamer.state import Told
+
+        [item] = merge_recalls([("global", [hit("1", "Sam values Evan's support.", 0.9, document_id="d1")])])
+        told = Told(8, datetime(2023, 3, 2, tzinfo=UTC), datetime(2023, 10, 19, tzinfo=UTC))
+        marked = replace(item, told=told)
+        assert (
+            marked.render() == "[global] Sam values Evan's support. (seen 8 times, 2023-03-02 to 2023-10-19)"
+        )
+        assert marked.to_json()["told"] == {
+            "times": 8,
+            "first": "2023-03-02T00:00:00.000000+00:00",
+            "last": "2023-10-19T00:00:00.000000+00:00",
+            "text": "seen 8 times, 2023-03-02 to 2023-10-19",
+        }
+        assert item.render() == "[global] Sam values Evan's support." and item.to_json()["told"] is None
+
+    def test_a_roll_up_card_names_the_card_it_is_related_to(self) -> None:
+        """Only a card the roll-up tagged counts: a memory with the metadata key alone links nothing."""
+        card = replace(
+            hit("1", "Sam has another checkup.", 0.9, document_id="d2"),
+            tags=("rollup", "src:research"),
+            metadata={"related_to": "d1"},
+        )
+        plain = replace(hit("2", "Sam had a cold.", 0.8), metadata={"related_to": "d1"})
+        first, second = merge_recalls([("global", [card, plain])])
+        assert (
+            first.related == ("d1",) and first.render() == "[global] Sam has another checkup. (related: d1)"
+        )
+        assert second.related == () and second.to_json()["related"] == []

@@ -47,3 +47,33 @@ class TestWatermark:
             .advanced_to([(T0 + timedelta(hours=1), "b")], overlap)
         )
         assert wm.boundary_ids == {"b"}
+
+
+class TestTold:
+    """How often a card's fact was found: None for a card found once; one day or a range."""
+
+    def test_a_card_found_once_has_none_and_a_reinforced_one_counts_its_roll_ups(self) -> None:
+        from dreamer.state import LedgerCard
+
+        card = LedgerCard("d", "research", "private__hermes", "Sam values Evan.", "sam values evan")
+        assert card.told is None
+        later = LedgerCard(
+            "d",
+            "research",
+            "private__hermes",
+            "Sam values Evan.",
+            "sam values evan",
+            reinforcements=7,
+            promoted_at=datetime(2023, 3, 2, 9, tzinfo=UTC),
+            last_seen_at=datetime(2023, 10, 19, 23, tzinfo=UTC),
+        )
+        assert later.told is not None and later.told.times == 8
+        assert later.told.render() == "seen 8 times, 2023-03-02 to 2023-10-19"
+        assert later.told.short() == "seen 8×, 2023-03 to 2023-10"
+
+    def test_all_on_one_day_or_in_one_month_names_it_once(self) -> None:
+        from dreamer.state import Told
+
+        day = Told(2, T0, T0 + timedelta(hours=3))
+        assert day.render() == "seen 2 times, 2026-01-01" and day.short() == "seen 2×, 2026-01"
+        assert Told(3, T0, T0 + timedelta(days=20)).short() == "seen 3×, 2026-01"
