@@ -36,6 +36,21 @@ __all__ = [
     "sketch_of",
 ]
 
+#: Stems of one feeling or stance, read as one content word: "Jon is grateful for Gina's support" /
+#: "Jon expressed gratitude for Gina's support" / "Jon appreciates Gina's encouragement" say one
+#: fact that a stance told in many sessions repeats. On the labelled pairs (`bench.pairs`) the two
+#: families add 10 true duplicates and no false one on the lexical route, 8 and none with MiniLM.
+_FAMILIES = {
+    "grateful": ("grateful", "gratitud", "thankful", "thank", "appreciat", "appreciation", "appreciativ"),
+    "support": ("support", "supportiv", "encourag", "encouragement"),
+}
+_FAMILY = {stem: family for family, stems in _FAMILIES.items() for stem in stems}
+
+
+def _content_words(text: str) -> list[str]:
+    """The content words similarity counts: `text.content_tokens`, a stance family as one word."""
+    return [_FAMILY.get(word, word) for word in content_tokens(text)]
+
 #: Third-person pronouns that can stand for a name the other text spells out.
 _PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "they", "them", "their"})
 
@@ -70,7 +85,7 @@ def _char_shingles(words: Sequence[str], n: int = 3) -> frozenset[str]:
 def content_shingles(text: str) -> frozenset[str]:
     """The character shingles of a text's content words: ``profile_text(text).shingles`` without
     the rest of the analysis (protected details are most of its cost)."""
-    return _char_shingles(content_tokens(text))
+    return _char_shingles(_content_words(text))
 
 
 @functools.lru_cache(maxsize=256)
@@ -79,7 +94,7 @@ def profile_text(text: str) -> TextProfile:
     the judge and the ledger row analyse a batch's texts one after the other (the last 256 texts
     are kept, about 2.5 MiB; on LoCoMo's quick run Dreamer's wall fell from 2.5 s to 1.2 s)."""
     normalized = normalize_text(text)
-    content = tuple(content_tokens(text))
+    content = tuple(_content_words(text))
     return TextProfile(
         text=text,
         normalized=normalized,
@@ -105,7 +120,8 @@ class Sketch:
 
     #: Bump when normalisation or protected-detail extraction changes what a sketch holds.
     #: s2: signs, currency, "%", decimal points and "C++"/"C#"/"@name" kept (`dreamer.text`).
-    VERSION = "s2"
+    #: s3: the words of a stance family read as one (`_FAMILIES`).
+    VERSION = "s3"
 
     def dumps(self) -> str:
         """One line: version, normalised text, content words, residual words, tab-separated."""

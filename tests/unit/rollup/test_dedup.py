@@ -247,12 +247,19 @@ class TestJudgeBatch:
 
     def test_semantic_score_merges_a_paraphrase_lexical_overlap_misses(self) -> None:
         """A high semantic score plus some shared words merges a paraphrase; without a score it stays new."""
-        new, old = texts(GRATITUDE)
+        new, old = TEXTS["grandma"], TEXTS["grandma_long"]
         with_score = judge_batch([CardText("n", new)], [], {"n": [UpstreamCandidate("o", old, 0.93)]})[0]
         without_score = judge_batch([CardText("n", new)], [], {"n": [UpstreamCandidate("o", old, None)]})[0]
         assert with_score.kind is VerdictKind.DUPLICATE
         assert "semantic" in with_score.reason
         assert without_score.kind is VerdictKind.NEW
+
+    def test_words_of_one_stance_family_are_one_word(self) -> None:
+        """ "appreciates ... gratitude" and "is grateful", "support" and "encouragement": one
+        stance told again, a lexical duplicate without any score."""
+        new, old = texts(GRATITUDE)
+        verdict = judge_batch([CardText("n", new)], [], {"n": [UpstreamCandidate("o", old, None)]})[0]
+        assert verdict.kind is VerdictKind.DUPLICATE and verdict.scores["jaccard"] == 1.0
 
     def test_semantic_score_alone_is_not_enough(self) -> None:
         """A high semantic score without shared content words is not a duplicate (dataset sentences)."""
