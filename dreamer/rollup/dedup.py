@@ -95,6 +95,11 @@ def _judge_one(
     return judgement.verdict()
 
 
+#: Words that tell of another instance of an event ("another checkup", "won again"): a card with
+#: one, near a stored card, is a later instance, not a repeat (the labelled pairs' recurring events).
+RECURRENCE_WORDS = frozenset({"another", "again"})
+
+
 class _Judgement:
     """One card weighed against existing cards, cheapest check first, keeping the best of each outcome.
 
@@ -242,6 +247,10 @@ class _Judgement:
         elif (lexical or semantic_match) and comparison.containment < thresholds.reinforce_containment:
             # Near enough to be a duplicate, but the existing text would drop the new card's words.
             found.unheld.offer(similarity, existing, comparison, semantic=semantic)
+        elif self.card.words & RECURRENCE_WORDS and existing.origin != "earlier batch":
+            # "Nate wins another tournament" told in a later session than a card like it: another
+            # instance of the event, kept beside that card and linked, never merged into it.
+            found.related.offer(similarity, existing, comparison, semantic=semantic)
         elif not says_more and (covered_by(self.card, existing.profile) or 0.0) >= thresholds.said_by:
             found.duplicate.offer(similarity, existing, comparison, "is said by|", semantic=semantic)
         elif lexical and semantic_match:

@@ -800,6 +800,20 @@ class TestLinkedNotMerged:
         )
         assert far.kind is VerdictKind.NEW and far.matched_id is None
 
+    def test_another_instance_of_an_event_is_linked_not_merged(self) -> None:
+        """ "another" in a later session's card near a stored one: a later instance, kept and linked;
+        the same words without it reinforce; within one batch the fold decides, not this rule."""
+        stored = "Nate wins a regional video game tournament."
+        again = verdict_of("Nate wins another regional video game tournament.", stored)
+        assert again.kind is VerdictKind.NEW and again.matched_id == "old"
+        assert verdict_of("Nate wins a regional video game tournament!", stored).kind is VerdictKind.DUPLICATE
+        _, later = judge_batch(
+            [CardText("a", stored), CardText("b", "Nate wins another regional video game tournament.")],
+            [],
+            [[], []],
+        )
+        assert later.kind is VerdictKind.DUPLICATE and later.matched_id == "a"
+
     def test_a_repeat_but_for_another_name_is_linked(self) -> None:
         """Blocked by a protected detail (another person): new, naming the card it is like."""
         verdict = verdict_of(
