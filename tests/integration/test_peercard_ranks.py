@@ -283,7 +283,7 @@ def test_a_card_is_read_from_one_snapshot_while_another_process_commits(
         monkeypatch.undo()
         after = build_peer_card(state.ledger("global"), profile=None, policy="recency_wins", max_entries=30)
     assert committed and before is not None and after is not None
-    assert after.entries[5] == "Card 99 of the research profile."
+    assert after.entries[5] == "Card 99 of the research profile. (seen 92×, 2026-11)"
     assert read == before != after
 
 
