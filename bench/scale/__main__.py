@@ -1,4 +1,5 @@
-"""The command: ``python -m bench.scale [--quick] [--json] [--sizes 10000,100000] [--embedder none|local]``.
+"""The command: ``python -m bench.scale [--quick] [--json] [--sizes 10000,100000] [--embedder none|local]
+[--ledger synthetic|realistic [--data DIR]]``.
 
 ``--quick`` is the CI size: 1k and 10k cards.
 """
@@ -13,7 +14,8 @@ from typing import Any
 
 from bench._common import BenchError, machine_info, machine_line, quiet_logs, render_table, report
 from bench.notify_socket import NotificationTimeout
-from bench.scale.files import EMBEDDERS, NEW_UNITS
+from bench.scale.files import EMBEDDERS
+from bench.scale.ledgers import DATA_DIR_ENV, LEDGERS, NEW_UNITS, ledger_spec
 from bench.scale.measures import targets
 from bench.scale.run import WATCHDOG_USEC, measure
 
@@ -25,7 +27,8 @@ def render(result: Mapping[str, Any]) -> str:
     rows = result["rows"]
     return render_table(
         f"Scale: one roll-up run ({NEW_UNITS} new units) as the ledger and the global bank grow "
-        f"(dreamer run, embedded store, [embeddings] provider = {result.get('embedder', 'none')!r})",
+        f"(dreamer run, embedded store, [embeddings] provider = {result.get('embedder', 'none')!r}, "
+        f"{result.get('ledger', 'synthetic')} ledger)",
         [
             "cards",
             "run s",
@@ -97,13 +100,16 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             ) from None
         if not sizes or min(sizes) < 1:
             raise BenchError(f"--sizes needs positive card counts: {args.sizes!r}")
+    spec = ledger_spec(args.ledger, args.data)
+    spec.open()  # a missing LoCoMo directory is said before anything is built
     started = time.monotonic()
     cache = Path(args.cache) if args.cache else None
-    rows = [measure(size, cache, args.embedder) for size in sorted(sizes)]
+    rows = [measure(size, cache, args.embedder, spec) for size in sorted(sizes)]
     return {
         "benchmark": "scale",
         "quick": args.quick,
         "embedder": args.embedder,
+        "ledger": spec.kind,
         "new_units": NEW_UNITS,
         "rows": rows,
         "targets": targets(rows),
@@ -132,6 +138,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="none",
         help='the daemon\'s [embeddings] provider: "none" (the lexical dedup, default) or "local" '
         "(the model; every unit and ledger card of the files has a vector under its id)",
+    )
+    parser.add_argument(
+        "--ledger",
+        choices=LEDGERS,
+        default="synthetic",
+        help='the texts of the cards: "synthetic" (six frames of made-up words, default) or "realistic" '
+        "(LoCoMo's memory sentences refilled card by card, with names that grow with the ledger)",
+    )
+    parser.add_argument(
+        "--data",
+        metavar="DIR",
+        help=f"the LoCoMo folder (<id>.json) --ledger realistic reads (default: ${DATA_DIR_ENV}, "
+        "else shared/data/locomo beside the repository)",
     )
     return parser.parse_args(argv)
 

@@ -1,9 +1,10 @@
 """The files one measurement starts from: a global bank and a ledger of N roll-up cards, one profile
 bank with a few units already rolled up and 20 new ones, and the daemon's configuration.
 
-Built through Dreamer's own APIs (the embedded store's ``retain``, ``LedgerCard`` and
-``StateStore.commit_rollup``), so the rows are the ones the pipeline writes. The sketches, the
-slowest part (about 0.13 ms a card), are computed in worker processes while the store is written.
+The texts come from the ledger ``--ledger`` names (ledgers.py). Built through Dreamer's own APIs
+(the embedded store's ``retain``, ``LedgerCard`` and ``StateStore.commit_rollup``), so the rows are
+the ones the pipeline writes. The sketches, the slowest part (about 0.13 ms a card), are computed
+in worker processes while the store is written.
 
 With ``--embedder local`` every unit of the store and every ledger card also has a vector under the
 local model's id, as a daemon that always ran with the model would have left them; so that 1M of
@@ -15,6 +16,7 @@ embedded by the model for real.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 import zlib
@@ -26,7 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from bench._common import progress
-from bench.gating.banks import mark_rolled_up, varied_text
+from bench.gating.banks import mark_rolled_up
+from bench.scale.ledgers import NEW_UNITS as NEW_UNITS
+from bench.scale.ledgers import OLD_UNITS as OLD_UNITS
+from bench.scale.ledgers import SYNTHETIC, Ledger, LedgerSpec
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
@@ -43,11 +48,6 @@ PROFILE = "homelab"
 SOURCE_PROFILES = ("homelab", "research", "coder", "writer")
 GLOBAL_BANK = "global"
 PROFILE_BANK = f"bank_{PROFILE}"
-NEW_UNITS = 20
-#: Units of the profile bank already rolled up before the measured run.
-OLD_UNITS = 100
-#: Index of the first profile-bank text: far beyond any card's, so no new unit repeats a card.
-_UNIT_BASE = 10**9
 #: Cards per retain call and per commit_rollup transaction.
 BATCH = 50_000
 #: ``--embedder``: the daemon's ``[embeddings] provider``.
@@ -114,37 +114,57 @@ def config_text(state_dir: Path, embedder: str = "none") -> str:
     )
 
 
-def new_unit_texts() -> list[str]:
-    """The texts of the profile bank's new units: what the measured run drafts its cards from."""
-    return [varied_text(_UNIT_BASE + OLD_UNITS + k) for k in range(NEW_UNITS)]
+def new_unit_texts(spec: LedgerSpec = SYNTHETIC, size: int = 0) -> list[str]:
+    """The texts of the profile bank's new units, for a ledger of ``size`` cards: what the measured
+    run drafts its cards from."""
+    return spec.open().new_unit_texts(size, NEW_UNITS)
 
 
 def card_profile(i: int) -> str:
     return SOURCE_PROFILES[i % len(SOURCE_PROFILES)]
 
 
+def distinct_cards(ledger: Ledger, size: int) -> list[list[str]]:
+    """The texts of the ledger's ``size`` cards in batches of ``BATCH``: the ledger's cards in
+    order, a card whose document id (its profile and normalised text) an earlier card has left out
+    and the next one taken instead, as a real ledger holds a fact once (synthetic cards never repeat)."""
+    seen: set[bytes] = set()
+    raw = 0
+    batches: list[list[str]] = []
+    for k in range(size):
+        if k % BATCH == 0:
+            batches.append([])
+        while True:
+            text = ledger.card_text(raw)
+            raw += 1
+            key = hashlib.blake2b(card_document_id(card_profile(k), text).encode(), digest_size=12).digest()
+            if key not in seen:
+                break
+        seen.add(key)
+        batches[-1].append(text)
+    return batches
+
+
 #: (normalised text, stored sketch, index words, content and residual word counts) of one card.
 Sketched = tuple[str, str, tuple[str, ...], tuple[int, int]]
 
 
-def _sketches(start: int, stop: int) -> list[Sketched]:
-    """(normalised text, stored sketch, index words) of cards ``start`` to ``stop``: run in a
-    worker process."""
+def _sketches(texts: Sequence[str]) -> list[Sketched]:
+    """(normalised text, stored sketch, index words) of each card's text: run in a worker process."""
     out = []
-    for i in range(start, stop):
-        sketch = sketch_of(profile_text(varied_text(i)))
+    for text in texts:
+        sketch = sketch_of(profile_text(text))
         words = tuple(sorted(index_words(sketch)))
         out.append((sketch.normalized, sketch.dumps(), words, word_sizes(sketch)))
     return out
 
 
 def _ledger_cards(
-    start: int, sketches: Sequence[Sketched], now: datetime, model_id: str | None
+    start: int, texts: Sequence[str], sketches: Sequence[Sketched], now: datetime, model_id: str | None
 ) -> list[LedgerCard]:
     """The ledger rows of cards ``start``..: what ``promote.ledger_row`` writes for a promoted card
     (with its vector under ``model_id`` when given)."""
     cards = []
-    texts = [varied_text(start + offset) for offset in range(len(sketches))]
     vectors = seeded(texts) if model_id is not None else None
     for offset, (normalized, sketch, words, sizes) in enumerate(sketches):
         i = start + offset
@@ -175,10 +195,9 @@ def _ledger_cards(
     return cards
 
 
-def _card_item(i: int, promoted_at: datetime) -> RetainItem:
+def _card_item(i: int, text: str, promoted_at: datetime) -> RetainItem:
     """The upstream memory of card ``i``, tagged and described as ``promote.retain_item`` does."""
     profile = card_profile(i)
-    text = varied_text(i)
     return RetainItem(
         content=text,
         context=f"Dreamer roll-up of profile {profile}",
@@ -195,8 +214,11 @@ def _card_item(i: int, promoted_at: datetime) -> RetainItem:
     )
 
 
-async def build(workdir: Path, size: int, embedder: str = "none") -> tuple[Config, Path, Watermark]:
+async def build(
+    workdir: Path, size: int, embedder: str = "none", spec: LedgerSpec = SYNTHETIC
+) -> tuple[Config, Path, Watermark]:
     """The configuration file, its config and the profile's watermark before the measured run."""
+    ledger = spec.open()
     state_dir = workdir / "state"
     state_dir.mkdir(parents=True)
     config_path = workdir / "dreamer.toml"
@@ -209,22 +231,26 @@ async def build(workdir: Path, size: int, embedder: str = "none") -> tuple[Confi
     now = datetime.now(UTC)
     promoted_at = now - timedelta(days=1)
     started = time.monotonic()
-    chunks = [(start, min(size, start + BATCH)) for start in range(0, size, BATCH)]
+    batches = distinct_cards(ledger, size)
+    chunks = [
+        (start, start + len(texts)) for start, texts in zip(range(0, size, BATCH), batches, strict=True)
+    ]
     workers = max(1, min(2, os.cpu_count() or 1))
     # The workers are started (forked) before the store opens its connection and threads.
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures: list[Future[list[Sketched]]] = [pool.submit(_sketches, a, b) for a, b in chunks]
+        futures: list[Future[list[Sketched]]] = [pool.submit(_sketches, texts) for texts in batches]
         vectors = None if model_id is None else SeededVectors(model_id)
         backend = EmbeddedBackend(config.embedded_path, embedder=vectors)
         try:
             with StateStore.open(config.state_path) as state:
-                for a, b in chunks:
-                    await backend.retain(GLOBAL_BANK, [_card_item(i, promoted_at) for i in range(a, b)])
+                for (a, b), texts in zip(chunks, batches, strict=True):
+                    items = [_card_item(a + offset, text, promoted_at) for offset, text in enumerate(texts)]
+                    await backend.retain(GLOBAL_BANK, items)
                     progress(
                         f"scale {size}: global bank {b}/{size} cards ({time.monotonic() - started:.0f} s)"
                     )
-                for (a, b), future in zip(chunks, futures, strict=True):
-                    cards = _ledger_cards(a, future.result(timeout=3600), promoted_at, model_id)
+                for (a, b), texts, future in zip(chunks, batches, futures, strict=True):
+                    cards = _ledger_cards(a, texts, future.result(timeout=3600), promoted_at, model_id)
                     run_id = f"setup-{a}"
                     state.record_run_start(run_id, f"rollup:{PROFILE}", now)
                     # One transaction per batch; the watermark row it writes is replaced below.
@@ -241,14 +267,13 @@ async def build(workdir: Path, size: int, embedder: str = "none") -> tuple[Confi
                         finished_at=now,
                     )
                     progress(f"scale {size}: ledger {b}/{size} cards ({time.monotonic() - started:.0f} s)")
-                await backend.retain(
-                    PROFILE_BANK, [RetainItem(content=varied_text(_UNIT_BASE + k)) for k in range(OLD_UNITS)]
-                )
+                old = ledger.old_unit_texts(size, OLD_UNITS, NEW_UNITS)
+                await backend.retain(PROFILE_BANK, [RetainItem(content=text) for text in old])
                 await mark_rolled_up(config, backend, state, [PROFILE])
                 watermark = state.watermark(PROFILE)
             await backend.retain(
                 PROFILE_BANK,
-                [RetainItem(content=text) for text in new_unit_texts()],
+                [RetainItem(content=text) for text in new_unit_texts(spec, size)],
             )
         finally:
             await backend.aclose()

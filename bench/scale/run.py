@@ -18,6 +18,7 @@ from bench._common import BenchError, progress
 from bench.daemon import Daemon, cpu_seconds, wait_until
 from bench.notify_socket import has
 from bench.scale.files import GLOBAL_BANK, PROFILE, PROFILE_BANK, build, config_text, new_unit_texts
+from bench.scale.ledgers import SYNTHETIC, LedgerSpec
 from bench.scale.measures import longest_gap, vm_hwm_mib
 from dreamer.backends.embedded import search
 from dreamer.backends.embedded.backend import EmbeddedBackend
@@ -205,18 +206,20 @@ async def floor(config: Config, before: Watermark) -> tuple[float, int]:
     return statistics.median(s for s, _ in runs), runs[0][1]
 
 
-def measure(size: int, cache: Path | None = None, embedder: str = "none") -> dict[str, Any]:
+def measure(
+    size: int, cache: Path | None = None, embedder: str = "none", spec: LedgerSpec = SYNTHETIC
+) -> dict[str, Any]:
     """One row of the table: set up N cards (not timed; with ``cache``, built once into
-    ``cache/N`` (``cache/N-local`` with the local embedder) and copied for each measurement), the
-    daemon's run, the floor and the recalls."""
+    ``cache/N`` (``cache/N-local`` with the local embedder, ``cache/N-realistic[-local]`` for the
+    realistic ledger) and copied for each measurement), the daemon's run, the floor and the recalls."""
     workdir = Path(tempfile.mkdtemp(prefix=f"dreamer-bench-scale-{size}-"))
     try:
         progress(f"scale {size}: building the global bank and the ledger")
         started = time.monotonic()
-        config, config_path, before = asyncio.run(set_up(workdir, size, cache, embedder))
+        config, config_path, before = asyncio.run(set_up(workdir, size, cache, embedder, spec))
         setup_s = time.monotonic() - started
         progress(f"scale {size}: set up in {setup_s:.1f} s; the recalls, then the daemon")
-        texts = new_unit_texts()
+        texts = new_unit_texts(spec, size)
         passers = gate_passers(config, texts)
         recall_tiered = asyncio.run(recall_ms(config, texts, one_tier=False))
         recall_one_tier = asyncio.run(recall_ms(config, texts, one_tier=True))
@@ -231,6 +234,7 @@ def measure(size: int, cache: Path | None = None, embedder: str = "none") -> dic
     counts = record.get("counts") or {}
     return {
         "cards": size,
+        "ledger": spec.kind,
         "embedder": embedder,
         "setup_s": setup_s,
         "outcome": record.get("outcome"),
@@ -255,18 +259,31 @@ def measure(size: int, cache: Path | None = None, embedder: str = "none") -> dic
     }
 
 
+def _cached(built: Path, described: dict[str, object]) -> bool:
+    """Whether ``built`` holds finished files of this ledger (files cached before the ledger was
+    recorded are synthetic)."""
+    try:
+        recorded = json.loads((built / "built.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return {
+        key: recorded.get(key, "synthetic" if key == "ledger" else None) for key in described
+    } == described
+
+
 async def set_up(
-    workdir: Path, size: int, cache: Path | None, embedder: str = "none"
+    workdir: Path, size: int, cache: Path | None, embedder: str = "none", spec: LedgerSpec = SYNTHETIC
 ) -> tuple[Config, Path, Watermark]:
     """Build the files into ``workdir``, or (with ``cache``) copy them from ``cache/size``, building
     them there first when they are not there yet."""
     if cache is None:
-        return await build(workdir, size, embedder)
-    built = cache / (str(size) if embedder == "none" else f"{size}-{embedder}")
-    if not (built / "built.json").exists():
+        return await build(workdir, size, embedder, spec)
+    built = cache / spec.cache_name(size, embedder)
+    described = spec.describe()
+    if not _cached(built, described):
         shutil.rmtree(built, ignore_errors=True)
-        await build(built, size, embedder)
-        (built / "built.json").write_text(json.dumps({"size": size, "embedder": embedder}))
+        await build(built, size, embedder, spec)
+        (built / "built.json").write_text(json.dumps({"size": size, "embedder": embedder, **described}))
     progress(f"scale {size}: copying the files built in {built}")
     shutil.copytree(built / "state", workdir / "state")
     config_path = workdir / "dreamer.toml"

@@ -8,7 +8,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.scale.files import DIMENSION, GLOBAL_BANK, NEW_UNITS, OLD_UNITS, build, config_text, seeded
+from bench.gating.banks import varied_text
+from bench.scale.files import (
+    DIMENSION,
+    GLOBAL_BANK,
+    NEW_UNITS,
+    OLD_UNITS,
+    build,
+    config_text,
+    distinct_cards,
+    seeded,
+)
+from bench.scale.ledgers import SYNTHETIC
 from dreamer.config import load_config
 from dreamer.embeddings.factory import make_embedder
 from dreamer.state import StateStore
@@ -54,3 +65,34 @@ class TestBuiltWithVectors:
             units = conn.execute("SELECT COUNT(*) FROM units").fetchone()[0]
             vectors = conn.execute("SELECT COUNT(*) FROM unit_vectors").fetchone()[0]
         assert units == vectors == 120 + OLD_UNITS + NEW_UNITS
+
+
+class RepeatingLedger:
+    """A ledger whose first six cards say the same."""
+
+    kind = "repeating"
+
+    def card_text(self, i: int) -> str:
+        return "Ada keeps bees." if i < 6 else f"Fact {i}."
+
+    def new_unit_texts(self, size: int, count: int) -> list[str]:
+        return []
+
+    def old_unit_texts(self, size: int, count: int, offset: int) -> list[str]:
+        return []
+
+
+class TestDistinctCards:
+    def test_synthetic_cards_are_the_texts_in_order(self) -> None:
+        """Synthetic cards never repeat: the batches are ``varied_text`` 0, 1, 2, ... in order."""
+        batches = distinct_cards(SYNTHETIC.open(), 7)
+        assert batches == [[varied_text(i) for i in range(7)]]
+
+    def test_a_repeated_text_of_a_profile_is_left_out(self) -> None:
+        """A card repeating an earlier card of its profile is skipped and the next text taken;
+        the same text under another profile is another card."""
+        (texts,) = distinct_cards(RepeatingLedger(), 6)
+        assert texts[:4] == ["Ada keeps bees."] * 4  # four profiles, four document ids
+        assert texts[4:] == ["Fact 6.", "Fact 7."]  # the first profile's again: two left out
+        (again,) = distinct_cards(RepeatingLedger(), 6)
+        assert again == texts
