@@ -51,8 +51,8 @@ def lexical_gate(thresholds: DedupThresholds) -> float:
 
 def holding_share(thresholds: DedupThresholds) -> float:
     """The share of a new card's content words below which a stored card can neither say it
-    (`said_by`) nor hold a sentence it repeats (`reinforce_containment`)."""
-    return min(thresholds.said_by, thresholds.reinforce_containment)
+    (`said_by`) nor have its sentences weighed one by one (`sentence_holding`)."""
+    return min(thresholds.said_by, thresholds.sentence_holding)
 
 
 def passes_gate(new: Sketch, old: Sketch, thresholds: DedupThresholds) -> bool:

@@ -148,12 +148,12 @@ class _Judgement:
             self._weigh_sentences(existing)
 
     def _may_hold(self, existing: Existing) -> bool:
-        """Whether ``existing`` holds enough of this card's content words for one of its sentences
-        to be repeated by this card (`reinforce_containment`; a sentence restating it with a changed
-        value holds most of them too). The word index finds every such card (`candidates`)."""
+        """Whether ``existing`` holds enough of this card's content words for its sentences to be
+        weighed one by one (`sentence_holding`; a sentence repeating this card, or restating it with
+        a changed value, holds most of them). The word index finds every such card (`candidates`)."""
         content = self.card.content_set
         held = len(content & existing.sketch.content) / len(content) if content else 1.0
-        return held >= self.limits.reinforce_containment
+        return held >= self.limits.sentence_holding
 
     def _weigh_sentences(self, existing: Existing) -> None:
         """A new card of several sentences repeats ``existing`` when each of its sentences repeats

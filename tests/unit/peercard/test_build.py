@@ -144,7 +144,8 @@ class TestSelection:
         """After the first entry too big for the budget, LOOKAHEAD more cards are looked at for a
         smaller one; a short card ranked after them is not read, and every card not shown is left out."""
         head = card("First card is here.", doc="head", reinforcements=10**6)
-        head_entry, near_entry = "First card is here. (seen 1000001×, 2025-03)", "Near. (seen 99903×, 2025-03)"
+        head_entry = "First card is here. (seen 1000001×, 2025-03)"
+        near_entry = "Near. (seen 99903×, 2025-03)"
         big = [
             card(f"Big card {i} " + "x" * 150, doc=f"big{i}", reinforcements=10**5 - i) for i in range(200)
         ]
