@@ -162,6 +162,11 @@ class RunBusyError(DreamerError):
     """Another run of the same profile holds its run lock, or committed first; try again later."""
 
 
+class LeaseLostError(RunBusyError):
+    """This host no longer holds the lease of what it ran (it expired, or another host took it
+    over): nothing was committed, and the holder runs it."""
+
+
 class LockFileError(DreamerError):
     """A lock file could not be opened; the message names it and why."""
 

@@ -11,5 +11,6 @@ from tests.hindsight_fixtures import (  # noqa: F401
     marked,
     server,
 )
+from tests.postgres_fixtures import postgres_schema, postgres_url  # noqa: F401
 from tests.support.keyleak import pytest_runtest_makereport, pytest_sessionfinish  # noqa: F401
 from tests.support.stub import stub, stub_url  # noqa: F401

@@ -15,12 +15,13 @@ from dreamer.commands.output import iso
 from dreamer.config import Config
 from dreamer.embeddings.factory import EmbedderChoice, choice_lines, describe_embedder, resolve_embeddings
 from dreamer.errors import BackendError, ExitCode
-from dreamer.jobs.open import missing_state, open_for
+from dreamer.jobs.leases import PROFILE_LEASE
+from dreamer.jobs.open import missing_state, open_for, state_name
 from dreamer.jobs.spec import rollup_job_id
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.promote import INPUT_FACT_TYPES
 from dreamer.rollup.summarise import day_start, summariser_name
-from dreamer.state import StateStore, Watermark
+from dreamer.state import Holder, StateStore, Watermark
 from dreamer.text import printable
 
 
@@ -39,7 +40,8 @@ async def status_command(config: Config, *, as_json: bool, out: TextIO = sys.std
     async with open_for(config, backend=True, state="present", reading=True) as opened:
         state = opened.ledger
         activity = await _read_activity(config, opened.backend, state)
-        rows = [_profile_row(config, name, state, activity) for name in sorted(config.profiles)]
+        holders = {h.name: h for h in state.holders(PROFILE_LEASE)} if state is not None else {}
+        rows = [_profile_row(config, name, state, activity, holders) for name in sorted(config.profiles)]
         choice = resolve_embeddings(config)
         doc = _document(config, choice, state, rows, activity.error)
     if as_json:
@@ -71,8 +73,12 @@ async def _read_activity(config: Config, backend: MemoryBackend, state: StateSto
     return found
 
 
-def _profile_row(config: Config, name: str, state: StateStore | None, activity: _Activity) -> dict[str, Any]:
-    """One profile's line of the status, as data (``--json``) and for :func:`_render`."""
+def _profile_row(
+    config: Config, name: str, state: StateStore | None, activity: _Activity, holders: dict[str, Holder]
+) -> dict[str, Any]:
+    """One profile's line of the status, as data (``--json``) and for :func:`_render`; ``holder``
+    is the host that holds its lease (hosts sharing a PostgreSQL state), None when none ever has."""
+    held = holders.get(PROFILE_LEASE + name)
     profile = config.profiles[name]
     bank = config.profile_bank_id(name)
     wm = state.watermark(name) if state is not None else Watermark()
@@ -99,6 +105,9 @@ def _profile_row(config: Config, name: str, state: StateStore | None, activity: 
             "finished_at": iso(last.finished_at),
             "counts": dict(last.counts),
         },
+        "holder": None
+        if held is None
+        else {"host": held.owner, "token": held.token, "expires_in_s": round(held.left_s, 1)},
         "deferred_in_a_row": state.consecutive(rollup_job_id(name), "deferred") if state is not None else 0,
         # The daemon runs each job every interval (plus up to jitter_s) after the last.
         "next_run_due": None
@@ -121,9 +130,12 @@ def _document(
     ``warning`` (:func:`dreamer.embeddings.factory.resolve_embeddings`)."""
     embeddings = config.embeddings
     vector_models = state.vector_models() if state is not None else []
+    hosts = state.live_hosts() if state is not None else []
     return {
-        "state": str(config.state_path),
+        "state": state_name(config),
+        "state_backend": config.state.backend,
         "state_exists": state is not None,
+        "hosts": [{"host": h.owner, "label": h.label, "expires_in_s": round(h.left_s, 1)} for h in hosts],
         "state_missing": None if state is not None else missing_state(config),
         "backend": config.backend.kind,
         "activity_error": activity_error,
@@ -157,6 +169,9 @@ def _render(config: Config, choice: EmbedderChoice, doc: dict[str, Any], out: Te
     )
     if doc["state_missing"]:
         out.write(doc["state_missing"] + "\n")
+    if doc["hosts"]:
+        names = ", ".join(f"{h['host']} ({h['label']})" for h in doc["hosts"])
+        out.write(f"hosts alive: {names}\n")
     stored = ", ".join(f"{v['cards']} by {v['model_id']}" for v in doc["embeddings"]["vectors"]) or "none"
     embedder, *warnings = choice_lines(config, choice)
     out.write(f"{embedder}; vectors stored: {stored}\n")
@@ -210,4 +225,10 @@ def _row_line(row: dict[str, Any]) -> str:
         )
     if row["deferred_in_a_row"]:
         line += f"; deferred {row['deferred_in_a_row']}x in a row"
+    holder = row["holder"]
+    if holder is not None:
+        left = holder["expires_in_s"]
+        line += f"; held by {holder['host']} " + (
+            f"for {left:g} s more" if left > 0 else f"(expired {-left:g} s ago)"
+        )
     return line

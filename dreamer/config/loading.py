@@ -141,9 +141,21 @@ def _resolve_secret(cfg: Config, source: str, environ: Mapping[str, str]) -> Con
     llm_key = read_key(
         llm.api_key_env, llm.api_key_file, "llm", source, environ, used=llm.provider == "openai"
     )
+    st = cfg.state
+    password = read_key(
+        st.password_env,
+        st.password_file,
+        "state",
+        source,
+        environ,
+        used=st.backend == "postgres",
+        names=("password_env", "password_file"),
+        header=False,
+    )
     hindsight = hs.model_copy(update={"api_key": hs_key})
     return cfg.model_copy(
         update={
+            "state": st.model_copy(update={"password": password}),
             "backend": cfg.backend.model_copy(update={"hindsight": hindsight}),
             "embeddings": emb.model_copy(update={"api_key": emb_key}),
             "llm": llm.model_copy(update={"api_key": llm_key}),
@@ -162,6 +174,12 @@ def parse_config(
     env = os.environ if environ is None else environ
     backend = data.get("backend")
     hindsight = backend.get("hindsight") if isinstance(backend, Mapping) else None
+    state = data.get("state")
+    if isinstance(state, Mapping) and "password" in state:
+        raise ConfigError(
+            f"{source}: state.password: secrets are not read from the config file; use "
+            "password_env (an environment variable) or password_file (e.g. a systemd credential)"
+        )
     tables = (
         ("backend.hindsight", hindsight),
         ("embeddings", data.get("embeddings")),

@@ -32,6 +32,7 @@ from dreamer.config.fields import (
 )
 from dreamer.config.llm import LLMConfig
 from dreamer.config.messages import CrossReferenceError
+from dreamer.config.state import StateConfig
 
 __all__ = [
     "Access",
@@ -247,6 +248,7 @@ class Config(StrictModel):
     """The whole configuration. Build it with :func:`load_config`, never by hand in production."""
 
     state_dir: Path = Path("state")
+    state: StateConfig = StateConfig()
     backend: BackendConfig = BackendConfig()
     topology: TopologyConfig = TopologyConfig()
     banks: dict[Alias, BankConfig] = Field(default_factory=dict)
@@ -311,7 +313,8 @@ class Config(StrictModel):
 
     def secrets(self) -> list[str]:
         """Every secret the configuration holds, for the log redactor (never to be printed)."""
-        keys = (self.backend.hindsight.api_key, self.embeddings.api_key, self.llm.api_key)
+        hs, state = self.backend.hindsight, self.state
+        keys = (hs.api_key, self.embeddings.api_key, self.llm.api_key, state.password)
         return [key.get_secret_value() for key in keys if key is not None]
 
     def redacted(self) -> dict[str, Any]:
@@ -321,4 +324,5 @@ class Config(StrictModel):
         data["backend"]["hindsight"]["api_key"] = "**********" if key is not None else None
         data["embeddings"]["api_key"] = "**********" if self.embeddings.api_key is not None else None
         data["llm"]["api_key"] = "**********" if self.llm.api_key is not None else None
+        data["state"]["password"] = "**********" if self.state.password is not None else None
         return data

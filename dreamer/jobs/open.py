@@ -87,7 +87,7 @@ async def open_for(
     """
     async with AsyncExitStack() as stack:
         ledger = None
-        if state == "write" or (state == "present" and _there(config.state_path)):
+        if state == "write" or (state == "present" and state_there(config)):
             ledger = stack.enter_context(open_state(config))
         elif state == "read":
             ledger = open_ledger(config)
@@ -126,9 +126,29 @@ def _searching_embedder(config: Config) -> Embedder | None:
 
 
 def open_state(config: Config) -> StateStore:
-    """The state file at ``config.state_path``, created (with its directory) when there is none."""
+    """The state ``[state]`` names: the file at ``config.state_path``, created (with its directory)
+    when there is none, or the PostgreSQL schema, its tables made when it has none."""
+    if config.state.backend == "postgres":
+        from dreamer.state.pgstore import open_postgres  # the driver loads only when it is used
+
+        return open_postgres(config.state)
     config.state_dir.mkdir(parents=True, exist_ok=True)
     return StateStore.open(config.state_path)
+
+
+def state_there(config: Config) -> bool:
+    """Whether there is a state to read: the file (or a link, refused by name when opened), or,
+    on PostgreSQL, always (a schema with no tables yet reads as an empty state)."""
+    return config.state.backend == "postgres" or _there(config.state_path)
+
+
+def state_name(config: Config) -> str:
+    """How messages name the configured state: its file, or its PostgreSQL database and schema."""
+    if config.state.backend == "postgres":
+        from dreamer.state.pgstore import describe
+
+        return describe(config.state)
+    return str(config.state_path)
 
 
 def missing_state(config: Config) -> str:
@@ -145,10 +165,10 @@ def open_ledger(config: Config) -> StateStore | None:
     """The state file, for the ledger's supersession marks; None when there is none yet (a recall
     never creates one) or it cannot be opened (logged: the recall goes on without those marks)."""
     path = config.state_path
-    if not path.is_file():
+    if config.state.backend == "sqlite" and not path.is_file():
         return None
     try:
-        return StateStore.open(path)
+        return open_state(config) if config.state.backend == "postgres" else StateStore.open(path)
     except StateFileError as exc:
         log.warning("recall without the ledger's supersession marks", reason=str(exc))
         return None

@@ -4,6 +4,7 @@ promoted or reinforced something."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -14,6 +15,7 @@ import anyio
 
 from dreamer.config import Config
 from dreamer.errors import DreamerError
+from dreamer.jobs.leases import HostSeat, seat_for
 from dreamer.jobs.locks import profile_run_lock, upstream_run_lock
 from dreamer.jobs.open import open_for
 from dreamer.jobs.spec import JobOutcome, JobSpec, StepHook
@@ -102,19 +104,21 @@ class RollupJob:
 
     async def __call__(self, config: Config, job: JobSpec, run_id: str) -> JobOutcome:
         profile = job.key
+        # On a PostgreSQL state shared by hosts the run locks are leases, taken once it is open.
+        seat = None if self.dry_run else seat_for(config)
         locks = (
             []
-            if self.dry_run
+            if self.dry_run or seat is not None
             else [profile_run_lock(config, profile), upstream_run_lock(config, profile)]
         )
         await _acquire_all(locks)
         try:
-            return await self._run(config, profile, run_id)
+            return await self._run(config, profile, run_id, seat)
         finally:
             for lock in reversed(locks):
                 lock.release()
 
-    async def _run(self, config: Config, profile: str, run_id: str) -> JobOutcome:
+    async def _run(self, config: Config, profile: str, run_id: str, seat: HostSeat | None) -> JobOutcome:
         # Imported at the first run, not at start: the daemon signals READY before paying for them,
         # and in a worker thread, so the event loop goes on answering the watchdog meanwhile.
         await import_off_loop(run_modules(config))
@@ -127,7 +131,7 @@ class RollupJob:
         embedder = semantic.embedder if semantic is not None else None
         async with open_for(
             config, backend=True, use_backend=self.backend, embedder=embedder, state="write"
-        ) as opened:
+        ) as opened, _leases(seat, opened.state, profile, config.upstream_bank_id(profile)):
             backend, state = opened.backend, opened.state
             banks = [config.bank_id(p.bank) for p in config.enabled_profiles().values()]
             bank_id = config.profile_bank_id(profile)
@@ -166,6 +170,15 @@ async def import_off_loop(names: Sequence[str]) -> None:
     missing = [name for name in names if name not in sys.modules]
     if missing:
         await anyio.to_thread.run_sync(lambda: [importlib.import_module(name) for name in missing])
+
+
+def _leases(
+    seat: HostSeat | None, state: StateStore, profile: str, upstream_bank: str
+) -> contextlib.AbstractAsyncContextManager[object]:
+    """The run's leases (:meth:`HostSeat.holding`), or nothing on a state of one host."""
+    if seat is None:
+        return contextlib.nullcontext()
+    return seat.holding(state, profile, upstream_bank)
 
 
 async def _acquire_all(locks: list[SlotLock]) -> None:

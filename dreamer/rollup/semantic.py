@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dreamer.embeddings import Embedder
@@ -259,7 +258,7 @@ class SemanticJudge:
         self.reembed_batch = reembed_batch
         self.top_k = top_k
         self.lexical_fallback = lexical_fallback
-        self._banks: dict[tuple[Path, str, str, int], LedgerVectors] = {}
+        self._banks: dict[tuple[str, str, str, int], LedgerVectors] = {}
 
     async def usable(self) -> bool:
         """Whether the embedder's model loads, found by embedding no text (a local model loads then,
@@ -282,7 +281,7 @@ class SemanticJudge:
 
     def ledger_vectors(self, state: StateStore, upstream_bank: str, dimension: int) -> LedgerVectors:
         """The bank's vectors of the current model, refreshed from the state file."""
-        key = (state.path, upstream_bank, self.model_id, dimension)
+        key = (state.where, upstream_bank, self.model_id, dimension)
         vectors = self._banks.get(key)
         if vectors is None:
             # Vectors of another model (or another length) are never kept beside this one's.

@@ -34,6 +34,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from dreamer.config import Config, load_config
 from dreamer.embeddings.factory import EmbedderChoice, check_embeddings, describe_embedder
 from dreamer.errors import ConfigError, DreamerError, ExitCode
+from dreamer.jobs.leases import runs_here, start_hosting
 from dreamer.jobs.spec import JobRunner, JobSpec
 from dreamer.log import get_logger
 from dreamer.service.metrics import write_metrics
@@ -139,6 +140,7 @@ class Daemon:
         self._apply(diff_plans({}, new_plan), new_plan)
         scheduler.start()
 
+        stop_hosting = start_hosting(self.config, self.recorder)
         watchdog: asyncio.Task[None] | None = None
         interval = watchdog_interval_s()
         if interval is not None:
@@ -164,6 +166,8 @@ class Daemon:
         finally:
             if watchdog is not None:
                 watchdog.cancel()
+            if stop_hosting is not None:
+                await stop_hosting()
             for sig in handled:
                 loop.remove_signal_handler(sig)
         log.info("daemon stopped")
@@ -307,6 +311,9 @@ class Daemon:
         recorder = self.recorder
         if spec is None:
             log.warning("job is no longer planned; run skipped", job_id=job_id)
+            return
+        if not runs_here(config, spec.kind, spec.key):
+            log.debug("another host runs this profile; skipped here", job_id=job_id)
             return
         usable, recorder = self._state_still_there(config, recorder)
         if not usable:

@@ -17,7 +17,7 @@ from pathlib import Path
 from dreamer.config import Config, load_config
 from dreamer.embeddings.factory import check_embeddings
 from dreamer.errors import ConfigError, ExitCode
-from dreamer.jobs.open import open_state
+from dreamer.jobs.open import open_state, state_name
 from dreamer.jobs.spec import JobRunner
 from dreamer.log import LogFormat, LogLevel, configure_logging, get_logger, is_journal_stream
 from dreamer.service.daemon import Daemon, log_embedder
@@ -85,7 +85,7 @@ def run_daemon(
     apply_logging(config)
     log_embedder(config, embedder)
     notifier = Notifier.from_environ()
-    if needs_upgrade(config.state_path):
+    if config.state.backend == "sqlite" and needs_upgrade(config.state_path):
         # The upgrade runs in one transaction before READY: about a minute per million ledger cards
         # for schema 5. Ask systemd for the time, or TimeoutStartSec would kill it and the restart
         # would begin again from the start, every time.
@@ -96,8 +96,9 @@ def run_daemon(
     try:
         store = open_state(config)
     except Exception as exc:
-        where = config.state_path
-        message = f"cannot open the state database {where}: {exc}; check state_dir and its permissions"
+        where = state_name(config)
+        fix = "check [state]" if config.state.backend == "postgres" else "check state_dir and its permissions"
+        message = f"cannot open the state database {where}: {exc}; {fix}"
         log.error("cannot open the state database; not starting", path=str(where), error=str(exc))
         _say([message])
         return ExitCode.CANTCREAT

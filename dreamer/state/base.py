@@ -1,9 +1,12 @@
-"""What every part of :class:`~dreamer.state.StateStore` stands on: the open connection, the file it
-names, and the two transaction shapes (one write, one read snapshot).
+"""What every part of :class:`~dreamer.state.StateStore` stands on: the open connection, what it
+names (a file, or a PostgreSQL schema), its SQL :class:`~dreamer.state.dialect.Dialect`, and the two
+transaction shapes (one write, one read snapshot).
 
 The parts (:mod:`.watermarks`, :mod:`.ledger`, :mod:`.wordindex`, :mod:`.vectors`, :mod:`.peerranks`,
-:mod:`.runs`) each hold one concern's reads and writes and reach the file only through this base, so
-that the SQLite specifics of holding a connection stay in one place.
+:mod:`.runs`, :mod:`.leases`) each hold one concern's reads and writes and reach the database only
+through this base, so that the specifics of holding a connection stay in one place. The connection is
+an ``sqlite3.Connection`` or a :class:`~dreamer.state.pgconn.PgConnection`, which answers the same
+calls.
 """
 
 from __future__ import annotations
@@ -13,25 +16,51 @@ import os
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
-__all__ = ["StoreBase"]
+from dreamer.state.dialect import SQLITE, Dialect
+
+__all__ = ["DatabaseFault", "StoreBase"]
+
+
+class DatabaseFault(Exception):
+    """A database other than SQLite failed a statement: its driver's error, in its words."""
 
 
 class StoreBase:
     """The connection of a state store and how its transactions are opened and closed."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        path: Path | None,
+        *,
+        dialect: Dialect = SQLITE,
+        where: str | None = None,
+        lock_key: int = 0,
+    ) -> None:
         self._conn = conn
+        #: The state file (None for a PostgreSQL state).
         self.path = path
+        #: What the store names in its messages: the file, or the database and schema.
+        self.where = where if where is not None else str(path)
+        self.dialect = dialect
+        self._lock_key = lock_key
+        #: The leases every roll-up commit checks (set for a run by ``StateStore.fenced``).
+        self._fences: tuple[Any, ...] = ()
         # The file this store has open, by device and inode: a file moved onto the path, or the
         # path removed, while a long-lived store (the daemon's) holds the old one is then seen.
-        info = os.stat(path)
-        self._identity = (info.st_dev, info.st_ino)
+        self._identity = (0, 0)
+        if path is not None:
+            info = os.stat(path)
+            self._identity = (info.st_dev, info.st_ino)
 
     def file_moved(self) -> str:
         """"" while the path still names the file this store has open; "removed" or "replaced"
-        when it does not (writes would go to a file nobody reads)."""
+        when it does not (writes would go to a file nobody reads). Always "" for a database that
+        is not a file."""
+        if self.path is None:
+            return ""
         try:
             info = os.stat(self.path)
         except FileNotFoundError:
@@ -41,18 +70,22 @@ class StoreBase:
         return "" if (info.st_dev, info.st_ino) == self._identity else "replaced"
 
     @contextlib.contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction. A failed one is rolled back when it is still open, and the error
-        that failed it is the one raised (a ROLLBACK after SQLite already rolled back, as on a full
-        disk, must not replace it)."""
+    def _write(self) -> Iterator[Any]:
+        """One write transaction, one at a time across every process using the state (SQLite's
+        ``BEGIN IMMEDIATE``, PostgreSQL's schema lock: see :mod:`.dialect`). A failed one is rolled
+        back when it is still open, and the error that failed it is the one raised (a ROLLBACK
+        after SQLite already rolled back, as on a full disk, must not replace it)."""
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
+        first, *then = self.dialect.begin_write
+        conn.execute(first)
         try:
+            for statement in then:
+                conn.execute(statement.format(key=self._lock_key))
             yield conn
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
+                with contextlib.suppress(sqlite3.Error, DatabaseFault):
                     conn.execute("ROLLBACK")
             raise
 
@@ -63,11 +96,11 @@ class StoreBase:
         if self._conn.in_transaction:
             yield
             return
-        self._conn.execute("BEGIN")
+        self._conn.execute(self.dialect.begin_read)
         try:
             yield
         finally:
-            with contextlib.suppress(sqlite3.Error):
+            with contextlib.suppress(sqlite3.Error, DatabaseFault):
                 self._conn.execute("COMMIT")
 
     def close(self) -> None:

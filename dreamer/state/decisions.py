@@ -76,7 +76,7 @@ class Decisions(StoreBase):
             f"UNION SELECT {_COLUMNS} FROM decisions WHERE matched_id = ?"
         )
         rows = self._conn.execute(
-            f"SELECT * FROM ({sql}) ORDER BY decided_at, unit_id", (document_id, document_id)
+            f"SELECT * FROM ({sql}) AS d ORDER BY decided_at, unit_id", (document_id, document_id)
         ).fetchall()
         return [_decision(r) for r in rows]
 

@@ -40,11 +40,12 @@ class Ledger(StoreBase):
         """The cards of ``upstream_bank`` that ``profile`` promoted or reinforced, and every card
         that supersedes one of them; in promotion order."""
         sql = (
-            f"WITH mine AS (SELECT document_id FROM ledger_profiles WHERE profile = ?2) "
-            f"SELECT {CARD_COLUMNS} FROM ledger WHERE upstream_bank = ?1 AND (document_id IN mine "
-            f"OR supersedes IN mine) ORDER BY promoted_at, document_id"
+            f"WITH mine AS (SELECT document_id FROM ledger_profiles WHERE profile = ?) "
+            f"SELECT {CARD_COLUMNS} FROM ledger WHERE upstream_bank = ? AND (document_id IN "
+            f"(SELECT document_id FROM mine) OR supersedes IN (SELECT document_id FROM mine)) "
+            f"ORDER BY promoted_at, document_id"
         )
-        return [card_from_row(r) for r in self._conn.execute(sql, (upstream_bank, profile))]
+        return [card_from_row(r) for r in self._conn.execute(sql, (profile, upstream_bank))]
 
     @state_errors
     def superseding(self, document_ids: Iterable[str]) -> list[LedgerCard]:
@@ -73,10 +74,11 @@ class Ledger(StoreBase):
     @state_errors
     def cards_citing(self, unit_id: str) -> list[LedgerCard]:
         """The cards whose provenance lists ``unit_id``, in promotion order: one pass over the
-        ledger inside SQLite (for a unit judged before decisions were recorded; never in a run)."""
+        ledger inside the database (for a unit judged before decisions were recorded; never in a run)."""
+        sources = self.dialect.json_column_table.format(column="ledger.source_ids")
         sql = (
             f"SELECT {CARD_COLUMNS} FROM ledger WHERE EXISTS "
-            "(SELECT 1 FROM json_each(ledger.source_ids) WHERE json_each.value = ?) "
+            f"(SELECT 1 FROM {sources} WHERE j.value = ?) "
             "ORDER BY promoted_at, document_id"
         )
         return [card_from_row(r) for r in self._conn.execute(sql, (unit_id,))]
@@ -95,7 +97,8 @@ class Ledger(StoreBase):
         """These ledger cards as the dedup reads them, in promotion order."""
         rows = self._conn.execute(
             "SELECT document_id, text, sketch FROM ledger "
-            "WHERE document_id IN (SELECT value FROM json_each(?)) ORDER BY promoted_at, document_id",
+            f"WHERE document_id IN (SELECT j.value FROM {self.dialect.json_table}) "
+            "ORDER BY promoted_at, document_id",
             (json.dumps(sorted(set(document_ids))),),
         )
         return [CandidateCard(r[0], r[1], r[2]) for r in rows]
@@ -140,7 +143,7 @@ class Ledger(StoreBase):
         """Record which profiles a promoted card belongs to (its promoter and the profiles it names),
         so a profile's peer card finds it through ``ledger_profiles`` instead of reading the bank."""
         self._conn.executemany(
-            "INSERT OR IGNORE INTO ledger_profiles (profile, document_id) VALUES (?, ?)",
+            "INSERT INTO ledger_profiles (profile, document_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
             [(name, card.document_id) for name in dict.fromkeys((card.profile, *card.profiles))],
         )
 
@@ -159,7 +162,7 @@ class Ledger(StoreBase):
         fresh = [s for s in dict.fromkeys(r.source_ids) if s not in set(known)]
         profiles = list(dict.fromkeys([*json.loads(row[1]), r.profile]))
         self._conn.execute(
-            "INSERT OR IGNORE INTO ledger_profiles (profile, document_id) VALUES (?, ?)",
+            "INSERT INTO ledger_profiles (profile, document_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
             (r.profile, r.document_id),
         )
         self._conn.execute(

@@ -28,9 +28,9 @@ class PeerRanks(StoreBase):
     @state_errors
     def ranked_count(self, upstream_bank: str, scope: str, *, superseded: bool) -> int:
         """How many cards a peer card's ``scope`` holds (:mod:`.ranks`)."""
-        return ranked_count(self._conn, upstream_bank, scope, superseded=superseded)
+        return ranked_count(self._conn, upstream_bank, scope, superseded=superseded, dialect=self.dialect)
 
     def _rerank(self, document_id: str) -> None:
         """Rewrite a card's rank rows after the commit promoted, reinforced or re-profiled it, in
         the same transaction: a peer card read afterwards must rank it by what the ledger says."""
-        rerank(self._conn, document_id)
+        rerank(self._conn, document_id, self.dialect)

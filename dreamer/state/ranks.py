@@ -9,12 +9,12 @@ belongs to, keyed so the primary key's order is the peer card's (``dreamer.cardr
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from dreamer.cardrank import rank_key
+from dreamer.state.dialect import SQLITE, Dialect
 from dreamer.state.records import LedgerCard, RankPosition
 from dreamer.state.rows import CARD_COLUMNS, card_from_row, marks
 
@@ -36,12 +36,15 @@ CREATE INDEX IF NOT EXISTS ledger_profiles_by_document ON ledger_profiles (docum
 GLOBAL_SCOPE = ""
 
 
-# A card's ledger fields that rank it, and the profiles it belongs to (a JSON list).
-_RANK_SOURCE = (
-    "SELECT l.document_id, l.upstream_bank, l.kind, l.source_ids, l.reinforcements, l.promoted_at, "
-    "(SELECT json_group_array(p.profile) FROM ledger_profiles p WHERE p.document_id = l.document_id) "
-    "FROM ledger l"
-)
+def _rank_source(dialect: Dialect) -> str:
+    """A card's ledger fields that rank it, and the profiles it belongs to (a JSON list)."""
+    profiles = dialect.json_group.format(value="p.profile")
+    return (
+        "SELECT l.document_id, l.upstream_bank, l.kind, l.source_ids, l.reinforcements, l.promoted_at, "
+        f"(SELECT {profiles} FROM ledger_profiles p WHERE p.document_id = l.document_id) "
+        "FROM ledger l"
+    )
+
 _PUT_RANK = (
     "INSERT INTO ledger_rank (upstream_bank, scope, tier, neg_reinforcements, neg_sources, "
     "neg_promoted, document_id) VALUES (?, ?, ?, ?, ?, ?, ?)"
@@ -49,7 +52,7 @@ _PUT_RANK = (
 
 
 def _rank_rows(row: Sequence[Any]) -> list[tuple[Any, ...]]:
-    """One card's rank rows from its ``_RANK_SOURCE`` row: its bank's, then one per profile.
+    """One card's rank rows from its :func:`_rank_source` row: its bank's, then one per profile.
 
     A damaged value (a time or a source list that does not parse) ranks as the oldest card without
     sources rather than failing the commit or the upgrade: the card itself is reported as damaged
@@ -73,19 +76,20 @@ def _rank_rows(row: Sequence[Any]) -> list[tuple[Any, ...]]:
     ]
 
 
-def rerank(conn: sqlite3.Connection, document_id: str) -> None:
+def rerank(conn: Any, document_id: str, dialect: Dialect = SQLITE) -> None:
     """Rewrite a card's rank rows from what the ledger now says of it (its row and its profiles),
     in the caller's transaction: after it is promoted, reinforced or gains a profile."""
-    row = conn.execute(_RANK_SOURCE + " WHERE l.document_id = ?", (document_id,)).fetchone()
+    row = conn.execute(_rank_source(dialect) + " WHERE l.document_id = ?", (document_id,)).fetchone()
     conn.execute("DELETE FROM ledger_rank WHERE document_id = ?", (document_id,))
     if row is not None:
         conn.executemany(_PUT_RANK, _rank_rows(row))
 
 
-def fill_ranks(conn: sqlite3.Connection) -> None:
-    """Every card's rank rows (the upgrade to schema 5), read and written a batch at a time."""
+def fill_ranks(conn: Any, dialect: Dialect = SQLITE) -> None:
+    """Every card's rank rows (the upgrade to schema 5, a copy into PostgreSQL), read and written a
+    batch at a time."""
     batch: list[tuple[Any, ...]] = []
-    for row in conn.execute(_RANK_SOURCE):
+    for row in conn.execute(_rank_source(dialect)):
         batch += _rank_rows(row)
         if len(batch) >= 10_000:
             conn.executemany(_PUT_RANK, batch)
@@ -94,7 +98,7 @@ def fill_ranks(conn: sqlite3.Connection) -> None:
 
 
 def ranked_chunk(
-    conn: sqlite3.Connection, upstream_bank: str, scope: str, after: RankPosition | None, limit: int
+    conn: Any, upstream_bank: str, scope: str, after: RankPosition | None, limit: int
 ) -> tuple[list[LedgerCard], RankPosition | None]:
     """The next ``limit`` cards of a peer card's ``scope`` (a profile, or :data:`GLOBAL_SCOPE` for
     the bank's every card) in rank order, after ``after``, and the position to read on from (None
@@ -116,7 +120,9 @@ def ranked_chunk(
     return [by_id[i] for i in ids if i in by_id], (last[0], last[1], last[2], last[3], last[4])
 
 
-def ranked_count(conn: sqlite3.Connection, upstream_bank: str, scope: str, *, superseded: bool) -> int:
+def ranked_count(
+    conn: Any, upstream_bank: str, scope: str, *, superseded: bool, dialect: Dialect = SQLITE
+) -> int:
     """How many cards a peer card's ``scope`` holds (``superseded`` False: those that no card of
     the bank supersedes). Counts the scope's rank rows and the bank's supersessions only."""
     (total,) = conn.execute(
@@ -125,10 +131,10 @@ def ranked_count(conn: sqlite3.Connection, upstream_bank: str, scope: str, *, su
     if superseded:
         return int(total)
     (gone,) = conn.execute(
-        "SELECT count(DISTINCT l.supersedes) FROM ledger l INDEXED BY ledger_by_supersedes "
-        "WHERE l.supersedes IS NOT NULL AND l.supersedes != l.document_id AND l.upstream_bank = ?1 "
+        f"SELECT count(DISTINCT l.supersedes) FROM ledger l{dialect.indexed_by('ledger_by_supersedes')} "
+        "WHERE l.supersedes IS NOT NULL AND l.supersedes != l.document_id AND l.upstream_bank = ? "
         "AND EXISTS (SELECT 1 FROM ledger_rank r WHERE r.document_id = l.supersedes "
-        "AND r.scope = ?2 AND r.upstream_bank = ?1)",
-        (upstream_bank, scope),
+        "AND r.scope = ? AND r.upstream_bank = ?)",
+        (upstream_bank, scope, upstream_bank),
     ).fetchone()
     return int(total) - int(gone)

@@ -25,7 +25,7 @@ class RunRecords(StoreBase):
     @state_errors
     def record_run_start(self, run_id: str, job_id: str, started_at: datetime) -> None:
         self._conn.execute(
-            "INSERT OR IGNORE INTO runs (run_id, job_id, started_at) VALUES (?, ?, ?)",
+            "INSERT INTO runs (run_id, job_id, started_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             (run_id, job_id, iso(started_at)),
         )
 
@@ -51,7 +51,7 @@ class RunRecords(StoreBase):
         if job_id is not None:
             sql += " WHERE job_id = ?"
             args = (job_id,)
-        sql += " ORDER BY started_at DESC, rowid DESC LIMIT ?"
+        sql += f" ORDER BY started_at DESC, {self.dialect.insertion_order} DESC LIMIT ?"
         rows = self._conn.execute(sql, (*args, limit)).fetchall()
         return [
             RunRecord(
@@ -63,9 +63,10 @@ class RunRecords(StoreBase):
     @state_errors
     def llm_tokens_since(self, since: datetime, *, except_run: str | None = None) -> int:
         """The LLM tokens (``counts.llm_tokens``) of the runs finished since ``since``, but one."""
+        tokens = self.dialect.json_number.format(column="counts", key="llm_tokens")
         row = self._conn.execute(
-            "SELECT COALESCE(SUM(json_extract(counts, '$.llm_tokens')), 0) FROM runs "
-            "WHERE finished_at >= ? AND run_id IS NOT ?",
+            f"SELECT COALESCE(SUM({tokens}), 0) FROM runs "
+            f"WHERE finished_at >= ? AND run_id {self.dialect.is_not} ?",
             (iso(since), except_run),
         ).fetchone()
         return int(row[0])
@@ -86,11 +87,13 @@ class RunRecords(StoreBase):
     def run_totals(self) -> list[RunTotal]:
         """Per job and outcome: how many runs ended so, their promoted and reinforced counts added
         up, and when the last of them finished (for the operator metrics)."""
-        sums = ", ".join(f"COALESCE(SUM(json_extract(counts, '$.{k}')), 0)" for k in SUMMED_COUNTS)
+        def total(key: str) -> str:
+            return f"COALESCE(SUM({self.dialect.json_number.format(column='counts', key=key)}), 0)"
+
+        sums = ", ".join(total(k) for k in SUMMED_COUNTS)
         rows = self._conn.execute(
-            "SELECT job_id, outcome, COUNT(*), "
-            "COALESCE(SUM(json_extract(counts, '$.promoted')), 0), "
-            f"COALESCE(SUM(json_extract(counts, '$.reinforced')), 0), MAX(finished_at), {sums} "
+            f"SELECT job_id, outcome, COUNT(*), {total('promoted')}, "
+            f"{total('reinforced')}, MAX(finished_at), {sums} "
             "FROM runs WHERE outcome IS NOT NULL GROUP BY job_id, outcome ORDER BY job_id, outcome"
         ).fetchall()
         return [

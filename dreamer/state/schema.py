@@ -19,12 +19,13 @@ from typing import ParamSpec, TypeVar
 
 from dreamer.diskfaults import space_fault
 from dreamer.errors import StateFileError
+from dreamer.state.base import DatabaseFault
 from dreamer.state.ranks import RANKS, fill_ranks
 
 #: ``PRAGMA application_id`` of a Dreamer state file ("DRMR"): tells it from another program's.
 APPLICATION_ID = 0x44524D52
 #: ``PRAGMA user_version`` this code writes; a file of a newer version is refused, never misread.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 _TABLES = frozenset({"runs", "watermarks", "ledger"})
 #: Every table a Dreamer state file has ever held: a file with only these is one of ours.
 _KNOWN_TABLES = _TABLES | {
@@ -35,6 +36,8 @@ _KNOWN_TABLES = _TABLES | {
     "ledger_word_counts",
     "ledger_rank",
     "decisions",
+    "leases",
+    "hosts",
 }
 
 _SCHEMA = """
@@ -141,6 +144,25 @@ CREATE INDEX IF NOT EXISTS decisions_by_card ON decisions (document_id) WHERE do
 CREATE INDEX IF NOT EXISTS decisions_by_match ON decisions (matched_id) WHERE matched_id IS NOT NULL;
 """
 
+# Which host runs what, and which hosts are alive (schema 7): the leases of :mod:`.leases`. Times are
+# seconds since the epoch by the database's clock.
+LEASES = """
+CREATE TABLE IF NOT EXISTS leases (
+    name       TEXT PRIMARY KEY,
+    owner      TEXT NOT NULL,
+    token      INTEGER NOT NULL,
+    expires_at REAL NOT NULL,
+    taken_at   REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS leases_by_owner ON leases (owner);
+CREATE TABLE IF NOT EXISTS hosts (
+    owner      TEXT PRIMARY KEY,
+    label      TEXT NOT NULL,
+    expires_at REAL NOT NULL,
+    started_at REAL NOT NULL
+) WITHOUT ROWID;
+"""
+
 _WORD_RANGES = """
 CREATE INDEX IF NOT EXISTS ledger_words_by_content ON ledger_words (word, content_n);
 CREATE INDEX IF NOT EXISTS ledger_words_by_residual ON ledger_words (word, residual_n);
@@ -160,17 +182,24 @@ _R = TypeVar("_R")
 
 
 def state_errors(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """An SQLite error in a state operation becomes a :class:`StateFileError` naming the file."""
+    """A database error in a state operation becomes a :class:`StateFileError` naming the file (or
+    the PostgreSQL database and schema)."""
 
     @functools.wraps(method)
     def guarded(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         try:
             return method(*args, **kwargs)
         except sqlite3.Error as exc:
-            path = getattr(args[0], "path", "the state file")
+            path = getattr(args[0], "path", None) or "the state file"
             raise StateFileError(f"{path}: {_what_failed(exc, path)}") from exc
+        except DatabaseFault as exc:
+            where = getattr(args[0], "where", "the state database")
+            raise StateFileError(
+                f"{where}: the state database failed: {exc}; check that PostgreSQL runs and that "
+                "[state] dsn names it"
+            ) from exc
         except ValueError as exc:  # a damaged row: a time or a JSON list that does not parse
-            path = getattr(args[0], "path", "the state file")
+            path = getattr(args[0], "where", "the state file")
             raise StateFileError(
                 f"{path}: the state file holds a value that does not read back ({exc}); "
                 "restore it from a backup"
@@ -196,7 +225,7 @@ def create(path: Path) -> None:
     try:
         conn = sqlite3.connect(tmp)
         try:
-            conn.executescript(_SCHEMA + _INDEXES + _VECTORS + _WORD_RANGES + RANKS + DECISIONS)
+            conn.executescript(_SCHEMA + _INDEXES + _VECTORS + _WORD_RANGES + RANKS + DECISIONS + LEASES)
             conn.execute(_COUNT_TRIGGER)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -286,6 +315,7 @@ def upgrade(conn: sqlite3.Connection) -> None:
     Version 3: no size-ordered word indexes nor word counts; both are built from the word index.
     Version 4: no rank rows for the peer cards; every card's are written from its ledger row.
     Version 5: no decisions table; the trail `dreamer explain` reads starts with the next run.
+    Version 6: no leases nor hosts tables; both start empty.
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -319,6 +349,7 @@ def upgrade(conn: sqlite3.Connection) -> None:
                 _run_script(conn, RANKS)
                 fill_ranks(conn)
             _run_script(conn, DECISIONS)
+            _run_script(conn, LEASES)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")

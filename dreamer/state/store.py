@@ -16,15 +16,17 @@ one commit that writes across all of them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
 from dreamer.diskfaults import space_fault
 from dreamer.errors import StateFileError
 from dreamer.state.decisions import Decisions
+from dreamer.state.leases import Lease, Leases
 from dreamer.state.ledger import Ledger
 from dreamer.state.peerranks import PeerRanks
 from dreamer.state.records import Decision, LedgerCard, Reinforcement, Watermark, iso
@@ -40,8 +42,9 @@ __all__ = ["LOCK_TIMEOUT_S", "StateStore"]
 LOCK_TIMEOUT_S = 30.0
 
 
-class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks, Decisions):
-    """A small synchronous store; every method is one short transaction. Safe across processes (WAL)."""
+class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks, Decisions, Leases):
+    """A small synchronous store; every method is one short transaction. Safe across processes (WAL on
+    SQLite; on PostgreSQL, :mod:`.pgstore`, across hosts)."""
 
     @classmethod
     def open(cls, path: Path) -> StateStore:
@@ -91,6 +94,17 @@ class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks, 
 
     # --- the one commit of a roll-up ---------------------------------------------------------
 
+    @contextlib.contextmanager
+    def fenced(self, leases: Sequence[Lease]) -> Iterator[None]:
+        """Within the block, every :meth:`commit_rollup` of this store also checks ``leases`` (the
+        leases of the run that holds it: :class:`dreamer.jobs.leases.HostSeat`)."""
+        before = self._fences
+        self._fences = (*before, *leases)
+        try:
+            yield
+        finally:
+            self._fences = before
+
     @state_errors
     def commit_rollup(
         self,
@@ -107,6 +121,7 @@ class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks, 
         finished_at: datetime,
         expected: Watermark | None = None,
         decisions: Sequence[Decision] = (),
+        leases: Sequence[Lease] = (),
     ) -> None:
         """Move the watermark, add the ledger rows, the run's decisions about the units it judged
         (:mod:`.decisions`) and finish the run record, atomically.
@@ -117,8 +132,12 @@ class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks, 
         source ids the card did not have, so re-reading the same units never inflates a count, and
         a run counts once per card however many of its drafts repeat it: a card's count is how many
         roll-ups found its fact again (:attr:`LedgerCard.told`).
+
+        ``leases`` are the leases the run holds (several hosts sharing the state): unless each is
+        still this host's, with its token, nothing is written and :class:`LeaseLostError` is raised.
         """
         with self._write():
+            self._check_leases((*self._fences, *leases))
             if expected is not None:
                 self._check_watermark(profile, expected)
             self._put_watermark(profile, bank_id, watermark, finished_at)

@@ -38,7 +38,7 @@ class Vectors(StoreBase):
     @state_errors
     def last_vector_seq(self) -> int:
         """The highest ``seq`` ever given to a vector (0 when none was)."""
-        row = self._conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'ledger_vectors'").fetchone()
+        row = self._conn.execute(self.dialect.last_vector_seq).fetchone()
         return 0 if row is None else int(row[0])
 
     @state_errors
@@ -47,13 +47,13 @@ class Vectors(StoreBase):
     ) -> list[CandidateCard]:
         """Up to ``limit`` cards of ``upstream_bank`` with no vector of this model (and length,
         when known), oldest first: the next ones to embed."""
+        other_length = "" if dimension is None else " OR v.dimension != ?"
         rows = self._conn.execute(
             "SELECT l.document_id, l.text, l.sketch FROM ledger l "
             "LEFT JOIN ledger_vectors v ON v.document_id = l.document_id "
-            "WHERE l.upstream_bank = ? AND (v.document_id IS NULL OR v.model_id != ? "
-            "OR (? IS NOT NULL AND v.dimension != ?)) "
+            f"WHERE l.upstream_bank = ? AND (v.document_id IS NULL OR v.model_id != ?{other_length}) "
             "ORDER BY l.promoted_at, l.document_id LIMIT ?",
-            (upstream_bank, model_id, dimension, dimension, limit),
+            (upstream_bank, model_id, *(() if dimension is None else (dimension,)), limit),
         )
         return [CandidateCard(r[0], r[1], r[2]) for r in rows]
 
@@ -78,9 +78,11 @@ class Vectors(StoreBase):
 
     def _put_vector(self, document_id: str, vector: StoredVector) -> None:
         """Write (or replace) a card's vector, only when the ledger holds the card: a vector
-        embedded for a card that is gone must not leave a row no card owns."""
+        embedded for a card that is gone must not leave a row no card owns. A replaced vector is
+        deleted and written again, so it gets a new ``seq``."""
+        self._conn.execute("DELETE FROM ledger_vectors WHERE document_id = ?", (document_id,))
         self._conn.execute(
-            "INSERT OR REPLACE INTO ledger_vectors (document_id, model_id, dimension, vector) "
+            "INSERT INTO ledger_vectors (document_id, model_id, dimension, vector) "
             "SELECT ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM ledger WHERE document_id = ?)",
             (document_id, vector.model_id, vector.dimension, vector.blob, document_id),
         )

@@ -12,25 +12,35 @@ import json
 from collections.abc import Iterable, Mapping
 
 from dreamer.state.base import StoreBase
+from dreamer.state.dialect import Dialect
 from dreamer.state.records import CandidateCard, LedgerCard, WordScan
 from dreamer.state.rows import CARD_COLUMNS, card_from_row
 from dreamer.state.schema import state_errors
 
 __all__ = ["WordIndex"]
 
-# One range of the word index, read through the index on (word, set size) of its side.
-_SCANS = {
-    "content": "SELECT document_id FROM ledger_words INDEXED BY ledger_words_by_content "
-    "WHERE word = ? AND content_n BETWEEN ? AND ?",
-    "residual": "SELECT document_id FROM ledger_words INDEXED BY ledger_words_by_residual "
-    "WHERE word = ? AND residual_n BETWEEN ? AND ?",
-}
+
+
+def _scan(dialect: Dialect, side: str) -> str:
+    """One range of the word index, read through the index on (word, set size) of its side."""
+    index = dialect.indexed_by(f"ledger_words_by_{side}")
+    return f"SELECT document_id FROM ledger_words{index} WHERE word = ? AND {side}_n BETWEEN ? AND ?"
+
+
 # A probe's cards, each read through its own key: three queries, as SQLite reads the whole bank for
 # an OR of them, and (the unary +) for the ids unless told not to use the bank's index.
 _CANDIDATE = "SELECT document_id, promoted_at, text, sketch FROM ledger WHERE "
-_BY_ID = _CANDIDATE + "+upstream_bank = ? AND document_id IN (SELECT value FROM json_each(?))"
-_BY_TEXT = _CANDIDATE + "upstream_bank = ? AND normalized IN (SELECT value FROM json_each(?))"
-_UNINDEXED = _CANDIDATE + "upstream_bank = ? AND indexed = 0"
+
+
+def _candidates(dialect: Dialect) -> tuple[str, str, str]:
+    """The three reads of a probe's cards: by id, by normalised text, and the unindexed ones."""
+    bank = dialect.unindexed("upstream_bank")
+    listed = f"(SELECT j.value FROM {dialect.json_table})"
+    return (
+        f"{_CANDIDATE}{bank} = ? AND document_id IN {listed}",
+        f"{_CANDIDATE}upstream_bank = ? AND normalized IN {listed}",
+        f"{_CANDIDATE}upstream_bank = ? AND indexed = 0",
+    )
 
 
 class WordIndex(StoreBase):
@@ -40,7 +50,8 @@ class WordIndex(StoreBase):
     def word_counts(self, words: Iterable[str]) -> dict[str, int]:
         """How many indexed cards hold each of ``words`` (a word no card holds is left out)."""
         rows = self._conn.execute(
-            "SELECT word, cards FROM ledger_word_counts WHERE word IN (SELECT value FROM json_each(?))",
+            "SELECT word, cards FROM ledger_word_counts WHERE word IN "
+            f"(SELECT j.value FROM {self.dialect.json_table})",
             (json.dumps(sorted(set(words))),),
         )
         return {r[0]: int(r[1]) for r in rows}
@@ -52,7 +63,8 @@ class WordIndex(StoreBase):
         cards of the sizes asked for."""
         ids: set[str] = set()
         for scan in scans:
-            rows = self._conn.execute(_SCANS[scan.side], (scan.word, scan.shortest, scan.longest))
+            sql = _scan(self.dialect, scan.side)
+            rows = self._conn.execute(sql, (scan.word, scan.shortest, scan.longest))
             ids.update(r[0] for r in rows)
         return ids
 
@@ -70,10 +82,11 @@ class WordIndex(StoreBase):
             )
             return [CandidateCard(r[0], r[1], r[2]) for r in rows]
         found: dict[str, tuple[str, str, str, str | None]] = {}
+        by_id, by_text, unindexed = _candidates(self.dialect)
         for sql, arg in (
-            (_BY_ID, json.dumps(sorted(set(ids)))),
-            (_BY_TEXT, json.dumps(sorted(set(normalized)))),
-            (_UNINDEXED, None),
+            (by_id, json.dumps(sorted(set(ids)))),
+            (by_text, json.dumps(sorted(set(normalized)))),
+            (unindexed, None),
         ):
             for r in self._conn.execute(sql, (upstream_bank,) if arg is None else (upstream_bank, arg)):
                 found[r[0]] = r
@@ -85,7 +98,7 @@ class WordIndex(StoreBase):
         """Cards whose words are not in the index yet (written before it existed)."""
         sql = (
             # Told which index to use: for the ORDER BY, SQLite would walk the bank's every card.
-            f"SELECT {CARD_COLUMNS} FROM ledger INDEXED BY ledger_unindexed "
+            f"SELECT {CARD_COLUMNS} FROM ledger{self.dialect.indexed_by('ledger_unindexed')} "
             "WHERE upstream_bank = ? AND indexed = 0 ORDER BY promoted_at, document_id"
         )
         return [card_from_row(r) for r in self._conn.execute(sql, (upstream_bank,))]
@@ -136,8 +149,8 @@ class WordIndex(StoreBase):
         card's words never change (its text does not), so words already there are left as they are;
         a new index version empties the whole index first (:meth:`use_index_version`)."""
         self._conn.executemany(
-            "INSERT OR IGNORE INTO ledger_words (word, document_id, content_n, residual_n) "
-            "VALUES (?, ?, ?, ?)",
+            "INSERT INTO ledger_words (word, document_id, content_n, residual_n) "
+            "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
             [(word, document_id, sizes[0], sizes[1]) for word in sorted(set(words))],
         )
         self._conn.execute("UPDATE ledger SET indexed = 1 WHERE document_id = ?", (document_id,))

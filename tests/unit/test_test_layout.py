@@ -289,6 +289,22 @@ WITHOUT_OWN_FILE: dict[str, tuple[str, tuple[str, ...]]] = {
         "new with `dreamer explain`",
         ("tests/integration/commands/test_explain.py",),
     ),
+    "dreamer.state.dialect": (
+        "the SQL each database spells its own way, through the store's contract on both",
+        ("tests/integration/state/test_contract.py",),
+    ),
+    "dreamer.state.leases": (
+        "a part of the store, in its contract on both databases",
+        ("tests/integration/state/test_contract.py",),
+    ),
+    "dreamer.state.pgconn": (
+        "the PostgreSQL store's connection, through the store's contract and its opening",
+        ("tests/integration/state/test_contract.py", "tests/integration/state/test_pgstore.py"),
+    ),
+    "dreamer.state.pgschema": (
+        "the PostgreSQL store's tables and identity, through its opening",
+        ("tests/integration/state/test_pgstore.py",),
+    ),
     "dreamer.state.ledger": ("split out of dreamer.state.store", ("tests/unit/state/test_store.py",)),
     "dreamer.state.peerranks": (
         "split out of dreamer.state.store",

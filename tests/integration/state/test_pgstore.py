@@ -1,0 +1,142 @@
+"""Opening a state store on a real PostgreSQL (scripts/postgres-dev): a new schema gets its tables, a
+schema that is another program's or a newer Dreamer's is refused by name, an unreachable database
+is one clear line, and two stores on one schema commit one at a time as two processes on one SQLite
+file do."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from datetime import UTC, datetime
+
+import psycopg
+import pytest
+from pydantic import SecretStr
+
+from dreamer.config.state import StateConfig
+from dreamer.errors import RunBusyError, StateFileError
+from dreamer.state import StateStore, Watermark
+from dreamer.state.pgschema import PG_SCHEMA_VERSION
+from dreamer.state.pgstore import open_postgres
+
+pytestmark = pytest.mark.postgres
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def config(url: str, schema: str) -> StateConfig:
+    return StateConfig(backend="postgres", dsn=url, schema=schema)
+
+
+def test_a_new_schema_gets_its_tables_and_opens_again(postgres_url: str, postgres_schema: str) -> None:
+    with open_postgres(config(postgres_url, postgres_schema)) as st:
+        st.record_run_start("r1", "rollup:p", T0)
+    with open_postgres(config(postgres_url, postgres_schema)) as st:
+        assert [r.run_id for r in st.runs()] == ["r1"]
+        assert st.path is None and st.file_moved() == "" and postgres_schema in st.where
+
+
+def test_another_programs_schema_is_refused_and_left_alone(postgres_url: str, postgres_schema: str) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'CREATE SCHEMA "{postgres_schema}"')
+        conn.execute(f'CREATE TABLE "{postgres_schema}".orders (id int)')
+    with pytest.raises(StateFileError, match="not a Dreamer state schema"):
+        open_postgres(config(postgres_url, postgres_schema))
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (postgres_schema,)
+        ).fetchall()
+    assert tables == [("orders",)]
+
+
+def test_a_newer_dreamers_schema_is_refused_by_version(postgres_url: str, postgres_schema: str) -> None:
+    open_postgres(config(postgres_url, postgres_schema)).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(
+            f"UPDATE \"{postgres_schema}\".meta SET value = %s WHERE key = 'schema_version'",
+            (str(PG_SCHEMA_VERSION + 1),),
+        )
+    with pytest.raises(StateFileError, match=f"newer Dreamer .*schema {PG_SCHEMA_VERSION + 1}"):
+        open_postgres(config(postgres_url, postgres_schema))
+
+
+def test_a_damaged_schema_names_what_is_missing(postgres_url: str, postgres_schema: str) -> None:
+    open_postgres(config(postgres_url, postgres_schema)).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'DROP TABLE "{postgres_schema}".watermarks')
+    with pytest.raises(StateFileError, match="missing tables: watermarks"):
+        open_postgres(config(postgres_url, postgres_schema))
+
+
+def test_an_unreachable_database_is_one_line_naming_it() -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dsn = f"postgresql://dreamer@127.0.0.1:{port}/nothing"
+    secret = "pw-never-shown-123"
+    cfg = StateConfig(backend="postgres", dsn=dsn).model_copy(update={"password": SecretStr(secret)})
+    with pytest.raises(StateFileError) as caught:
+        open_postgres(cfg)
+    message = str(caught.value)
+    assert dsn in message and "cannot connect" in message and secret not in message and "\n" not in message
+
+
+def test_two_stores_on_one_schema_commit_one_at_a_time(postgres_url: str, postgres_schema: str) -> None:
+    """Two hosts' commits that both read the same watermark: exactly one lands, the other is told
+    the watermark moved, as two processes on one SQLite file are."""
+    stores = [open_postgres(config(postgres_url, postgres_schema)) for _ in range(2)]
+    outcomes: list[str] = []
+    start = threading.Barrier(2)
+
+    def commit(st: StateStore, run: str) -> None:
+        st.record_run_start(run, "rollup:p", T0)
+        start.wait()
+        try:
+            st.commit_rollup(
+                profile="p",
+                bank_id="b",
+                watermark=Watermark(T0, {run: T0}, 1, T0),
+                promoted=[],
+                reinforced=[],
+                run_id=run,
+                outcome="idle",
+                detail="",
+                counts={},
+                finished_at=T0,
+                expected=Watermark(),
+            )
+            outcomes.append("committed")
+        except RunBusyError:
+            outcomes.append("busy")
+
+    try:
+        threads = [threading.Thread(target=commit, args=(st, f"r{i}")) for i, st in enumerate(stores)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert sorted(outcomes) == ["busy", "committed"]
+        assert len(stores[0].watermark("p").boundary_ids) == 1
+    finally:
+        for st in stores:
+            st.close()
+
+
+def test_a_thread_keeps_its_own_transaction(postgres_url: str, postgres_schema: str) -> None:
+    """A read on one thread while another holds a write transaction open on the same store uses
+    another pooled connection: it neither joins nor waits for that transaction."""
+    with open_postgres(config(postgres_url, postgres_schema)) as st:
+        holding, release = threading.Event(), threading.Event()
+
+        def long_write() -> None:
+            with st._write() as conn:
+                conn.execute("INSERT INTO meta (key, value) VALUES ('probe', 'x')")
+                holding.set()
+                release.wait(10)
+
+        writer = threading.Thread(target=long_write)
+        writer.start()
+        assert holding.wait(10)
+        assert st.index_version() is None  # answered while the write is open, without its row
+        assert not st._conn.in_transaction
+        release.set()
+        writer.join(10)
