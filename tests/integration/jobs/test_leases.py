@@ -6,6 +6,8 @@ fenced: a run whose lease was taken over meanwhile commits nothing."""
 from __future__ import annotations
 
 import collections
+import io
+import json
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
+from dreamer.commands.status import status_command
 from dreamer.config import Config
 from dreamer.errors import RunBusyError
 from dreamer.jobs import leases
@@ -125,4 +128,23 @@ class TestRollupsOnASharedState:
             assert (holder.owner, holder.token) == ("thief#1", 2)
         finally:
             await job.aclose()
+            store.close()
+
+    async def test_status_shows_the_hosts_and_each_profiles_holder(self, pg_config: Config) -> None:
+        store = open_postgres(pg_config.state)
+        try:
+            store.heartbeat("atlas#1", "atlas:42", 30)
+            assert store.take_lease(PROFILE_LEASE + "research", "atlas#1", 30) is not None
+            out = io.StringIO()
+            await status_command(pg_config, as_json=True, out=out)
+            doc = json.loads(out.getvalue())
+            assert doc["state_backend"] == "postgres" and pg_config.state.schema_name in doc["state"]
+            assert [h["host"] for h in doc["hosts"]] == ["atlas#1"]
+            [row] = doc["profiles"]
+            assert row["holder"]["host"] == "atlas#1" and 0 < row["holder"]["expires_in_s"] <= 30
+            text = io.StringIO()
+            await status_command(pg_config, as_json=False, out=text)
+            assert "hosts alive: atlas#1 (atlas:42)" in text.getvalue()
+            assert "held by atlas#1 for" in text.getvalue()
+        finally:
             store.close()
