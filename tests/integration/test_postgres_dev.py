@@ -13,7 +13,9 @@ pytestmark = pytest.mark.postgres
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_server_is_postgresql_18_on_loopback_with_pgvector(postgres_url: str, postgres_schema: str) -> None:
+def test_the_server_is_postgresql_18_on_loopback_with_pgvector(
+    postgres_url: str, postgres_schema: str
+) -> None:
     psycopg = pytest.importorskip("psycopg")
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         assert int(conn.execute("SHOW server_version_num").fetchone()[0]) // 10_000 == 18
