@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import psycopg
@@ -47,9 +47,13 @@ def _placeholders(sql: str) -> tuple[str, bool]:
 class PgConnection:
     """The pool behind a PostgreSQL state store, with the sqlite3 connection's calls the store uses."""
 
-    def __init__(self, pool: psycopg_pool.ConnectionPool[Any]) -> None:
+    def __init__(
+        self, pool: psycopg_pool.ConnectionPool[Any], *, on_close: Callable[[], None] | None = None
+    ) -> None:
         self._pool = pool
         self._local = threading.local()
+        self._on_close = on_close
+        self._closed = False
 
     @property
     def in_transaction(self) -> bool:
@@ -78,7 +82,15 @@ class PgConnection:
         self._on_connection(many)
 
     def close(self) -> None:
-        self._pool.close()
+        """Give the pool back (``on_close``: a pool shared by several stores closes with the last);
+        a second close does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._on_close is not None:
+            self._on_close()
+        else:
+            self._pool.close()
 
     def _on_connection(self, work: Any) -> Rows:
         pinned = getattr(self._local, "conn", None)

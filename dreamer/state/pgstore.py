@@ -9,6 +9,7 @@ handed to the driver apart from the connection string, so no message ever holds 
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any
 
 from dreamer.config.state import StateConfig
@@ -28,10 +29,48 @@ def describe(config: StateConfig) -> str:
     return f"PostgreSQL state {config.dsn} (schema {config.schema_name})"
 
 
+#: The pools open in this process, by what makes them (dsn, schema, size, password), each with how
+#: many stores use it: the daemon's store and each run's share one pool, and the schema is checked
+#: once, when the first of them opens it.
+_POOLS: dict[tuple[object, ...], list[Any]] = {}
+_POOLS_LOCK = threading.Lock()
+
+
 def open_postgres(config: StateConfig) -> StateStore:
     """The state store in ``config``'s PostgreSQL schema, its tables made when there are none.
     Refuses (:class:`StateFileError`, naming the database) a schema that is another program's or a
-    newer Dreamer's, a database it cannot reach, and a missing driver."""
+    newer Dreamer's, a database it cannot reach, and a missing driver. A store opened while another
+    of the same configuration is open shares its pool; the pool closes with the last of them."""
+    from dreamer.state.pgconn import PgConnection
+    from dreamer.state.pgschema import lock_key
+
+    password = config.password.get_secret_value() if config.password is not None else None
+    key = (config.dsn, config.schema_name, config.pool_size, password)
+    with _POOLS_LOCK:
+        held = _POOLS.get(key)
+        if held is None:
+            held = _POOLS[key] = [_open_pool(config), 0]
+        held[1] += 1
+
+    def release() -> None:
+        with _POOLS_LOCK:
+            held[1] -= 1
+            if held[1] > 0:
+                return
+            _POOLS.pop(key, None)
+        held[0].close()
+
+    return StateStore(
+        PgConnection(held[0], on_close=release),
+        None,
+        dialect=POSTGRES,
+        where=describe(config),
+        lock_key=lock_key(config.schema_name),
+    )
+
+
+def _open_pool(config: StateConfig) -> Any:
+    """A new pool on ``config``'s database, its schema checked (and made) first."""
     where = describe(config)
     try:
         import psycopg
@@ -41,8 +80,7 @@ def open_postgres(config: StateConfig) -> StateStore:
             f"{where}: the PostgreSQL driver is not installed; install it with "
             "`pip install 'dreamer[postgres]'` (psycopg 3 and psycopg-pool)"
         ) from None
-    from dreamer.state.pgconn import PgConnection
-    from dreamer.state.pgschema import check_or_create, lock_key
+    from dreamer.state.pgschema import check_or_create
 
     schema = config.schema_name
     kwargs: dict[str, Any] = {"autocommit": True, "application_name": "dreamer"}
@@ -82,7 +120,7 @@ def open_postgres(config: StateConfig) -> StateStore:
             f"{where}: cannot connect within {CONNECT_TIMEOUT_S:g} s; check that PostgreSQL runs, "
             "that [state] dsn names it, and its password (password_env, password_file or ~/.pgpass)"
         ) from None
-    return StateStore(PgConnection(pool), None, dialect=POSTGRES, where=where, lock_key=lock_key(schema))
+    return pool
 
 
 def _one_line(exc: BaseException) -> str:

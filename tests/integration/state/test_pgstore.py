@@ -140,3 +140,22 @@ def test_a_thread_keeps_its_own_transaction(postgres_url: str, postgres_schema: 
         assert not st._conn.in_transaction
         release.set()
         writer.join(10)
+
+
+def test_stores_of_one_configuration_share_a_pool_that_closes_with_the_last(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """The daemon's store and each run's share one pool (the schema checked once); closing one
+    leaves the others working, and the pool closes with the last."""
+    first = open_postgres(config(postgres_url, postgres_schema))
+    second = open_postgres(config(postgres_url, postgres_schema))
+    assert first._conn._pool is second._conn._pool
+    first.close()
+    first.close()  # a second close is nothing
+    second.record_run_start("r1", "rollup:p", T0)
+    assert [r.run_id for r in second.runs()] == ["r1"]
+    pool = second._conn._pool
+    second.close()
+    assert pool.closed
+    with open_postgres(config(postgres_url, postgres_schema)) as third:
+        assert third._conn._pool is not pool and [r.run_id for r in third.runs()] == ["r1"]
