@@ -71,6 +71,10 @@ class HostSeat:
         self.ttl_s = ttl_s
         #: The hosts alive at the last heartbeat, this one included once it has beaten.
         self.hosts: tuple[str, ...] = ()
+        # One run per lease name at a time within this process: a lease is this owner's whoever of
+        # its runs took it, so two runs into one upstream bank must not both hold it (the first to
+        # end would give it back under the other).
+        self._held: dict[str, asyncio.Lock] = {}
 
     def beat(self, store: StateStore) -> list[Lease]:
         """One heartbeat: this host's row and its leases renewed, the live hosts read again."""
@@ -79,14 +83,15 @@ class HostSeat:
         return kept
 
     async def keep_alive(self, store: StateStore) -> None:
-        """Beat every third of the lease time until cancelled; a beat that fails is a warning (the
-        next one tries again; past the expiry the other hosts take this one's runs over)."""
+        """Beat every third of the lease time until cancelled, the first a third from now; a beat
+        that fails is a warning (the next one tries again; past the expiry the other hosts take
+        this one's runs over)."""
         while True:
+            await asyncio.sleep(self.ttl_s / 3)
             try:
                 await anyio.to_thread.run_sync(self.beat, store)
             except DreamerError as exc:
                 log.warning("heartbeat failed; leases expire unless the next one succeeds", error=str(exc))
-            await asyncio.sleep(self.ttl_s / 3)
 
     def runs_here(self, profile: str) -> bool:
         """Whether this host is the one to run ``profile``, by the hosts of its last heartbeat
@@ -104,32 +109,55 @@ class HostSeat:
         fence the store's commits with them; give both back at the end. The profile's is refused
         at once when another host holds it (:class:`RunBusyError`); the bank's is waited for
         ``RUN_LOCK_WAIT_S``, as the run lock it replaces."""
-        name = PROFILE_LEASE + profile
-        mine = await anyio.to_thread.run_sync(store.take_lease, name, self.owner, self.ttl_s)
-        if mine is None:
-            raise RunBusyError(_held(store, PROFILE_LEASE + profile, f"profile {profile!r}"))
-        leases = [mine]
-        renewing: asyncio.Task[None] | None = None
-        try:
-            leases.append(await self._wait_for(store, UPSTREAM_LEASE + upstream_bank, upstream_bank))
+        name, bank = PROFILE_LEASE + profile, UPSTREAM_LEASE + upstream_bank
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(self._in_process(name, f"profile {profile!r}", 0.0))
+            mine = await anyio.to_thread.run_sync(store.take_lease, name, self.owner, self.ttl_s)
+            if mine is None:
+                raise RunBusyError(_held(store, name, f"profile {profile!r}"))
+            # Each given back before its turn in this process ends: given back after, it would expire
+            # under the next run of this host that took it meanwhile.
+            stack.push_async_callback(self._release, store, mine)
+            what = f"the upstream bank {upstream_bank!r}"
+            deadline = time.monotonic() + RUN_LOCK_WAIT_S
+            await stack.enter_async_context(self._in_process(bank, what, RUN_LOCK_WAIT_S))
+            theirs = await self._wait_for(store, bank, what, deadline)
+            stack.push_async_callback(self._release, store, theirs)
+            leases = [mine, theirs]
             renewing = asyncio.create_task(self._renew(store), name=f"leases {profile}")
+            stack.callback(renewing.cancel)
             with store.fenced(leases):
                 yield leases
-        finally:
-            if renewing is not None:
-                renewing.cancel()
-            for lease in reversed(leases):
-                with contextlib.suppress(DreamerError):
-                    await anyio.to_thread.run_sync(store.release_lease, lease.name, self.owner)
 
-    async def _wait_for(self, store: StateStore, name: str, bank: str) -> Lease:
-        deadline = time.monotonic() + RUN_LOCK_WAIT_S
+    @contextlib.asynccontextmanager
+    async def _in_process(self, name: str, what: str, wait_s: float) -> AsyncIterator[None]:
+        """The lease name's turn among this process's runs: waited for ``wait_s``, then busy."""
+        lock = self._held.setdefault(name, asyncio.Lock())
+        deadline = time.monotonic() + wait_s
+        while lock.locked():
+            if time.monotonic() >= deadline:
+                raise RunBusyError(
+                    f"{what} is being rolled up by another run of this host; this run is skipped and "
+                    "the next cycle runs it"
+                )
+            await asyncio.sleep(0.05)
+        await lock.acquire()  # free: taken at once, with no other task between
+        try:
+            yield
+        finally:
+            lock.release()
+
+    async def _release(self, store: StateStore, lease: Lease) -> None:
+        with contextlib.suppress(DreamerError):
+            await anyio.to_thread.run_sync(store.release_lease, lease.name, self.owner)
+
+    async def _wait_for(self, store: StateStore, name: str, what: str, deadline: float) -> Lease:
         while True:
             lease = await anyio.to_thread.run_sync(store.take_lease, name, self.owner, self.ttl_s)
             if lease is not None:
                 return lease
             if time.monotonic() >= deadline:
-                raise RunBusyError(_held(store, name, f"the upstream bank {bank!r}"))
+                raise RunBusyError(_held(store, name, what))
             await asyncio.sleep(0.1)
 
     async def _renew(self, store: StateStore) -> None:
@@ -168,6 +196,10 @@ def start_hosting(config: Config, store: object) -> Callable[[], Awaitable[None]
     seat = seat_for(config)
     if seat is None or not isinstance(store, StateStore):
         return None
+    try:  # the first beat before any run: the runs then know the hosts alive
+        seat.beat(store)
+    except DreamerError as exc:
+        log.warning("heartbeat failed; leases expire unless the next one succeeds", error=str(exc))
     beating = asyncio.create_task(seat.keep_alive(store), name="heartbeat")
 
     async def stop() -> None:

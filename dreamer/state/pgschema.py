@@ -5,7 +5,7 @@ newer Dreamer's, is refused by name.
 The identity is two rows of the schema's ``meta`` table: ``application`` = ``dreamer`` and
 ``schema_version``. A schema with tables and no such row is another program's and is never written
 to. Creating the tables takes the schema's transaction lock, so two hosts starting at once make
-them once.
+them once; opening a schema that has them takes no lock.
 """
 
 from __future__ import annotations
@@ -149,30 +149,33 @@ def lock_key(schema: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def _tables(conn: Any, schema: str) -> set[str]:
+    rows = conn.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,))
+    return {r[0] for r in rows}
+
+
 def check_or_create(conn: Any, schema: str, where: str) -> None:
     """Make the schema's tables when it has none; refuse one that is another program's, a newer
     Dreamer's or damaged. ``conn`` is a psycopg connection in autocommit mode whose search path is
     the schema."""
-    with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema),))
-        if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is None:
-            conn.execute(f'CREATE SCHEMA "{schema}"')
-        # The session's search path skipped the schema while it did not exist: name it again.
-        conn.execute(f'SET LOCAL search_path TO "{schema}", public')
-        tables = {
-            r[0]
-            for r in conn.execute(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = %s", (schema,)
-            )
-        }
-        if not tables:
-            conn.execute(_TABLES)
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('application', 'dreamer'), ('schema_version', %s)",
-                (str(PG_SCHEMA_VERSION),),
-            )
-            return
-        identity = dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
+    tables = _tables(conn, schema)
+    if not tables:
+        with conn.transaction():
+            # Made under the schema's lock, so two hosts that start at once make it once.
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema),))
+            if conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone() is None:
+                conn.execute(f'CREATE SCHEMA "{schema}"')
+            # The session's search path skipped the schema while it did not exist: name it again.
+            conn.execute(f'SET LOCAL search_path TO "{schema}", public')
+            tables = _tables(conn, schema)
+            if not tables:
+                conn.execute(_TABLES)
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('application', 'dreamer'), ('schema_version', %s)",
+                    (str(PG_SCHEMA_VERSION),),
+                )
+                return
+    identity = dict(conn.execute("SELECT key, value FROM meta").fetchall()) if "meta" in tables else {}
     if identity.get("application") != "dreamer":
         raise StateFileError(
             f"{where}: not a Dreamer state schema (it holds other tables); set [state] schema to a "

@@ -15,12 +15,14 @@ from typing import Any
 from dreamer.config.state import StateConfig
 from dreamer.errors import StateFileError
 from dreamer.state.dialect import POSTGRES
-from dreamer.state.store import StateStore
+from dreamer.state.store import LOCK_TIMEOUT_S, StateStore
 
 __all__ = ["describe", "open_postgres"]
 
 #: How long opening waits for the first connection before it says the database is unreachable.
 CONNECT_TIMEOUT_S = 10.0
+#: The longest a session may sit idle inside a transaction before the server ends it.
+IDLE_IN_TRANSACTION_MAX_S = 15.0
 
 
 def describe(config: StateConfig) -> str:
@@ -83,7 +85,13 @@ def _open_pool(config: StateConfig) -> Any:
     from dreamer.state.pgschema import check_or_create
 
     schema = config.schema_name
-    kwargs: dict[str, Any] = {"autocommit": True, "application_name": "dreamer"}
+    # A host stopped inside a transaction (SIGSTOP, a pause) would hold the schema's write lock for
+    # ever: the server ends such a session after the lease time or IDLE_IN_TRANSACTION_MAX_S,
+    # whichever is shorter, well before another's write gives up waiting (LOCK_TIMEOUT_S, as on
+    # SQLite). A transaction of Dreamer's own is never idle that long.
+    idle_ms = int(min(config.lease_ttl_s, IDLE_IN_TRANSACTION_MAX_S) * 1000)
+    options = f"-c lock_timeout={int(LOCK_TIMEOUT_S * 1000)} -c idle_in_transaction_session_timeout={idle_ms}"
+    kwargs: dict[str, Any] = {"autocommit": True, "application_name": "dreamer", "options": options}
     if config.password is not None:
         kwargs["password"] = config.password.get_secret_value()
 

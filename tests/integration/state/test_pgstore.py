@@ -159,3 +159,45 @@ def test_stores_of_one_configuration_share_a_pool_that_closes_with_the_last(
     assert pool.closed
     with open_postgres(config(postgres_url, postgres_schema)) as third:
         assert third._conn._pool is not pool and [r.run_id for r in third.runs()] == ["r1"]
+
+
+def test_a_host_stopped_inside_a_write_does_not_hold_the_others_for_ever(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """A write transaction left open (its process stopped by SIGSTOP: from the server's side, a
+    session idle in its transaction) holds the schema's write lock only until the server ends the
+    session (after the lease time, at most 15 s); another host's write then goes through, and the
+    stopped one's transaction fails when it wakes, having committed nothing."""
+    stopped = open_postgres(config(postgres_url, postgres_schema))
+    other = open_postgres(
+        StateConfig(backend="postgres", dsn=postgres_url, schema=postgres_schema, pool_size=2)
+    )
+    holding, woke = threading.Event(), threading.Event()
+    failures: list[Exception] = []
+
+    def write_then_stop() -> None:
+        try:
+            with stopped._write() as conn:
+                conn.execute("INSERT INTO meta (key, value) VALUES ('stopped', 'x')")
+                holding.set()
+                woke.wait(60)
+                conn.execute("INSERT INTO meta (key, value) VALUES ('woke', 'x')")
+        except Exception as exc:
+            failures.append(exc)
+
+    writer = threading.Thread(target=write_then_stop)
+    writer.start()
+    try:
+        assert holding.wait(10)
+        other.record_run_start("r1", "rollup:p", T0)  # not a write under the lock
+        other.use_index_version("v1")  # a write: waits for the lock until the stopped session ends
+        assert other.index_version() == "v1"
+    finally:
+        woke.set()
+        writer.join(30)
+        stopped.close()
+        other.close()
+    assert failures, "the stopped transaction must not commit when it wakes"
+    with open_postgres(config(postgres_url, postgres_schema)) as st, st._write() as conn:
+        keys = {r[0] for r in conn.execute("SELECT key FROM meta")}
+    assert "stopped" not in keys and "woke" not in keys
