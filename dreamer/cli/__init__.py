@@ -4,8 +4,8 @@ The subcommands live in one module per group, named as the module of :mod:`dream
 does the work (``cli/status.py`` parses what ``commands/status.py`` does): :mod:`~dreamer.cli.rollup`,
 :mod:`~dreamer.cli.status`, :mod:`~dreamer.cli.explain`, :mod:`~dreamer.cli.demo`,
 :mod:`~dreamer.cli.banks`, :mod:`~dreamer.cli.card`, :mod:`~dreamer.cli.audit`,
-:mod:`~dreamer.cli.hermes`; :mod:`~dreamer.cli.service` parses ``run`` and ``check-config``, whose
-work is the daemon's (:mod:`dreamer.service`) and the configuration's.
+:mod:`~dreamer.cli.hermes`, :mod:`~dreamer.cli.state`; :mod:`~dreamer.cli.service` parses ``run``
+and ``check-config``, whose work is the daemon's (:mod:`dreamer.service`) and the configuration's.
 :mod:`~dreamer.cli.registry` says how to add one.
 Their handlers import the modules doing the work inside the function, so ``dreamer --help`` and
 ``dreamer run`` load neither the roll-up pipeline nor a backend.
@@ -20,7 +20,7 @@ import textwrap
 from collections.abc import Sequence
 
 from dreamer import __version__
-from dreamer.cli import audit, banks, card, demo, explain, hermes, rollup, service, status
+from dreamer.cli import audit, banks, card, demo, explain, hermes, rollup, service, state, status
 from dreamer.cli.base import add_global_options, log_format, log_level
 from dreamer.cli.registry import Handler, in_order
 from dreamer.embeddings.threads import pin_blas_threads
@@ -40,6 +40,7 @@ _GROUPS = (
     card.COMMANDS,
     audit.COMMANDS,
     hermes.COMMANDS,
+    state.COMMANDS,
 )
 
 _DESCRIPTION = """\

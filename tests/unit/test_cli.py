@@ -18,8 +18,8 @@ def _command_names(parser: argparse.ArgumentParser) -> list[str]:
 
 class TestParser:
     def test_help_lists_commands_group_by_group(self) -> None:
-        """`dreamer --help` lists service, roll-up, read-side, agent, then Hermes commands, each group as
-        defined."""
+        """`dreamer --help` lists service, roll-up, read-side, agent, Hermes, then state commands, each
+        group as defined."""
         assert _command_names(build_parser()) == [
             "check-config",
             "run",
@@ -37,6 +37,7 @@ class TestParser:
             "audit",
             "memory",
             "hermes",
+            "state",
         ]
 
 
