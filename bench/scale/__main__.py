@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from bench.notify_socket import NotificationTimeout
 from bench.scale.files import EMBEDDERS
 from bench.scale.ledgers import DATA_DIR_ENV, LEDGERS, NEW_UNITS, ledger_spec
 from bench.scale.measures import targets
+from bench.scale.pgstate import DSN_ENV, loopback
 from bench.scale.run import WATCHDOG_USEC, measure
 
 FULL_SIZES = (10_000, 100_000, 1_000_000)
@@ -28,7 +30,7 @@ def render(result: Mapping[str, Any]) -> str:
     return render_table(
         f"Scale: one roll-up run ({NEW_UNITS} new units) as the ledger and the global bank grow "
         f"(dreamer run, embedded store, [embeddings] provider = {result.get('embedder', 'none')!r}, "
-        f"{result.get('ledger', 'synthetic')} ledger)",
+        f"{result.get('ledger', 'synthetic')} ledger, {result.get('state', 'sqlite')} state)",
         [
             "cards",
             "run s",
@@ -67,6 +69,8 @@ def render(result: Mapping[str, Any]) -> str:
             "run s: the job-finished record's duration_s; run CPU s: the daemon's utime+stime from",
             "READY to that record (the first run's lazy imports included); peak RSS: VmHWM before SIGTERM;",
             "state/store MiB: the state file and the embedded store after the run (with their WAL);",
+            "with --state postgres, state MiB is the schema's tables and indexes, and the run's state is",
+            "the file copied into a new schema by `dreamer state copy` (the floor still reads the file);",
             f"watchdog gap s: longest time between WATCHDOG=1 pings from READY to the run's end "
             f"(WATCHDOG_USEC={WATCHDOG_USEC}: a ping every {WATCHDOG_USEC / 2e6:g} s);",
             f"floor s: on the same files, list the {NEW_UNITS} new units and commit their ledger rows",
@@ -81,6 +85,7 @@ def render(result: Mapping[str, Any]) -> str:
                 f"{r['cards']} cards: outcome {r['outcome']}, promoted {r['promoted']}, "
                 f"reinforced {r['reinforced']}; {r['watchdog_pings']} pings; "
                 f"READY after {r['ready_s']:.2f} s, exit {r['exit_s']:.2f} s after SIGTERM"
+                + (f"; state copied in {r['state_copy_s']:.1f} s" if r.get("state_copy_s") else "")
                 for r in rows
             ],
             *targets(rows),
@@ -104,12 +109,16 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     spec.open()  # a missing LoCoMo directory is said before anything is built
     started = time.monotonic()
     cache = Path(args.cache) if args.cache else None
-    rows = [measure(size, cache, args.embedder, spec) for size in sorted(sizes)]
+    dsn = None
+    if args.state == "postgres":
+        dsn = loopback(args.dsn or os.environ.get(DSN_ENV, ""))
+    rows = [measure(size, cache, args.embedder, spec, dsn) for size in sorted(sizes)]
     return {
         "benchmark": "scale",
         "quick": args.quick,
         "embedder": args.embedder,
         "ledger": spec.kind,
+        "state": args.state,
         "new_units": NEW_UNITS,
         "rows": rows,
         "targets": targets(rows),
@@ -145,6 +154,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="synthetic",
         help='the texts of the cards: "synthetic" (six frames of made-up words, default) or "realistic" '
         "(LoCoMo's memory sentences refilled card by card, with names that grow with the ledger)",
+    )
+    parser.add_argument(
+        "--state",
+        choices=("sqlite", "postgres"),
+        default="sqlite",
+        help='the daemon\'s state: "sqlite" (the file, default) or "postgres" (the same file copied '
+        "by `dreamer state copy` into a new schema, dropped afterwards)",
+    )
+    parser.add_argument(
+        "--dsn",
+        help=f"the PostgreSQL of --state postgres, on 127.0.0.1 "
+        f"(default: ${DSN_ENV}, as scripts/postgres-dev prints)",
     )
     parser.add_argument(
         "--data",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import shutil
 import statistics
@@ -20,6 +21,7 @@ from bench.notify_socket import has
 from bench.scale.files import GLOBAL_BANK, PROFILE, PROFILE_BANK, build, config_text, new_unit_texts
 from bench.scale.ledgers import SYNTHETIC, LedgerSpec
 from bench.scale.measures import longest_gap, vm_hwm_mib
+from bench.scale.pgstate import OnPostgres, on_postgres, schema_mib
 from dreamer.backends.embedded import search
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
@@ -207,11 +209,17 @@ async def floor(config: Config, before: Watermark) -> tuple[float, int]:
 
 
 def measure(
-    size: int, cache: Path | None = None, embedder: str = "none", spec: LedgerSpec = SYNTHETIC
+    size: int,
+    cache: Path | None = None,
+    embedder: str = "none",
+    spec: LedgerSpec = SYNTHETIC,
+    dsn: str | None = None,
 ) -> dict[str, Any]:
     """One row of the table: set up N cards (not timed; with ``cache``, built once into
     ``cache/N`` (``cache/N-local`` with the local embedder, ``cache/N-realistic[-local]`` for the
-    realistic ledger) and copied for each measurement), the daemon's run, the floor and the recalls."""
+    realistic ledger) and copied for each measurement), the daemon's run, the floor and the recalls.
+    With ``dsn`` the daemon's state is the same file copied into a new PostgreSQL schema
+    (:mod:`bench.scale.pgstate`); the floor and the gate still read the file."""
     workdir = Path(tempfile.mkdtemp(prefix=f"dreamer-bench-scale-{size}-"))
     try:
         progress(f"scale {size}: building the global bank and the ledger")
@@ -223,8 +231,13 @@ def measure(
         passers = gate_passers(config, texts)
         recall_tiered = asyncio.run(recall_ms(config, texts, one_tier=False))
         recall_one_tier = asyncio.run(recall_ms(config, texts, one_tier=True))
-        seen = run_daemon(config_path, workdir / "daemon.log", size)
-        state_mib, store_mib = file_mib(config.state_path), file_mib(config.embedded_path)
+        pg: OnPostgres | None = None
+        with contextlib.ExitStack() as stack:
+            if dsn is not None:
+                pg = stack.enter_context(on_postgres(config_path, config.state_path, dsn, size))
+            seen = run_daemon(config_path, workdir / "daemon.log", size)
+            state_mib = schema_mib(pg) if pg is not None else file_mib(config.state_path)
+        store_mib = file_mib(config.embedded_path)
         progress(f"scale {size}: run took {seen.record.get('duration_s')} s; the floor")
         floor_s, floor_units = asyncio.run(floor(config, before))
     finally:
@@ -234,6 +247,8 @@ def measure(
     counts = record.get("counts") or {}
     return {
         "cards": size,
+        "state": "sqlite" if pg is None else "postgres",
+        "state_copy_s": None if pg is None else pg.copy_s,
         "ledger": spec.kind,
         "embedder": embedder,
         "setup_s": setup_s,
