@@ -146,6 +146,7 @@ def _document(
             "url": embeddings.url if embeddings.provider == "openai" else None,
             "dedup": describe_embedder(config, choice),
             "vectors": [{"model_id": m, "dimension": d, "cards": n} for m, d, n in vector_models],
+            "vector_storage": state.vector_storage() if state is not None else None,
         },
         "llm": {
             "summariser": summariser_name(config),
@@ -174,6 +175,9 @@ def _render(config: Config, choice: EmbedderChoice, doc: dict[str, Any], out: Te
         out.write(f"hosts alive: {names}\n")
     stored = ", ".join(f"{v['cards']} by {v['model_id']}" for v in doc["embeddings"]["vectors"]) or "none"
     embedder, *warnings = choice_lines(config, choice)
+    storage = doc["embeddings"]["vector_storage"]
+    if storage and (stored != "none" or doc["state_backend"] == "postgres"):
+        stored += f" ({storage})"
     out.write(f"{embedder}; vectors stored: {stored}\n")
     for line in warnings:
         out.write(line + "\n")

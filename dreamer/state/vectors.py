@@ -76,6 +76,17 @@ class Vectors(StoreBase):
         )
         return [(r[0], int(r[1]), int(r[2])) for r in rows]
 
+    @state_errors
+    def vector_storage(self) -> str:
+        """How the vectors are kept, for ``status``: the same float16 bytes on both backends, read
+        into the daemon's memory to be searched; on PostgreSQL, whether pgvector is there (it is
+        not used: no search runs in the database; docs/design/leases.md)."""
+        if self.dialect.name != "postgres":
+            return "float16 bytes in the state file, searched in memory"
+        row = self._conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        there = f"pgvector {row[0]} installed, not used" if row else "pgvector not installed"
+        return f"float16 bytes (bytea), searched in memory; {there}"
+
     def _put_vector(self, document_id: str, vector: StoredVector) -> None:
         """Write (or replace) a card's vector, only when the ledger holds the card: a vector
         embedded for a card that is gone must not leave a row no card owns. A replaced vector is

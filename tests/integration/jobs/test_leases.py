@@ -131,6 +131,8 @@ class TestRollupsOnASharedState:
             store.close()
 
     async def test_status_shows_the_hosts_and_each_profiles_holder(self, pg_config: Config) -> None:
+        """Besides the hosts and holders, status says how the vectors are kept: bytes searched in
+        memory, and whether the database has pgvector (which no search uses)."""
         store = open_postgres(pg_config.state)
         try:
             store.heartbeat("atlas#1", "atlas:42", 30)
@@ -146,5 +148,12 @@ class TestRollupsOnASharedState:
             await status_command(pg_config, as_json=False, out=text)
             assert "hosts alive: atlas#1 (atlas:42)" in text.getvalue()
             assert "held by atlas#1 for" in text.getvalue()
+            [ext] = store._conn.execute(
+                "SELECT COUNT(*) FROM pg_extension WHERE extname = 'vector'"
+            ).fetchone()
+            storage = doc["embeddings"]["vector_storage"]
+            said = "installed, not used" if ext else "pgvector not installed"
+            assert storage.startswith("float16 bytes (bytea), searched in memory; ") and said in storage
+            assert f"vectors stored: none ({storage})" in text.getvalue()
         finally:
             store.close()

@@ -202,6 +202,8 @@ def test_vectors_by_model_with_a_new_seq_when_replaced(store: StateStore) -> Non
     assert [c.document_id for c in store.stale_vectors("global", "other", None, 10)] == ["d1", "d2"]
     assert store.stale_vectors("global", "m", 4, 10) == []
     assert [c.document_id for c in store.stale_vectors("global", "m", 8, 1)] == ["d1"]
+    where = "(bytea)" if store.dialect.name == "postgres" else "in the state file"
+    assert store.vector_storage().startswith("float16 bytes ") and where in store.vector_storage()
 
 
 def test_runs_decisions_and_their_sums(store: StateStore) -> None:
