@@ -119,6 +119,9 @@ def _open_pool(config: StateConfig) -> Any:
         configure=configure,
         open=False,
         name="dreamer-state",
+        # A call waits this long for a connection, not the pool's default 30 s: while the database
+        # is away, a run fails in seconds, and each of its calls would wait again.
+        timeout=CONNECT_TIMEOUT_S,
     )
     try:
         pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
