@@ -35,8 +35,12 @@ from dreamer.errors import StateFileError
 from dreamer.state import StateStore
 
 DSN_ENV = "DREAMER_TEST_POSTGRES_URL"
-FULL = {"profiles": 10_000, "hosts": 4, "ttl": 3.0, "cycles": 3, "global_profiles": 400, "work_ms": 50.0}
-QUICK = {"profiles": 200, "hosts": 3, "ttl": 1.5, "cycles": 2, "global_profiles": 60, "work_ms": 20.0}
+FULL: dict[str, Any] = {
+    "profiles": 10_000, "hosts": 4, "ttl": 3.0, "cycles": 3, "global_profiles": 400, "work_ms": 50.0
+}
+QUICK: dict[str, Any] = {
+    "profiles": 200, "hosts": 3, "ttl": 1.5, "cycles": 2, "global_profiles": 60, "work_ms": 20.0
+}
 
 Opener = Callable[[], StateStore]
 
@@ -57,7 +61,7 @@ def database(backend: str, dsn: str | None) -> Iterator[tuple[Opener, bool, str]
 
     schema = f"bench_hosts_{secrets.token_hex(4)}"
     try:
-        config = StateConfig(backend="postgres", dsn=dsn, schema=schema)
+        config = StateConfig.model_validate({"backend": "postgres", "dsn": dsn, "schema": schema})
     except ValidationError as exc:
         raise BenchError(f"--dsn: {exc.errors()[0]['msg']}") from None
     try:

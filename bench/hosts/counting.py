@@ -63,13 +63,13 @@ class StatementCounter:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.counts: Counter[tuple[str, str]] = Counter()
-        self.seconds: Counter[tuple[str, str]] = Counter()
+        self.seconds: Counter[tuple[str, str]] = Counter()  # of floats: Counter adds any number
 
     def add(self, kind: str, seconds: float) -> None:
         key = (getattr(_ROLE, "name", "run"), kind)
         with self._lock:
             self.counts[key] += 1
-            self.seconds[key] += seconds
+            self.seconds[key] += seconds  # type: ignore[assignment]
 
     def snapshot(self) -> tuple[Counter[tuple[str, str]], Counter[tuple[str, str]]]:
         with self._lock:

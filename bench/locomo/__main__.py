@@ -34,7 +34,7 @@ from bench._common import (
 )
 from bench.e5 import NEAR_DUP_THRESHOLD as E5_NEAR_DUP
 from bench.locomo.data import load_conversations
-from bench.locomo.deciding import CachedEmbedder, decider_precision
+from bench.locomo.deciding import CachedEmbedder, decider_precision, dreamer_embedder
 from bench.locomo.replay import Replay, ReplayOptions, build_config
 from bench.pairs.__main__ import PRECISION_TARGET
 from dreamer.rollup import extractive
@@ -255,7 +255,9 @@ async def _run(args: argparse.Namespace) -> dict[str, Any]:
         else (10 if args.quick else None),
         # Dreamer decides through the pipeline's own wiring, as the daemon does: vectors in the
         # state file, nearest ledger cards, the cosine in the verdict.
-        semantic=None if decider is None else SemanticJudge(decider.inner.model, reembed_batch=500, top_k=8),
+        semantic=(
+            None if decider is None else SemanticJudge(dreamer_embedder(decider), reembed_batch=500, top_k=8)
+        ),
     )
     workdir = Path(tempfile.mkdtemp(prefix="dreamer-bench-locomo-"))
     prefix = f"bench_{uuid.uuid4().hex[:8]}__" if args.backend == "hindsight" else ""

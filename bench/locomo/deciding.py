@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from bench._common import BenchError, Embedder, Vectors
+from dreamer.embeddings import Embedder as DreamerEmbedder
 from dreamer.rollup import dedup
 
 
@@ -51,3 +52,12 @@ def decider_precision(data: Path, decider: CachedEmbedder | None) -> float | Non
     found = scores(directions, verdicts(directions, dedup.DedupThresholds(), semantic), "duplicate")
     precision: float | None = found["precision"]
     return precision
+
+
+def dreamer_embedder(decider: CachedEmbedder) -> DreamerEmbedder:
+    """The model of Dreamer's that a decider wraps (MiniLM's or the static one), for the pipeline's
+    semantic judge; BenchError for a judge-only embedder, which Dreamer never decides with."""
+    model = getattr(decider.inner, "model", None)
+    if model is None:
+        raise BenchError(f"{decider.name} is not one of Dreamer's embedders: it cannot decide")
+    return model  # type: ignore[no-any-return]
