@@ -227,9 +227,17 @@ TASKS: dict[str, Callable[[Path], dict[str, Any]]] = {
     "numpy": numpy_search,
     "numpy32": lambda folder: numpy_search(folder, widen=True),
     "sqlite-vec": sqlite_vec_search,
+    "usearch": lambda folder: _ann().usearch_search(folder),
+    "pgvector": lambda folder: _ann().pgvector_search(folder),
     "embedder": embedder,
     "recall": recall,
 }
+
+
+def _ann() -> Any:
+    from bench.vectors import ann
+
+    return ann
 
 
 def main(argv: Sequence[str]) -> int:
