@@ -129,6 +129,7 @@ def test_a_database_that_goes_away_stops_the_runs_not_the_daemon(
             daemon.send(signal.SIGTERM)
             assert daemon.wait() == 0
         assert "Traceback" not in daemon.stderr(), daemon.stderr()[-3000:]
+        assert not [r for r in daemon.records() if "exception" in r], "a record carries a traceback"
     cards = upstream(config)
     twice = [t for t, n in collections.Counter(cards).items() if n > 1]
     assert twice == [] and len(cards) == 4, cards
