@@ -30,11 +30,11 @@ from pydantic import ValidationError
 from bench._common import BenchError, machine_info, machine_line, print_json, progress, quiet_logs
 from bench.hosts.run import simulate
 from bench.hosts.tables import tables
+from bench.postgres import DSN_ENV, drop_schema, loopback
 from dreamer.config.state import StateConfig
 from dreamer.errors import StateFileError
 from dreamer.state import StateStore
 
-DSN_ENV = "DREAMER_TEST_POSTGRES_URL"
 FULL: dict[str, Any] = {
     "profiles": 10_000, "hosts": 4, "ttl": 3.0, "cycles": 3, "global_profiles": 400, "work_ms": 50.0
 }
@@ -59,6 +59,7 @@ def database(backend: str, dsn: str | None) -> Iterator[tuple[Opener, bool, str]
         raise BenchError(f"--backend postgres needs --dsn URL or the environment variable {DSN_ENV}")
     from dreamer.state.pgstore import open_postgres
 
+    dsn = loopback(dsn)
     schema = f"bench_hosts_{secrets.token_hex(4)}"
     try:
         config = StateConfig.model_validate({"backend": "postgres", "dsn": dsn, "schema": schema})
@@ -67,17 +68,7 @@ def database(backend: str, dsn: str | None) -> Iterator[tuple[Opener, bool, str]
     try:
         yield (lambda: open_postgres(config)), False, f"PostgreSQL (schema {schema}, one pool per host)"
     finally:
-        _drop_schema(dsn, schema)
-
-
-def _drop_schema(dsn: str, schema: str) -> None:
-    import psycopg
-
-    try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
-    except psycopg.Error as exc:
-        progress(f"bench.hosts: could not drop the schema {schema}: {exc}")
+        drop_schema(dsn, schema)
 
 
 def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:

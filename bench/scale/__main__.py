@@ -15,10 +15,10 @@ from typing import Any
 
 from bench._common import BenchError, machine_info, machine_line, quiet_logs, render_table, report
 from bench.notify_socket import NotificationTimeout
+from bench.postgres import DSN_ENV, loopback
 from bench.scale.files import EMBEDDERS
 from bench.scale.ledgers import DATA_DIR_ENV, LEDGERS, NEW_UNITS, ledger_spec
 from bench.scale.measures import targets
-from bench.scale.pgstate import DSN_ENV, loopback
 from bench.scale.run import WATCHDOG_USEC, measure
 
 FULL_SIZES = (10_000, 100_000, 1_000_000)

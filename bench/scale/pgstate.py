@@ -11,16 +11,13 @@ import contextlib
 import subprocess
 import sys
 import time
-import urllib.parse
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from bench._common import BenchError, progress
-
-#: Where --dsn comes from when it is not given: what scripts/postgres-dev prints.
-DSN_ENV = "DREAMER_TEST_POSTGRES_URL"
+from bench.postgres import drop_schema
 
 
 @dataclass
@@ -30,14 +27,6 @@ class OnPostgres:
     dsn: str
     schema: str
     copy_s: float = 0.0
-
-
-def loopback(dsn: str) -> str:
-    """``dsn`` when it names a server on this machine; else BenchError."""
-    host = urllib.parse.urlsplit(dsn).hostname if "://" in dsn else None
-    if host not in ("127.0.0.1", "::1", "localhost"):
-        raise BenchError(f"--dsn must name a PostgreSQL on 127.0.0.1 or ::1 (a URI), got host {host!r}")
-    return dsn
 
 
 @contextlib.contextmanager
@@ -86,7 +75,4 @@ def schema_mib(where: OnPostgres) -> float:
 
 
 def drop(where: OnPostgres) -> None:
-    import psycopg
-
-    with psycopg.connect(where.dsn, autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{where.schema}" CASCADE')
+    drop_schema(where.dsn, where.schema)

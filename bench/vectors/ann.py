@@ -15,15 +15,14 @@ import json
 import os
 import secrets
 import time
-import urllib.parse
 from pathlib import Path
 from typing import Any
 
+from bench.postgres import DSN_ENV, drop_schema, loopback
 from bench.vectors.data import DIMENSION, K
 
-__all__ = ["DSN_ENV", "build_pgvector", "build_usearch", "drop_pgvector", "pgvector_search", "usearch_search"]
+__all__ = ["build_pgvector", "build_usearch", "drop_pgvector", "pgvector_search", "usearch_search"]
 
-DSN_ENV = "DREAMER_TEST_POSTGRES_URL"
 CONNECTIVITY = 16
 EXPANSION_ADD = 128
 EXPANSION_SEARCH = 64
@@ -85,21 +84,15 @@ def usearch_search(folder: Path) -> dict[str, Any]:
     }
 
 
-def _loopback(dsn: str) -> str:
-    host = urllib.parse.urlsplit(dsn).hostname if "://" in dsn else None
-    if host not in ("127.0.0.1", "::1", "localhost"):
-        raise RuntimeError(f"${DSN_ENV} must name a PostgreSQL on 127.0.0.1 or ::1, got host {host!r}")
-    return dsn
-
-
 def build_pgvector(folder: Path, stored: Any) -> dict[str, Any]:
     """A table of ``stored`` (pgvector ``vector(384)``) in a new schema, its HNSW index built after
     the rows (as an index added to a full table is): the time of both and the table's size."""
     import psycopg
 
-    dsn = _loopback(os.environ.get(DSN_ENV, ""))
+    dsn = os.environ.get(DSN_ENV, "")
     if not dsn:
         raise RuntimeError(f"no PostgreSQL: ${DSN_ENV} is not set (scripts/postgres-dev up)")
+    loopback(dsn)
     schema = f"bench_vectors_{secrets.token_hex(4)}"
     (folder / PGVECTOR_FILE).write_text(json.dumps({"dsn": dsn, "schema": schema}))
     started = time.perf_counter()
@@ -160,10 +153,6 @@ def pgvector_search(folder: Path) -> dict[str, Any]:
 
 def drop_pgvector(folder: Path) -> None:
     path = folder / PGVECTOR_FILE
-    if not path.exists():
-        return
-    import psycopg
-
-    where = json.loads(path.read_text())
-    with psycopg.connect(where["dsn"], autocommit=True) as conn:
-        conn.execute(f'DROP SCHEMA IF EXISTS "{where["schema"]}" CASCADE')
+    if path.exists():
+        where = json.loads(path.read_text())
+        drop_schema(where["dsn"], where["schema"])

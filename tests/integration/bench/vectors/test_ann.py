@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench._common import BenchError
+from bench.postgres import DSN_ENV
 from bench.vectors import ann
 from bench.vectors.data import K, clustered, exact_top_k, recall_at_k
 
@@ -33,7 +35,7 @@ def test_usearch_finds_the_exact_neighbours_from_its_mapped_file(tmp_path: Path)
 def test_pgvector_finds_them_through_its_hnsw_index(
     tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(ann.DSN_ENV, postgres_url)
+    monkeypatch.setenv(DSN_ENV, postgres_url)
     stored, exact = files(tmp_path)
     try:
         ann.build_pgvector(tmp_path, stored)
@@ -45,6 +47,6 @@ def test_pgvector_finds_them_through_its_hnsw_index(
 
 
 def test_a_server_elsewhere_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(ann.DSN_ENV, "postgresql://u@db.example/x")
-    with pytest.raises(RuntimeError, match=r"127\.0\.0\.1"):
+    monkeypatch.setenv(DSN_ENV, "postgresql://u@db.example/x")
+    with pytest.raises(BenchError, match=r"127\.0\.0\.1"):
         ann.build_pgvector(tmp_path, np.zeros((3, 384), dtype=np.float32))

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.hosts.__main__ import DSN_ENV, FULL, QUICK, main, parse_args, violations
+from bench.hosts.__main__ import FULL, QUICK, main, parse_args, violations
 from bench.hosts.run import GLOBAL_BANK, bank_for, banks_round_robin, profile_names
+from bench.postgres import DSN_ENV
 
 
 class TestCommand:
@@ -31,6 +32,11 @@ class TestCommand:
         assert main(["--backend", "postgres", "--dsn", "postgresql://u:s3cr3tpw@127.0.0.1:1/x"]) == 2
         err = capsys.readouterr().err
         assert "password" in err and "s3cr3tpw" not in err
+
+    def test_a_server_elsewhere_is_refused(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """Benchmarks talk only to this machine: a remote --dsn exits 2 before any connection."""
+        assert main(["--backend", "postgres", "--quick", "--dsn", "postgresql://u@db.example:5432/x"]) == 2
+        assert "127.0.0.1" in capsys.readouterr().err
 
     def test_too_few_hosts(self, capsys: pytest.CaptureFixture[str]) -> None:
         assert main(["--quick", "--hosts", "1"]) == 2

@@ -1,11 +1,11 @@
-"""bench.scale's PostgreSQL state: only a server on this machine is accepted."""
+"""The benchmarks' PostgreSQL: only a server on this machine is accepted."""
 
 from __future__ import annotations
 
 import pytest
 
 from bench._common import BenchError
-from bench.scale.pgstate import loopback
+from bench.postgres import loopback
 
 
 @pytest.mark.parametrize(
