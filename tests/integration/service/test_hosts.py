@@ -10,7 +10,6 @@ timed exactly: tests/integration/jobs/test_leases.py."""
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import signal
 import time
@@ -20,13 +19,12 @@ from typing import Any
 
 import pytest
 
-from dreamer.backends.base import RetainItem
-from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
 from dreamer.config.state import StateConfig
 from dreamer.state.pgstore import open_postgres
 from tests.support.configs import config_data, write_toml
 from tests.support.daemon_harness import DaemonProcess, NotifySocket, has, wait_until
+from tests.support.embedded_banks import retain_each, upstream_texts
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -93,24 +91,6 @@ def hosts(tmp_path: Path, postgres_url: str, postgres_schema: str) -> Iterator[d
             host.close()
 
 
-def retain_each(config: Config, tag: str) -> dict[str, str]:
-    """One new unit in every profile's bank; the text of each, by profile."""
-    texts = {
-        p: f"Host {p}-{tag} runs backup job {tag} nightly at 02:{PROFILES.index(p):02d}." for p in PROFILES
-    }
-
-    async def write() -> None:
-        backend = EmbeddedBackend(config.embedded_path)
-        try:
-            for p, text in texts.items():
-                await backend.retain(config.profile_bank_id(p), [RetainItem(content=text)])
-        finally:
-            await backend.aclose()
-
-    asyncio.run(write())
-    return texts
-
-
 def live_hosts(state: StateConfig) -> list[str]:
     with open_postgres(state) as st:
         return [h.owner for h in st.live_hosts()]
@@ -119,17 +99,6 @@ def live_hosts(state: StateConfig) -> list[str]:
 def ledger_texts(state: StateConfig) -> list[str]:
     with open_postgres(state) as st:
         return [c.text for c in st.ledger()]
-
-
-def upstream_texts(config: Config) -> list[str]:
-    async def read() -> list[str]:
-        backend = EmbeddedBackend(config.embedded_path)
-        try:
-            return [u.text for u in await backend.list_units_since(config.bank_id("global"), None)]
-        finally:
-            await backend.aclose()
-
-    return asyncio.run(read())
 
 
 def all_held(config: Config, texts: dict[str, str]) -> bool:
@@ -141,7 +110,7 @@ def test_two_hosts_share_the_profiles_and_one_replaces_the_other(hosts: dict[str
     a, b = hosts["hosts"]["a"], hosts["hosts"]["b"]
     config: Config = hosts["config"]
 
-    first = retain_each(config, "one")
+    first = retain_each(config, PROFILES, "one")
     wait_until(lambda: all_held(config, first), what="every profile rolled up", timeout=DEADLINE_S)
     # A run logs its end just after its commit: the log may lag the ledger by a moment.
     wait_until(lambda: a.promoted() | b.promoted() == set(PROFILES), what="the runs' log lines")
@@ -150,7 +119,7 @@ def test_two_hosts_share_the_profiles_and_one_replaces_the_other(hosts: dict[str
     a.daemon.send(signal.SIGKILL)
     a.daemon.wait()
     killed_at = time.monotonic()
-    second = retain_each(config, "two")
+    second = retain_each(config, PROFILES, "two")
     wait_until(
         lambda: all_held(config, second), what="the killed host's profiles taken over", timeout=DEADLINE_S
     )
@@ -169,12 +138,12 @@ def test_two_hosts_share_the_profiles_and_one_replaces_the_other(hosts: dict[str
 def test_a_paused_host_loses_its_profiles_and_takes_its_share_back(hosts: dict[str, Any]) -> None:
     a, b = hosts["hosts"]["a"], hosts["hosts"]["b"]
     config: Config = hosts["config"]
-    first = retain_each(config, "one")
+    first = retain_each(config, PROFILES, "one")
     wait_until(lambda: all_held(config, first), what="every profile rolled up", timeout=DEADLINE_S)
     before_a = a.promoted()
 
     a.daemon.send(signal.SIGSTOP)
-    second = retain_each(config, "two")
+    second = retain_each(config, PROFILES, "two")
     wait_until(
         lambda: all_held(config, second), what="the paused host's profiles taken over", timeout=DEADLINE_S
     )
@@ -182,7 +151,7 @@ def test_a_paused_host_loses_its_profiles_and_takes_its_share_back(hosts: dict[s
 
     woken_at = len(a.daemon.records())
     a.daemon.send(signal.SIGCONT)
-    third = retain_each(config, "three")
+    third = retain_each(config, PROFILES, "three")
     wait_until(
         lambda: all_held(config, third), what="every profile rolled up after the wake", timeout=DEADLINE_S
     )

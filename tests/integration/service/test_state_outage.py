@@ -10,7 +10,6 @@ each unit into one card, none promoted twice."""
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import signal
 import urllib.parse
@@ -18,12 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from dreamer.backends.base import RetainItem
-from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
 from dreamer.state.pgstore import open_postgres
 from tests.support.configs import config_data, write_toml
 from tests.support.daemon_harness import DaemonProcess, NotifySocket, has, wait_until
+from tests.support.embedded_banks import retain_each, upstream_texts
 from tests.support.tcp_cut import tcp_cut
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -53,40 +51,12 @@ def write_config(tmp: Path, url: str, schema: str) -> Path:
     return write_toml(tmp / "config.toml", data)
 
 
-def retain_each(config: Config, tag: str) -> list[str]:
-    texts = {
-        p: f"Host {p}-{tag} runs backup job {tag} nightly at 02:{PROFILES.index(p):02d}." for p in PROFILES
-    }
-
-    async def write() -> None:
-        backend = EmbeddedBackend(config.embedded_path)
-        try:
-            for p, text in texts.items():
-                await backend.retain(config.profile_bank_id(p), [RetainItem(content=text)])
-        finally:
-            await backend.aclose()
-
-    asyncio.run(write())
-    return list(texts.values())
-
-
 def held(config: Config, real_url: str, texts: list[str]) -> bool:
     """Every text in some ledger card, read past the forwarder."""
     state = config.state.model_copy(update={"dsn": real_url})
     with open_postgres(state) as st:
         cards = [c.text for c in st.ledger()]
     return all(any(t in card for card in cards) for t in texts)
-
-
-def upstream(config: Config) -> list[str]:
-    async def read() -> list[str]:
-        backend = EmbeddedBackend(config.embedded_path)
-        try:
-            return [u.text for u in await backend.list_units_since(config.bank_id("global"), None)]
-        finally:
-            await backend.aclose()
-
-    return asyncio.run(read())
 
 
 def failures(records: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -101,7 +71,7 @@ def test_a_database_that_goes_away_stops_the_runs_not_the_daemon(
     with tcp_cut(real.hostname, real.port) as cut, NotifySocket() as sock:
         config_path = write_config(tmp_path, through(postgres_url, cut.port), postgres_schema)
         config = load_config(config_path)
-        first = retain_each(config, "one")
+        first = list(retain_each(config, PROFILES, "one").values())
         args = ["-m", "dreamer", "run", "--config", str(config_path), "--log-format", "json"]
         env = {"NOTIFY_SOCKET": sock.path}
         with DaemonProcess(args, log_path=tmp_path / "daemon.log", env=env) as daemon:
@@ -110,7 +80,7 @@ def test_a_database_that_goes_away_stops_the_runs_not_the_daemon(
 
             cut.cut()
             seen = len(daemon.records())
-            second = retain_each(config, "two")
+            second = list(retain_each(config, PROFILES, "two").values())
             wait_until(
                 lambda: {r.get("profile") for r in failures(daemon.records()[seen:])} == set(PROFILES),
                 what="a failed run of each profile while the database was away",
@@ -130,6 +100,6 @@ def test_a_database_that_goes_away_stops_the_runs_not_the_daemon(
             assert daemon.wait() == 0
         assert "Traceback" not in daemon.stderr(), daemon.stderr()[-3000:]
         assert not [r for r in daemon.records() if "exception" in r], "a record carries a traceback"
-    cards = upstream(config)
+    cards = upstream_texts(config)
     twice = [t for t, n in collections.Counter(cards).items() if n > 1]
     assert twice == [] and len(cards) == 4, cards
