@@ -199,7 +199,11 @@ async def _vectors(
     from dreamer.rollup.semantic import SemanticJudge
 
     judge = SemanticJudge(
-        embedder, reembed_batch=config.embeddings.reembed_batch, top_k=config.rollup.semantic_top_k
+        embedder,
+        reembed_batch=config.embeddings.reembed_batch,
+        top_k=config.rollup.semantic_top_k,
+        index_dir=config.vector_index_dir,
+        build_index=False,  # a reading command searches the daemon's segments, builds none
     )
     try:
         vectors = await judge.prepare(
@@ -210,6 +214,7 @@ async def _vectors(
             embedder.embed,
             write=False,
             in_thread=anyio.to_thread.run_sync,
+            candidate_ids=[c.card_id for c in candidates],
         )
     except (DreamerError, OSError, ValueError, ImportError) as exc:
         return None, f"lexical (the embedder {embedder.model_id} failed: {exc})"

@@ -14,6 +14,7 @@ from dreamer.backends.base import BankActivity, MemoryBackend
 from dreamer.commands.output import iso
 from dreamer.config import Config
 from dreamer.embeddings.factory import EmbedderChoice, choice_lines, describe_embedder, resolve_embeddings
+from dreamer.embeddings.segments import on_disk
 from dreamer.errors import BackendError, ExitCode
 from dreamer.jobs.leases import PROFILE_LEASE
 from dreamer.jobs.open import missing_state, open_for, state_name
@@ -147,6 +148,7 @@ def _document(
             "dedup": describe_embedder(config, choice),
             "vectors": [{"model_id": m, "dimension": d, "cards": n} for m, d, n in vector_models],
             "vector_storage": state.vector_storage() if state is not None else None,
+            "vector_index": _vector_index(config),
         },
         "llm": {
             "summariser": summariser_name(config),
@@ -176,6 +178,10 @@ def _render(config: Config, choice: EmbedderChoice, doc: dict[str, Any], out: Te
     stored = ", ".join(f"{v['cards']} by {v['model_id']}" for v in doc["embeddings"]["vectors"]) or "none"
     embedder, *warnings = choice_lines(config, choice)
     storage = doc["embeddings"]["vector_storage"]
+    index = doc["embeddings"]["vector_index"]
+    if storage and index["segments"]:
+        count, where = index["segments"], index["folder"]
+        storage += f"; {index['vectors']:,} indexed in {count} on-disk segments ({where})"
     if storage and (stored != "none" or doc["state_backend"] == "postgres"):
         stored += f" ({storage})"
     out.write(f"{embedder}; vectors stored: {stored}\n")
@@ -236,3 +242,9 @@ def _row_line(row: dict[str, Any]) -> str:
             f"for {left:g} s more" if left > 0 else f"(expired {-left:g} s ago)"
         )
     return line
+
+
+def _vector_index(config: Config) -> dict[str, Any]:
+    """The judge's on-disk segments under ``<state_dir>/vectors`` (docs/design/dedup.md)."""
+    segments, vectors = on_disk(config.vector_index_dir)
+    return {"folder": str(config.vector_index_dir), "segments": segments, "vectors": vectors}

@@ -308,6 +308,12 @@ class Config(StrictModel):
         return self.state_dir / "state.sqlite3"
 
     @property
+    def vector_index_dir(self) -> Path:
+        """The judge's on-disk vector segments, one folder per bank and model: a cache of the
+        state's vectors, rebuilt when lost (docs/design/dedup.md, Vectors on disk)."""
+        return self.state_dir / "vectors"
+
+    @property
     def embedded_path(self) -> Path:
         return self.backend.embedded.path
 

@@ -90,6 +90,7 @@ class RollupJob:
                 reembed_batch=config.embeddings.reembed_batch,
                 top_k=config.rollup.semantic_top_k,
                 lexical_fallback=config.embeddings.provider == "auto",
+                index_dir=config.vector_index_dir,
             )
         )
         self._semantic = (key, judge)

@@ -107,6 +107,8 @@ def judge_against_ledger(
     for card, profile, sketch, hits in zip(cards, profiles, sketches, upstream, strict=True):
         mine = whole if whole is not None else card_candidates(state, upstream_id, sketch, thresholds, counts)
         found = {c.card_id for c in mine}
+        if vectors is not None and vectors.ledger is not None:  # those in on-disk segments, read back
+            vectors.ledger.fetch_pool(state, found)
         verdicts.append(
             judge.judge(card, [*mine, *(c for c in near if c.card_id not in found)], hits, profile)
         )

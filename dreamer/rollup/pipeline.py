@@ -339,6 +339,7 @@ class Rollup:
             self._embed_call(ctx, semantic),
             write=not ctx.dry_run,
             in_thread=anyio.to_thread.run_sync,
+            candidate_ids=[c.card_id for hits in candidates for c in hits],
         )
         ctx.report.reembedded = batch.reembedded
         return batch

@@ -1,26 +1,29 @@
-"""The embedder's part of the judge: ledger vectors kept in memory, nearest ledger cards, and the
-cosine of two texts the verdict decides with.
+"""The embedder's part of the judge: the ledger's vectors, nearest ledger cards, and the cosine of
+two texts the verdict decides with.
 
-:class:`LedgerVectors` holds the vectors of one upstream bank and one model as a float32 matrix
-(float16 in the file; numpy has no fast float16 product), refreshed from the state file by the rows
-written since it last looked (``seq``), so a daemon does
-not read every vector again each run. :class:`SemanticJudge` owns the embedder and those matrices
-across runs; :meth:`SemanticJudge.prepare` embeds one batch (stale ledger cards, new cards,
-upstream candidates) and returns a :class:`BatchVectors`. Why: docs/design/dedup.md.
+:class:`SemanticJudge` owns the embedder and each bank's :class:`~.ledgervectors.LedgerVectors`
+(the newest vectors in memory, the rest in on-disk segments under ``index_dir``) across runs;
+:meth:`SemanticJudge.prepare` embeds one batch (stale ledger cards, new cards, upstream candidates)
+and returns a :class:`BatchVectors`. Why: docs/design/dedup.md.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dreamer.embeddings import Embedder
 from dreamer.embeddings.local import ModelFilesError
-from dreamer.embeddings.vectors import from_blob, grown_capacity, to_blob, top_k
+from dreamer.embeddings.segments import SegmentIndex, available
+from dreamer.embeddings.vectors import to_blob
 from dreamer.errors import ConfigError
 from dreamer.log import get_logger
 from dreamer.retry import RetryHook, RetryPolicy, RetryStats, call_holding_slot, call_with_retry
+from dreamer.rollup.ledgervectors import LedgerVectors
 from dreamer.slot import SlotLock
 from dreamer.state import CandidateCard, StateStore, StoredVector
 
@@ -32,115 +35,6 @@ log = get_logger("dreamer.rollup")
 
 #: How a batch's texts are embedded: the caller wraps the embedder in its retry rules and slot lock.
 EmbedCall = Callable[[Sequence[str]], Awaitable["NDArray[np.float32]"]]
-
-
-class LedgerVectors:
-    """The vectors of one upstream bank's ledger cards made by one model, in memory."""
-
-    def __init__(self, upstream_bank: str, model_id: str, dimension: int) -> None:
-        self.upstream_bank, self.model_id, self.dimension = upstream_bank, model_id, dimension
-        #: Rows read from the state file over this object's life (for measurements and tests).
-        self.rows_read = 0
-        self._reset()
-
-    def _reset(self) -> None:
-        import numpy as np
-
-        self._matrix: NDArray[np.float32] = np.zeros((0, self.dimension), dtype=np.float32)
-        self._size = 0
-        self.ids: list[str] = []
-        self.texts: list[str] = []
-        self._row_of: dict[str, int] = {}
-        self._row_of_text: dict[str, int] = {}
-        self.last_seq = 0
-        #: Cards whose stored vector is damaged (document id -> text): left out of the matrix
-        #: and embedded again by the next run that writes.
-        self.damaged: dict[str, str] = {}
-
-    def __len__(self) -> int:
-        return self._size
-
-    @property
-    def matrix(self) -> NDArray[np.float32]:
-        return self._matrix[: self._size]
-
-    @property
-    def capacity(self) -> int:
-        """Rows allocated (at least ``len(self)``)."""
-        return int(self._matrix.shape[0])
-
-    def refresh(self, state: StateStore) -> int:
-        """Read the vectors written since the last refresh; returns how many rows were read. A
-        state file whose counter went back (restored from a backup) is read again from the start."""
-        if state.last_vector_seq() < self.last_seq:
-            self._reset()
-        rows = state.vectors_since(self.upstream_bank, self.model_id, self.dimension, self.last_seq)
-        if not rows:
-            return 0
-        # One allocation for what was read (a first refresh reads the whole bank): growing row by
-        # row reallocated a few dozen times and left the freed blocks in the process's heap.
-        self._reserve(self._size + len(rows))
-        for row in rows:
-            vector = from_blob(row.blob, self.dimension)
-            if vector is None:
-                self.damaged[row.document_id] = row.text
-                self._forget(row.document_id)
-                continue
-            self.damaged.pop(row.document_id, None)
-            index = self._row_of.get(row.document_id)
-            if index is None:
-                index = self._append()
-                self.ids.append(row.document_id)
-                self.texts.append(row.text)
-                self._row_of[row.document_id] = index
-            self._matrix[index] = vector
-            self._row_of_text.setdefault(row.text, index)
-        self.last_seq = rows[-1].seq
-        self.rows_read += len(rows)
-        return len(rows)
-
-    def _forget(self, document_id: str) -> None:
-        """A card whose newer vector is damaged: its older one is zeroed, never compared again."""
-        index = self._row_of.get(document_id)
-        if index is not None:
-            self._matrix[index] = 0
-            self._row_of_text = {t: i for t, i in self._row_of_text.items() if i != index}
-
-    def _reserve(self, capacity: int) -> None:
-        """Room for ``capacity`` rows without another allocation."""
-        import numpy as np
-
-        if capacity <= self._matrix.shape[0]:
-            return
-        grown = np.zeros((capacity, self.dimension), dtype=np.float32)
-        grown[: self._size] = self._matrix[: self._size]
-        self._matrix = grown
-
-    def _append(self) -> int:
-        if self._size == self._matrix.shape[0]:
-            self._reserve(grown_capacity(self._size, self._size + 1))
-        self._size += 1
-        return self._size - 1
-
-    def vector_of(self, document_id: str) -> NDArray[np.float32] | None:
-        index = self._row_of.get(document_id)
-        return None if index is None else self._matrix[index]
-
-    def text_of(self, document_id: str) -> str | None:
-        index = self._row_of.get(document_id)
-        return None if index is None else self.texts[index]
-
-    def vector_of_text(self, text: str) -> NDArray[np.float32] | None:
-        index = self._row_of_text.get(text)
-        return None if index is None else self._matrix[index]
-
-    def nearest(self, queries: NDArray[np.float32], k: int) -> list[list[tuple[str, float]]]:
-        """For each query, the ids and cosines of its ``k`` nearest cards, best first."""
-        indices, scores = top_k(queries, self.matrix, k)
-        return [
-            [(self.ids[int(i)], float(s)) for i, s in zip(row_i, row_s, strict=True)]
-            for row_i, row_s in zip(indices, scores, strict=True)
-        ]
 
 
 @dataclass
@@ -249,15 +143,28 @@ class SemanticJudge:
 
     ``lexical_fallback`` (``provider = "auto"``): a model that does not load makes a batch's dedup
     lexical with a warning (:meth:`usable`) instead of failing the run, as ``local`` does.
+    ``index_dir``: where each bank's on-disk segments live (none: every vector stays in memory);
+    ``build_index``: whether this process builds them (the daemon) or only searches what is there.
     """
 
     def __init__(
-        self, embedder: Embedder, *, reembed_batch: int, top_k: int, lexical_fallback: bool = False
+        self,
+        embedder: Embedder,
+        *,
+        reembed_batch: int,
+        top_k: int,
+        lexical_fallback: bool = False,
+        index_dir: Path | None = None,
+        build_index: bool = True,
+        segment_rows: int | None = None,
     ) -> None:
         self.embedder = embedder
         self.reembed_batch = reembed_batch
         self.top_k = top_k
         self.lexical_fallback = lexical_fallback
+        self.index_dir = index_dir if index_dir is not None and available() else None
+        self.build_index = build_index
+        self.segment_rows = segment_rows
         self._banks: dict[tuple[str, str, str, int], LedgerVectors] = {}
 
     async def usable(self) -> bool:
@@ -279,8 +186,11 @@ class SemanticJudge:
     def model_id(self) -> str:
         return self.embedder.model_id
 
-    def ledger_vectors(self, state: StateStore, upstream_bank: str, dimension: int) -> LedgerVectors:
-        """The bank's vectors of the current model, refreshed from the state file."""
+    def ledger_vectors(
+        self, state: StateStore, upstream_bank: str, dimension: int, *, build: bool = True
+    ) -> LedgerVectors:
+        """The bank's vectors of the current model, refreshed from the state file (``build``: and
+        the full pages read turned into segments; a batch builds only on its first refresh)."""
         key = (state.where, upstream_bank, self.model_id, dimension)
         vectors = self._banks.get(key)
         if vectors is None:
@@ -288,9 +198,30 @@ class SemanticJudge:
             self._banks = {
                 k: v for k, v in self._banks.items() if k[2] == self.model_id and k[3] == dimension
             }
-            vectors = self._banks[key] = LedgerVectors(upstream_bank, self.model_id, dimension)
-        vectors.refresh(state)
+            vectors = self._banks[key] = LedgerVectors(
+                upstream_bank, self.model_id, dimension, self._index(state, upstream_bank, dimension)
+            )
+        vectors.refresh(state, build=build)
         return vectors
+
+    def _index(self, state: StateStore, upstream_bank: str, dimension: int) -> SegmentIndex | None:
+        """The bank's on-disk segments for this model, in a folder named by what they are of."""
+        if self.index_dir is None:
+            return None
+        identity: dict[str, str | int] = {
+            "state": state.where,
+            "bank": upstream_bank,
+            "model": self.model_id,
+            "dimension": dimension,
+        }
+        name = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+        return SegmentIndex(
+            self.index_dir / name,
+            identity,
+            dimension,
+            writable=self.build_index,
+            segment_rows=self.segment_rows,
+        )
 
     async def prepare(
         self,
@@ -302,14 +233,17 @@ class SemanticJudge:
         *,
         write: bool,
         in_thread: ThreadRunner,
+        candidate_ids: Iterable[str] = (),
     ) -> BatchVectors:
         """Embed one batch in one call: up to ``reembed_batch`` ledger cards that have no vector
         of this model (stored when ``write``), the new cards, and the upstream candidates whose
-        text is not a ledger card's; then find each new card's nearest ledger cards. State reads
-        and writes run through ``in_thread`` (off the event loop)."""
+        text is not a ledger card's (``candidate_ids``: their document ids, whose stored vectors
+        are read first); then find each new card's nearest ledger cards. State reads and writes
+        run through ``in_thread`` (off the event loop)."""
         texts = list(dict.fromkeys([*cards, *candidates]))
+        ids = list(candidate_ids)
         known_dimension = self.embedder.dimension
-        stale, wanted = await in_thread(lambda: self._to_embed(state, upstream_bank, texts, write))
+        stale, wanted = await in_thread(lambda: self._to_embed(state, upstream_bank, texts, ids, write))
         matrix = await embed(wanted) if wanted else None
         dimension = self.embedder.dimension if matrix is None else int(matrix.shape[1])
         if dimension is None:  # nothing embedded and no length known: nothing to compare with
@@ -332,10 +266,13 @@ class SemanticJudge:
         return batch
 
     def _to_embed(
-        self, state: StateStore, upstream_bank: str, texts: Sequence[str], write: bool
+        self, state: StateStore, upstream_bank: str, texts: Sequence[str], ids: Sequence[str], write: bool
     ) -> tuple[list[CandidateCard], list[str]]:
         dimension = self.embedder.dimension
         known = None if dimension is None else self.ledger_vectors(state, upstream_bank, dimension)
+        if known is not None:
+            known.begin_batch()
+            known.fetch(state, ids)
         stale = []
         # Every card of the bank has a vector of this model when the vectors in memory are as many
         # as the bank's cards (a count over its index): the search for cards without one joins the
@@ -364,7 +301,7 @@ class SemanticJudge:
         late: list[CandidateCard] = []
         if length_was_unknown:
             late = state.stale_vectors(upstream_bank, self.model_id, dimension, self.reembed_batch)
-        damaged = self.ledger_vectors(state, upstream_bank, dimension).damaged
+        damaged = self.ledger_vectors(state, upstream_bank, dimension, build=False).damaged
         late += [CandidateCard(doc, text, None) for doc, text in damaged.items()]
         chosen: list[CandidateCard] = []
         for card in late:
@@ -388,12 +325,12 @@ class SemanticJudge:
             state.store_vectors(
                 {c.document_id: StoredVector(self.model_id, dimension, to_blob(fresh[c.text])) for c in stale}
             )
-        ledger = self.ledger_vectors(state, upstream_bank, dimension)
+        ledger = self.ledger_vectors(state, upstream_bank, dimension, build=False)
         batch = BatchVectors(self.model_id, dimension, fresh=fresh, ledger=ledger, reembedded=len(stale))
         vectors = [batch.vector(t) for t in cards]
         if cards and len(ledger) and all(v is not None for v in vectors):
             queries = np.stack([v for v in vectors if v is not None]).astype(np.float32)
-            batch.nearest = ledger.nearest(queries, self.top_k)
+            batch.nearest = ledger.nearest(queries, self.top_k, state)
         else:
             batch.nearest = [[] for _ in cards]
         return batch

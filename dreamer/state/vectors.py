@@ -8,7 +8,8 @@ commit's transaction (:meth:`Vectors._put_vector`) or later, when the card is em
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 
 from dreamer.state.base import StoreBase
 from dreamer.state.records import CandidateCard, StoredVector, VectorRow
@@ -22,16 +23,55 @@ class Vectors(StoreBase):
 
     @state_errors
     def vectors_since(
-        self, upstream_bank: str, model_id: str, dimension: int, after_seq: int
+        self, upstream_bank: str, model_id: str, dimension: int, after_seq: int, limit: int | None = None
     ) -> list[VectorRow]:
         """The vectors of ``upstream_bank``'s cards made by this model and length, written after
-        ``after_seq``, in ``seq`` order (a reader keeps the last ``seq`` it saw)."""
+        ``after_seq``, in ``seq`` order (a reader keeps the last ``seq`` it saw); at most ``limit``
+        (a reader of a large bank reads it a page at a time)."""
         rows = self._conn.execute(
             "SELECT v.seq, v.document_id, l.text, v.vector FROM ledger_vectors v "
             "JOIN ledger l ON l.document_id = v.document_id "
             "WHERE v.model_id = ? AND v.dimension = ? AND v.seq > ? AND l.upstream_bank = ? "
-            "ORDER BY v.seq",
-            (model_id, dimension, after_seq, upstream_bank),
+            "ORDER BY v.seq" + ("" if limit is None else " LIMIT ?"),
+            (model_id, dimension, after_seq, upstream_bank, *(() if limit is None else (limit,))),
+        )
+        return [VectorRow(r[0], r[1], r[2], r[3]) for r in rows]
+
+    @state_errors
+    def vectors_by_seq(
+        self, upstream_bank: str, model_id: str, dimension: int, seqs: Iterable[int]
+    ) -> list[VectorRow]:
+        """The vectors that still hold these ``seq`` values (a replaced vector's old one is gone),
+        of ``upstream_bank``'s cards and this model and length: what an on-disk index's keys are."""
+        return self._vectors_where(
+            f"v.seq IN (SELECT CAST(j.value AS BIGINT) FROM {self.dialect.json_table})",
+            json.dumps(sorted({int(s) for s in seqs})),
+            upstream_bank,
+            model_id,
+            dimension,
+        )
+
+    @state_errors
+    def vectors_of(
+        self, upstream_bank: str, model_id: str, dimension: int, document_ids: Iterable[str]
+    ) -> list[VectorRow]:
+        """The vectors of these cards of ``upstream_bank`` made by this model and length."""
+        return self._vectors_where(
+            f"v.document_id IN (SELECT j.value FROM {self.dialect.json_table})",
+            json.dumps(sorted(set(document_ids))),
+            upstream_bank,
+            model_id,
+            dimension,
+        )
+
+    def _vectors_where(
+        self, where: str, listed: str, upstream_bank: str, model_id: str, dimension: int
+    ) -> list[VectorRow]:
+        rows = self._conn.execute(
+            "SELECT v.seq, v.document_id, l.text, v.vector FROM ledger_vectors v "
+            "JOIN ledger l ON l.document_id = v.document_id "
+            f"WHERE {where} AND v.model_id = ? AND v.dimension = ? AND l.upstream_bank = ? ORDER BY v.seq",
+            (listed, model_id, dimension, upstream_bank),
         )
         return [VectorRow(r[0], r[1], r[2], r[3]) for r in rows]
 

@@ -9,6 +9,8 @@ local provider in-process.
 
 from __future__ import annotations
 
+import io
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +21,9 @@ import pytest
 
 from dreamer.backends import open_backend
 from dreamer.backends.base import MemoryBackend, RetainItem
+from dreamer.commands.status import status_command
 from dreamer.config import Config
+from dreamer.embeddings import segments
 from dreamer.embeddings.vectors import from_blob
 from dreamer.rollup.report import RollupReport
 from dreamer.service.runner import run_rollups_now
@@ -138,6 +142,37 @@ class TestSemanticDedup:
         assert grandmother.verdict == "duplicate", grandmother.reason
         assert grandmother.scores.get("cosine", 0) >= 0.8
         assert second.promoted == 0 and second.outcome == "reinforced", second.reason
+
+    async def test_a_paraphrase_of_a_card_in_an_on_disk_segment_reinforces_it(
+        self,
+        tmp_path: Path,
+        embeddings_server: EmbeddingsServer,
+        monkeypatch: pytest.MonkeyPatch,
+    ) -> None:
+        """With segments of three rows, the second run's judge turns the first run's three vectors
+        into a segment under ``<state_dir>/vectors`` before it searches: the stored card is found
+        through the segment (no longer in memory) and the paraphrase reinforces it, with the
+        cosine the exact search gives."""
+        pytest.importorskip("usearch")
+        monkeypatch.setattr(segments, "SEGMENT_ROWS", 3)
+        cfg = make_config(tmp_path, "embedded", "t", openai(embeddings_server), None)  # type: ignore[arg-type]
+        await seed(cfg, [GRANDMA, *OTHERS])
+        assert (await roll(cfg)).promoted == 3
+        assert not list(cfg.vector_index_dir.glob("*/seg-*.usearch"))
+        await seed(cfg, [GRANDMOTHER])
+        second = await roll(cfg)
+        assert [p.name for p in cfg.vector_index_dir.glob("*/seg-*.usearch")] == ["seg-1-3.usearch"]
+        (grandmother,) = [p for p in second.plan if "grandmother" in p.text]
+        assert grandmother.verdict == "duplicate", grandmother.reason
+        grandma, grandmother_vector = (await local_embedder().embed([GRANDMA, GRANDMOTHER]))
+        assert grandmother.scores["cosine"] == pytest.approx(float(grandma @ grandmother_vector), abs=5e-3)
+        assert second.outcome == "reinforced", second.reason
+        text, doc = io.StringIO(), io.StringIO()
+        await status_command(cfg, as_json=False, out=text)
+        await status_command(cfg, as_json=True, out=doc)
+        index = json.loads(doc.getvalue())["embeddings"]["vector_index"]
+        assert index == {"folder": str(cfg.vector_index_dir), "segments": 1, "vectors": 3}
+        assert f"3 indexed in 1 on-disk segments ({cfg.vector_index_dir})" in text.getvalue()
 
     async def test_a_paraphrase_of_one_sentence_of_a_stored_card_reinforces_it(
         self,
