@@ -29,12 +29,10 @@ K = 10
 def measure(state_file: Path, bank: str, sample: int) -> dict[str, Any]:
     import numpy as np
 
-    from dreamer.embeddings.segments import SegmentIndex, available
+    from dreamer.embeddings.segments import SegmentIndex
     from dreamer.rollup.ledgervectors import LedgerVectors
     from dreamer.state import StateStore
 
-    if not available():
-        raise BenchError("usearch is not installed (pip install -e '.[embed]')")
     if not state_file.is_file():
         raise BenchError(f"{state_file}: no such state file")
     with StateStore.open(state_file) as state, tempfile.TemporaryDirectory() as scratch:

@@ -86,6 +86,12 @@ def render(result: Mapping[str, Any]) -> str:
                 f"reinforced {r['reinforced']}; {r['watchdog_pings']} pings; "
                 f"READY after {r['ready_s']:.2f} s, exit {r['exit_s']:.2f} s after SIGTERM"
                 + (f"; state copied in {r['state_copy_s']:.1f} s" if r.get("state_copy_s") else "")
+                + (
+                    f"; {r['index_segments']} on-disk segments written before the run in "
+                    f"{r['index_build_s']:.1f} s"
+                    if r.get("index_build_s") is not None
+                    else ""
+                )
                 for r in rows
             ],
             *targets(rows),
@@ -112,13 +118,14 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     dsn = None
     if args.state == "postgres":
         dsn = loopback(args.dsn or os.environ.get(DSN_ENV, ""))
-    rows = [measure(size, cache, args.embedder, spec, dsn) for size in sorted(sizes)]
+    rows = [measure(size, cache, args.embedder, spec, dsn, args.cold_index) for size in sorted(sizes)]
     return {
         "benchmark": "scale",
         "quick": args.quick,
         "embedder": args.embedder,
         "ledger": spec.kind,
         "state": args.state,
+        "cold_index": args.cold_index,
         "new_units": NEW_UNITS,
         "rows": rows,
         "targets": targets(rows),
@@ -161,6 +168,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="sqlite",
         help='the daemon\'s state: "sqlite" (the file, default) or "postgres" (the same file copied '
         "by `dreamer state copy` into a new schema, dropped afterwards)",
+    )
+    parser.add_argument(
+        "--cold-index",
+        action="store_true",
+        help="with --embedder local, measure the first run after turning the embedder on, which "
+        "writes the judge's on-disk segments (by default they are written before the run, untimed, "
+        "as earlier runs would have)",
     )
     parser.add_argument(
         "--dsn",

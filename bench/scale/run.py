@@ -22,6 +22,7 @@ from bench.scale.files import GLOBAL_BANK, PROFILE, PROFILE_BANK, build, config_
 from bench.scale.ledgers import SYNTHETIC, LedgerSpec
 from bench.scale.measures import longest_gap, vm_hwm_mib
 from bench.scale.pgstate import OnPostgres, on_postgres, schema_mib
+from bench.scale.vectorindex import prebuild
 from dreamer.backends.embedded import search
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
@@ -214,18 +215,25 @@ def measure(
     embedder: str = "none",
     spec: LedgerSpec = SYNTHETIC,
     dsn: str | None = None,
+    cold_index: bool = False,
 ) -> dict[str, Any]:
     """One row of the table: set up N cards (not timed; with ``cache``, built once into
     ``cache/N`` (``cache/N-local`` with the local embedder, ``cache/N-realistic[-local]`` for the
     realistic ledger) and copied for each measurement), the daemon's run, the floor and the recalls.
     With ``dsn`` the daemon's state is the same file copied into a new PostgreSQL schema
-    (:mod:`bench.scale.pgstate`); the floor and the gate still read the file."""
+    (:mod:`bench.scale.pgstate`); the floor and the gate still read the file. With the embedder,
+    the judge's segments are written first as earlier runs would have (not timed; reported as
+    ``index_build_s``), unless ``cold_index``: then the run measured writes them."""
     workdir = Path(tempfile.mkdtemp(prefix=f"dreamer-bench-scale-{size}-"))
     try:
         progress(f"scale {size}: building the global bank and the ledger")
         started = time.monotonic()
         config, config_path, before = asyncio.run(set_up(workdir, size, cache, embedder, spec))
         setup_s = time.monotonic() - started
+        index_build_s, index_segments = None, 0
+        if embedder != "none" and dsn is None and not cold_index:
+            progress(f"scale {size}: writing the judge's on-disk segments, as earlier runs would have")
+            index_build_s, index_segments = prebuild(config)
         progress(f"scale {size}: set up in {setup_s:.1f} s; the recalls, then the daemon")
         texts = new_unit_texts(spec, size)
         passers = gate_passers(config, texts)
@@ -252,6 +260,8 @@ def measure(
         "ledger": spec.kind,
         "embedder": embedder,
         "setup_s": setup_s,
+        "index_build_s": index_build_s,
+        "index_segments": index_segments,
         "outcome": record.get("outcome"),
         "promoted": counts.get("promoted"),
         "reinforced": counts.get("reinforced"),

@@ -1,11 +1,20 @@
-"""Vectors on disk, searched without loading them: immutable HNSW segments (usearch) in a folder.
+"""Vectors on disk, searched without loading them: immutable quantised segments in a folder.
 
-A :class:`SegmentIndex` is a folder holding ``manifest.json`` and one ``seg-<first>-<last>.usearch``
-file per segment. A segment is built once from a run of rows (keys that only grow: the state's
-vector ``seq``), saved, and from then on searched memory-mapped (``Index.restore(view=True)``): the
-kernel reads the pages a search touches, and the process holds none of the vectors. The owner keeps
-the rows past :attr:`SegmentIndex.covered` in memory and searches them exactly; once it holds
-``segment_rows`` of them it hands them over as a new segment (:meth:`SegmentIndex.add_segment`).
+A :class:`SegmentIndex` is a folder holding ``manifest.json`` and one ``seg-<first>-<last>.i8`` file
+per segment. A segment is written once from a run of rows (keys that only grow: the state's vector
+``seq``): each vector normalised and stored as int8 codes with one float32 scale per row (a quarter
+of float32's bytes; the file: :mod:`dreamer.embeddings.segmentfile`). A search streams each
+segment's codes through one small buffer (read with ``readinto``, never mapped) and scores every
+row against the whole batch of queries in one matrix product, so the process holds no segment and
+the answer is exact up to the codes' rounding; the owner rescores the hits it keeps from its own
+float vectors.
+The owner keeps the rows past :attr:`SegmentIndex.covered` in memory and searches them exactly;
+once it holds ``segment_rows`` of them it hands them over as a new segment
+(:meth:`SegmentIndex.add_segment`).
+
+Why a flat scan and not a graph: on the scale benchmark's 100k-card ledger of MiniLM vectors, HNSW
+segments (usearch, M 16) found 0.40 of the exact ten at 64 candidates and 0.99 only at M 32 and 512
+candidates, slower per query than this scan, which finds all ten (docs/design/dedup.md).
 
 The folder is a cache of what the state holds, never the only copy: anything that does not match
 (another owner, format or dimension, a file whose bytes changed, a manifest that cannot be read) is
@@ -14,8 +23,7 @@ and builds again. Each segment records ``probes`` (a key and what the owner know
 owner checks against the state before trusting the segment (a state restored from a copy).
 
 Writes are atomic (a temporary file, fsync, rename), taken under an exclusive ``flock`` on
-``.lock``; a second writer skips building rather than waiting. usearch is imported only here, and
-only when a folder is opened: :func:`available` says whether it is installed.
+``.lock``; a second writer skips building rather than waiting.
 
 Why: docs/design/dedup.md (Vectors on disk).
 """
@@ -33,39 +41,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dreamer.embeddings import segmentfile
+from dreamer.embeddings.segmentfile import SUFFIX, SegmentFile
 from dreamer.log import get_logger
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["SEGMENT_ROWS", "Segment", "SegmentIndex", "available", "on_disk"]
+__all__ = ["SEGMENT_ROWS", "Segment", "SegmentIndex", "SegmentsLost", "on_disk"]
 
 log = get_logger("dreamer.embeddings")
 
-#: Version of the folder's layout and of the parameters below; another version is rebuilt.
-FORMAT = 1
-#: Rows per segment: a segment of 16,384 vectors of 384 floats is built in about 10 s on 2 cores
-#: and is 15 MB on disk; below it the owner's exact search is the cheaper one (docs/benchmarks.md).
+#: Version of the folder's layout; a folder of another version (format 1: usearch HNSW files) is
+#: set aside and rebuilt.
+FORMAT = 2
+#: Rows per segment: 16,384 vectors of 384 dimensions are 6.5 MB of codes, written in a few tens of
+#: milliseconds; below it the owner's exact search in memory is the cheaper one.
 SEGMENT_ROWS = 16_384
-#: HNSW parameters, those bench.vectors measured (recall@10 0.99 at 100k clustered vectors).
-CONNECTIVITY = 16
-EXPANSION_ADD = 128
-EXPANSION_SEARCH = 64
-#: Extra neighbours asked of each segment, so keys the owner no longer knows (a replaced vector)
-#: still leave ``k`` it does.
+#: Extra neighbours asked of the segments, so keys the owner no longer knows (a replaced vector)
+#: still leave ``k`` it does, and the codes' rounding cannot push out a true neighbour.
 SLACK = 8
 _MANIFEST = "manifest.json"
 _HASH_CHUNK = 1 << 20
-
-
-def available() -> bool:
-    """Whether usearch is installed (without it every search is the owner's exact one)."""
-    try:
-        import usearch.index  # noqa: F401
-    except ImportError:
-        return False
-    return True
 
 
 def on_disk(folder: Path) -> tuple[int, int]:
@@ -81,6 +79,11 @@ def on_disk(folder: Path) -> tuple[int, int]:
             continue
         segments, rows = segments + len(listed), rows + sum(s.rows for s in listed)
     return segments, rows
+
+
+class SegmentsLost(Exception):
+    """A segment could not be read during a search (removed or cut short since it was opened): the
+    index has been set aside, and the owner reads its rows again from the state."""
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,7 @@ class Segment:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"a segment entry is not well formed ({exc})") from None
-        if "/" in segment.file or segment.file.startswith(".") or not segment.file.endswith(".usearch"):
+        if "/" in segment.file or segment.file.startswith(".") or not segment.file.endswith(SUFFIX):
             raise ValueError(f"a segment names a file outside its folder: {segment.file!r}")
         if not 0 < segment.first_key <= segment.last_key or segment.rows < 0:
             raise ValueError(f"segment {segment.file} has keys out of order")
@@ -172,7 +175,7 @@ class SegmentIndex:
         self.covered = 0
         #: What the owner named damaged when building (its own ids -> texts), kept across processes.
         self.damaged: dict[str, str] = {}
-        self._views: list[Any] = []
+        self._views: list[SegmentFile] = []
         self._load()
 
     # --- reading ----------------------------------------------------------------------------------
@@ -207,17 +210,12 @@ class SegmentIndex:
             return
         self.segments, self.covered, self.damaged, self._views = segments, covered, damaged, views
 
-    def _view(self, segment: Segment) -> Any:
-        from usearch.index import Index
-
+    def _view(self, segment: Segment) -> SegmentFile:
+        """The segment's keys and scales, read and checked (its codes stay on disk)."""
         path = self.folder / segment.file
         if _sha256(path) != segment.sha256:
             raise ValueError(f"{segment.file} does not hold the bytes it was saved with")
-        view = Index.restore(str(path), view=True)
-        if view is None or view.ndim != self.dimension or len(view) != segment.rows:
-            raise ValueError(f"{segment.file} is not the usearch index the manifest names")
-        view.expansion_search = EXPANSION_SEARCH  # type: ignore[misc]  # settable; typed read-only
-        return view
+        return SegmentFile.open(path, segment.rows, self.dimension, segment.first_key, segment.last_key)
 
     def _set_aside(self, why: str) -> None:
         """Start empty: the owner searches exactly and (when writable) builds the segments again."""
@@ -229,24 +227,16 @@ class SegmentIndex:
                     self._clear()
 
     def search(self, queries: NDArray[np.float32], k: int) -> list[list[tuple[int, float]]]:
-        """For each query, up to ``k`` + `SLACK` keys per segment with their cosines (approximate:
-        the owner rescores the ones it keeps from its own vectors)."""
-        found: list[list[tuple[int, float]]] = [[] for _ in range(len(queries))]
+        """For each query, the ``k`` + `SLACK` keys of all segments nearest it, with their cosines
+        (to the codes' rounding: the owner rescores the ones it keeps from its own vectors).
+        `SegmentsLost` when a segment can no longer be read (the index is then empty)."""
         if not self._views or k <= 0:
-            return found
-        for view in self._views:
-            count = min(len(view), k + SLACK)
-            matches = view.search(queries, count, threads=1)
-            keys, distances = (
-                matches.keys.reshape(len(queries), -1),
-                matches.distances.reshape(len(queries), -1),
-            )
-            for row, (row_keys, row_distances) in enumerate(zip(keys, distances, strict=True)):
-                found[row].extend(
-                    (int(key), 1.0 - float(distance))
-                    for key, distance in zip(row_keys[:count], row_distances[:count], strict=True)
-                )
-        return found
+            return [[] for _ in range(len(queries))]
+        try:
+            return segmentfile.nearest(self._views, queries, k + SLACK)
+        except OSError as exc:
+            self._set_aside(f"{self.folder}: {exc}")
+            raise SegmentsLost(str(exc)) from None
 
     # --- writing ----------------------------------------------------------------------------------
 
@@ -271,12 +261,12 @@ class SegmentIndex:
             if self._written_by_another():  # the owner learns the new covered and reads past it
                 self._reload()
                 return False
-            name = f"seg-{self.covered + 1}-{last_key}.usearch"
+            name = f"seg-{self.covered + 1}-{last_key}{SUFFIX}"
             temporary = self.folder / f".{name}.tmp"
             try:
                 segment, view = self._build(name, temporary, keys, vectors, last_key, probes)
                 self._write_manifest([*self.segments, segment], last_key, {**self.damaged, **damaged})
-            except (OSError, RuntimeError, ValueError) as exc:  # a full disk, a file in the way
+            except (OSError, ValueError) as exc:  # a full disk, a file in the way
                 temporary.unlink(missing_ok=True)
                 log.warning(
                     "vector index: a segment was not saved, searching its rows exactly", problem=str(exc)
@@ -309,7 +299,7 @@ class SegmentIndex:
         """Segment files no manifest names (left by a process that stopped between its file and
         its manifest, or by one that built on an older manifest)."""
         listed = {s.file for s in self.segments}
-        for path in self.folder.glob("seg-*.usearch"):
+        for path in self.folder.glob("seg-*"):
             if path.name not in listed:
                 path.unlink(missing_ok=True)
 
@@ -321,21 +311,8 @@ class SegmentIndex:
         vectors: NDArray[np.float32],
         last_key: int,
         probes: Sequence[tuple[int, str]],
-    ) -> tuple[Segment, Any]:
-        import numpy as np
-        from usearch.index import Index
-
-        index = Index(
-            ndim=self.dimension,
-            metric="cos",
-            dtype="f16",
-            connectivity=CONNECTIVITY,
-            expansion_add=EXPANSION_ADD,
-            expansion_search=EXPANSION_SEARCH,
-        )
-        index.add(np.asarray(keys, dtype=np.uint64), vectors, threads=os.cpu_count() or 1)
-        index.save(str(temporary))
-        del index
+    ) -> tuple[Segment, SegmentFile]:
+        segmentfile.write(temporary, keys, vectors, self.dimension)
         _fsync(temporary)
         os.replace(temporary, self.folder / name)
         segment = Segment(
@@ -369,7 +346,7 @@ class SegmentIndex:
         """Remove the manifest and every segment file (the folder itself stays, with its lock)."""
         with contextlib.suppress(FileNotFoundError):
             (self.folder / _MANIFEST).unlink()
-        for path in self.folder.glob("*.usearch"):
+        for path in self.folder.glob("seg-*"):
             path.unlink(missing_ok=True)
 
     @contextlib.contextmanager

@@ -7,7 +7,7 @@ replaced vector gets a new one) and keeps those past its index's :attr:`~.Segmen
 as a float32 matrix (float16 in the file; numpy has no fast float16 product). Once that matrix
 holds a segment's worth of rows, and the index can be written, they become a segment and leave
 memory; a bank smaller than one segment is searched exactly, as a matrix in memory is the cheaper
-search there. Without an index (usearch not installed, no folder given) every row stays in memory.
+search there. Without an index (no folder given) every row stays in memory.
 
 A segment's hits are read back from the state by ``seq`` and rescored exactly from the stored
 vectors, so a key the state no longer holds (a replaced or damaged vector) is dropped, and the
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
-from dreamer.embeddings.segments import SegmentIndex
+from dreamer.embeddings.segments import SegmentIndex, SegmentsLost
 from dreamer.embeddings.vectors import from_blob, grown_capacity, top_k
 from dreamer.state import StateStore, VectorRow
 
@@ -31,11 +31,6 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
 __all__ = ["LedgerVectors"]
-
-#: Segments one refresh may build (about 10 s each on 2 cores): a bank that has more rows to index
-#: (the first run on a large ledger, a lost index) keeps the rest in memory and builds on later runs.
-MAX_BUILDS_PER_REFRESH = 3
-
 
 class LedgerVectors:
     """The vectors of one upstream bank's ledger cards made by one model: the newest in memory,
@@ -108,8 +103,9 @@ class LedgerVectors:
 
     def refresh(self, state: StateStore, *, build: bool = True) -> int:
         """Read the vectors written since the last refresh, a page at a time, turning each full
-        page into a segment when the index can be written and ``build`` (at most
-        `MAX_BUILDS_PER_REFRESH`); returns how many rows were read. A
+        page into a segment when the index can be written and ``build`` (until one cannot be
+        saved: the rest stay in memory, and the next refresh tries again); returns how many rows
+        were read. A
         state whose counter went back (restored from a backup), or that no longer holds what the
         index's segments were built from, is read again from the start."""
         covered = 0 if self.index is None else self.index.covered
@@ -123,15 +119,14 @@ class LedgerVectors:
                 self.last_seq = self.index.covered
                 self.damaged.update(self.index.damaged)
         page = None if self.index is None else self.index.segment_rows
-        read, builds = 0, (0 if build else MAX_BUILDS_PER_REFRESH)
+        read, building = 0, build
         while True:
             rows = state.vectors_since(self.upstream_bank, self.model_id, self.dimension, self.last_seq, page)
             self._take(rows)
             read += len(rows)
             before = self.last_seq
-            if page is not None and self._size >= page and builds < MAX_BUILDS_PER_REFRESH:
-                builds += 1  # tried: a folder that cannot be written is not tried page after page
-                self._spill()
+            if page is not None and self._size >= page and building:
+                building = self._spill()  # a folder that cannot be written is not tried page after page
             if page is None or (len(rows) < page and self.last_seq == before):
                 break
         self.rows_read += read
@@ -179,16 +174,16 @@ class LedgerVectors:
             self._row_of_text.setdefault(row.text, index)
         self.last_seq = rows[-1].seq
 
-    def _spill(self) -> None:
-        """Hand the rows in memory to the index as one segment. When another process changed the
-        folder meanwhile (it built, or started over), the rows are let go and read again from what
-        the folder now covers."""
+    def _spill(self) -> bool:
+        """Hand the rows in memory to the index as one segment; False when it could not be saved.
+        When another process changed the folder meanwhile (it built, or started over), the rows
+        are let go and read again from what the folder now covers."""
         import numpy as np
 
         assert self.index is not None
         live = [i for i in range(self._size) if self._matrix[i].any()]  # a forgotten row is zero
         if not live:
-            return
+            return True
         covered, first, last = self.index.covered, live[0], live[-1]
         probes = [(self._seqs[first], self.ids[first]), (self._seqs[last], self.ids[last])]
         built = self.index.add_segment(
@@ -204,6 +199,7 @@ class LedgerVectors:
         elif self.index.covered != covered:
             self._clear_memory()
             self.last_seq = self.index.covered
+        return built or self.index.covered != covered
 
     def _forget(self, document_id: str) -> None:
         """A card whose newer vector is damaged: its older one is zeroed, never compared again."""
@@ -298,14 +294,20 @@ class LedgerVectors:
         self, queries: NDArray[np.float32], k: int, state: StateStore | None = None
     ) -> list[list[tuple[str, float]]]:
         """For each query, the ids and cosines of its ``k`` nearest cards, best first: exact over
-        the rows in memory, approximate over the segments (read back from ``state`` and rescored)."""
+        the rows in memory and over the segments (chosen by their codes, read back from ``state`` and
+        rescored); a segment lost since it was opened is read again from ``state``."""
         indices, scores = top_k(queries, self.matrix, k)
         found: list[dict[str, float]] = [
             {self.ids[int(i)]: float(s) for i, s in zip(row_i, row_s, strict=True)}
             for row_i, row_s in zip(indices, scores, strict=True)
         ]
         if state is not None and self.index is not None and self.index.segments:
-            self._add_segment_hits(state, queries, k, found)
+            try:
+                self._add_segment_hits(state, queries, k, found)
+            except SegmentsLost:  # the index is empty now: read every row again, then answer
+                self._reset()
+                self.refresh(state, build=False)
+                return self.nearest(queries, k, state)
         return [sorted(hits.items(), key=lambda hit: (-hit[1], hit[0]))[:k] for hits in found]
 
     def _add_segment_hits(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from dreamer.embeddings import Embedder
 from dreamer.embeddings.local import ModelFilesError
-from dreamer.embeddings.segments import SegmentIndex, available
+from dreamer.embeddings.segments import SegmentIndex
 from dreamer.embeddings.vectors import to_blob
 from dreamer.errors import ConfigError
 from dreamer.log import get_logger
@@ -138,6 +138,28 @@ def retrying_embed(
     return embed
 
 
+def segment_index(
+    index_dir: Path,
+    state: StateStore,
+    upstream_bank: str,
+    model_id: str,
+    dimension: int,
+    *,
+    writable: bool,
+    segment_rows: int | None = None,
+) -> SegmentIndex:
+    """The on-disk segments of one bank's vectors of one model in ``state``, in a folder of
+    ``index_dir`` named by what they are of (the judge's, and bench.scale's steady state)."""
+    identity: dict[str, str | int] = {
+        "state": state.where,
+        "bank": upstream_bank,
+        "model": model_id,
+        "dimension": dimension,
+    }
+    name = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+    return SegmentIndex(index_dir / name, identity, dimension, writable=writable, segment_rows=segment_rows)
+
+
 class SemanticJudge:
     """The embedder and the in-memory ledger vectors, kept across runs (one per daemon).
 
@@ -162,7 +184,7 @@ class SemanticJudge:
         self.reembed_batch = reembed_batch
         self.top_k = top_k
         self.lexical_fallback = lexical_fallback
-        self.index_dir = index_dir if index_dir is not None and available() else None
+        self.index_dir = index_dir
         self.build_index = build_index
         self.segment_rows = segment_rows
         self._banks: dict[tuple[str, str, str, int], LedgerVectors] = {}
@@ -208,19 +230,9 @@ class SemanticJudge:
         """The bank's on-disk segments for this model, in a folder named by what they are of."""
         if self.index_dir is None:
             return None
-        identity: dict[str, str | int] = {
-            "state": state.where,
-            "bank": upstream_bank,
-            "model": self.model_id,
-            "dimension": dimension,
-        }
-        name = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
-        return SegmentIndex(
-            self.index_dir / name,
-            identity,
-            dimension,
-            writable=self.build_index,
-            segment_rows=self.segment_rows,
+        return segment_index(
+            self.index_dir, state, upstream_bank, self.model_id, dimension,
+            writable=self.build_index, segment_rows=self.segment_rows,
         )
 
     async def prepare(

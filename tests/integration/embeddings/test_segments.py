@@ -11,10 +11,8 @@ import numpy as np
 import pytest
 from structlog.testing import capture_logs
 
-from dreamer.embeddings import segments
+from dreamer.embeddings import segmentfile, segments
 from dreamer.embeddings.segments import Segment, SegmentIndex
-
-pytest.importorskip("usearch")
 
 IDENTITY = {"state": "/s", "bank": "g", "model": "m:a", "dimension": 16}
 
@@ -102,7 +100,7 @@ def test_a_damaged_or_foreign_folder_is_set_aside_with_a_warning(
         body["dimension"] = 8
         manifest.write_text(json.dumps(body))
     elif damage == "escaping file":
-        body["segments"][0]["file"] = "../../etc/passwd.usearch"
+        body["segments"][0]["file"] = "../../etc/passwd.i8"
         manifest.write_text(json.dumps(body))
     else:
         segment_file.unlink()
@@ -115,15 +113,15 @@ def test_a_damaged_or_foreign_folder_is_set_aside_with_a_warning(
         "vector index: set aside, searching exactly until it is built again"
     ]
     assert str(tmp_path / "ix") in warnings[0]["problem"]
-    assert not manifest.exists() and not list((tmp_path / "ix").glob("*.usearch"))
+    assert not manifest.exists() and not list((tmp_path / "ix").glob("*.i8"))
 
 
 def test_a_segment_entry_naming_keys_out_of_order_is_refused() -> None:
-    raw = Segment("seg-5-1.usearch", 5, 1, 3, "x", ()).as_json()
+    raw = Segment("seg-5-1.i8", 5, 1, 3, "x", ()).as_json()
     with pytest.raises(ValueError, match="out of order"):
         Segment.from_json(raw)
     with pytest.raises(ValueError, match="not well formed"):
-        Segment.from_json({"file": "a.usearch"})
+        Segment.from_json({"file": "a.i8"})
 
 
 def _hold_lock(
@@ -151,7 +149,7 @@ def test_a_second_writer_skips_building_rather_than_waiting(tmp_path: Path) -> N
         assert ready.wait(30)
         index = SegmentIndex(folder, IDENTITY, 16, writable=True)
         assert not index.add_segment([1, 2, 3], unit_rows(3), last_key=3, probes=[], damaged={})
-        assert not list(folder.glob("*.usearch"))
+        assert not list(folder.glob("*.i8"))
     finally:
         done.set()
         holder.join(30)
@@ -169,22 +167,6 @@ def test_an_unwritable_folder_searches_exactly_instead_of_failing(tmp_path: Path
     assert "cannot write its folder" in text and str(tmp_path / "ix") in text
 
 
-def test_without_usearch_nothing_is_offered(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``available`` is False when usearch cannot be imported (the judge then keeps every vector
-    in memory)."""
-    import builtins
-
-    real_import = builtins.__import__
-
-    def refuse(name: str, *args: object, **kwargs: object) -> object:
-        if name.startswith("usearch"):
-            raise ImportError(name)
-        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(builtins, "__import__", refuse)
-    assert segments.available() is False
-
-
 def test_status_counts_what_the_manifests_name_and_skips_a_damaged_one(tmp_path: Path) -> None:
     """``on_disk`` sums every bank's manifest under the folder without opening a segment; a
     manifest that cannot be read counts for nothing, and a missing folder is (0, 0)."""
@@ -195,3 +177,94 @@ def test_status_counts_what_the_manifests_name_and_skips_a_damaged_one(tmp_path:
     assert segments.on_disk(tmp_path / "vectors") == (3, 260)
     (tmp_path / "vectors" / "a" / "manifest.json").write_text("{")
     assert segments.on_disk(tmp_path / "vectors") == (2, 60)
+
+
+def _rewrite(folder: Path, file: str, data: bytes) -> None:
+    """Write ``data`` as the segment and record its checksum in the manifest, so that only the
+    checks of what the file holds can find it wrong."""
+    import hashlib
+
+    (folder / file).write_bytes(data)
+    manifest = folder / "manifest.json"
+    body = json.loads(manifest.read_text())
+    body["segments"][0]["sha256"] = hashlib.sha256(data).hexdigest()
+    manifest.write_text(json.dumps(body))
+
+
+@pytest.mark.parametrize(
+    "damage", ["magic", "rows", "short", "key out of range", "keys unordered", "nan scale"]
+)
+def test_a_segment_whose_checksum_matches_but_whose_contents_do_not_is_set_aside(
+    tmp_path: Path, damage: str
+) -> None:
+    """A file the manifest's checksum vouches for is still read with care: another magic, a row
+    count or length that is not the manifest's, keys outside the segment's range or out of order,
+    a scale that is not a number; each sets the folder aside with one warning, and nothing raises."""
+    index, _ = built(tmp_path / "ix", 10)
+    name = index.segments[0].file
+    data = bytearray((tmp_path / "ix" / name).read_bytes())
+    header = segmentfile.HEADER.size
+    if damage == "magic":
+        data[:8] = b"NOTASEG!"
+    elif damage == "rows":
+        data[8:16] = (11).to_bytes(8, "little")
+    elif damage == "short":
+        del data[-5:]
+    elif damage == "key out of range":
+        data[header : header + 8] = (10_000).to_bytes(8, "little")
+    elif damage == "keys unordered":
+        data[header + 8 : header + 16] = (1).to_bytes(8, "little")
+    else:
+        data[header + 80 : header + 84] = np.array([np.nan], dtype="<f4").tobytes()
+    _rewrite(tmp_path / "ix", name, bytes(data))
+    with capture_logs() as logs:
+        opened = SegmentIndex(tmp_path / "ix", IDENTITY, 16, writable=False)
+    assert (opened.segments, opened.covered) == ([], 0)
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == [
+        "vector index: set aside, searching exactly until it is built again"
+    ]
+
+
+def test_a_folder_of_the_older_format_is_set_aside_and_its_files_removed(tmp_path: Path) -> None:
+    """A folder written by the HNSW version (format 1, ``.usearch`` files) is not read: it is set
+    aside with a warning, its files removed, and the next build starts the new format."""
+    folder = tmp_path / "ix"
+    folder.mkdir()
+    (folder / "seg-1-200.usearch").write_bytes(b"\0" * 64)
+    body = {"format": 1, "identity": IDENTITY, "dimension": 16, "covered": 200, "damaged": {},
+            "segments": [{"file": "seg-1-200.usearch", "first_key": 1, "last_key": 200, "rows": 200,
+                          "sha256": "0" * 64, "probes": []}]}
+    (folder / "manifest.json").write_text(json.dumps(body))
+    with capture_logs() as logs:
+        index = SegmentIndex(folder, IDENTITY, 16, writable=True)
+    assert index.covered == 0 and any(e["log_level"] == "warning" for e in logs)
+    assert not (folder / "seg-1-200.usearch").exists() and not (folder / "manifest.json").exists()
+    assert index.add_segment(list(range(1, 4)), unit_rows(3), last_key=3, probes=[], damaged={})
+    assert [p.name for p in folder.glob("seg-*")] == ["seg-1-3.i8"]
+
+
+def test_a_segment_removed_after_it_was_opened_fails_the_search_cleanly(tmp_path: Path) -> None:
+    """A segment deleted (or cut short) while the index is open makes the next search raise
+    `SegmentsLost` with a warning, and leave the index empty: never a traceback from numpy or a
+    half answer."""
+    index, rows = built(tmp_path / "ix", 50)
+    (tmp_path / "ix" / index.segments[0].file).unlink()
+    with capture_logs() as logs, pytest.raises(segments.SegmentsLost):
+        index.search(rows[:2], 3)
+    assert (index.segments, index.covered) == ([], 0)
+    assert any(e["log_level"] == "warning" for e in logs)
+    assert index.search(rows[:2], 3) == [[], []]
+
+
+def test_rows_given_out_of_order_or_not_finite_are_stored_searchable(tmp_path: Path) -> None:
+    """Keys given out of order are stored sorted with their own rows; a row of zeros or of NaN
+    is kept as a row of zeros (cosine 0 with everything), never a NaN that wins every search."""
+    index = SegmentIndex(tmp_path / "ix", IDENTITY, 16, writable=True)
+    rows = unit_rows(5)
+    rows[3] = np.nan
+    rows[4] = 0.0
+    assert index.add_segment([5, 2, 4, 1, 3], rows, last_key=5, probes=[], damaged={})
+    hits = index.search(rows[:3], 1)
+    assert [found[0][0] for found in hits] == [5, 2, 4]
+    (far,) = index.search(-rows[:1], 5)
+    assert {key: round(score, 2) for key, score in far}[1] == 0.0

@@ -18,12 +18,10 @@ import pytest
 
 from dreamer.embeddings.segments import SegmentIndex
 from dreamer.embeddings.vectors import to_blob
-from dreamer.rollup.ledgervectors import MAX_BUILDS_PER_REFRESH, LedgerVectors
+from dreamer.rollup.ledgervectors import LedgerVectors
 from dreamer.rollup.semantic import SemanticJudge
 from dreamer.state import LedgerCard, StateStore, StoredVector
 from tests.support.ledger import commit_run
-
-pytest.importorskip("usearch")
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 DIMENSION, ROWS = 16, 64
@@ -70,37 +68,26 @@ def exact(store: StateStore, k: int) -> list[list[tuple[str, float]]]:
 
 
 def same_hits(got: list[list[tuple[str, float]]], want: list[list[tuple[str, float]]]) -> None:
-    """``got`` answers as the exact search ``want`` does: best first, each cosine the exact one of
-    its card, and at least 95 % of the exact ten found (HNSW is approximate, and its graph depends
-    on the order threads insert in; bench.vectors measures recall on real vectors)."""
-    found = 0
+    """``got`` answers as the exact search ``want`` does: the same cards, best first, each with
+    the exact cosine of its card (the segments' codes only choose; the state's vectors score)."""
     for got_row, want_row in zip(got, want, strict=True):
-        exact_cosine = dict(want_row)
-        scores = [score for _, score in got_row]
-        assert scores == sorted(scores, reverse=True) and len(got_row) == len(want_row)
-        found += len({doc for doc, _ in got_row} & {doc for doc, _ in want_row})
-        for doc, score in got_row:
-            if doc in exact_cosine:
-                assert score == pytest.approx(exact_cosine[doc], abs=1e-6)
-            else:  # a card just past the exact ten, in place of one the graph missed
-                assert score <= want_row[-1][1] + 1e-6
-    assert found >= 0.95 * sum(len(row) for row in want)
+        assert [doc for doc, _ in got_row] == [doc for doc, _ in want_row]
+        assert [score for _, score in got_row] == pytest.approx([score for _, score in want_row], abs=1e-6)
 
 
 def test_full_pages_become_segments_and_the_search_answers_as_exact(tmp_path: Path) -> None:
-    """300 cards: a refresh builds at most `MAX_BUILDS_PER_REFRESH` segments and keeps the rest in
-    memory; the next builds the one more it can. The ten nearest cards of 20 queries are those of
-    the exact search over every vector, with the same cosines (rescored from the state)."""
+    """300 cards: a refresh turns every full page into a segment and keeps the rest in memory; the
+    next adds to memory until a page is full again. The ten nearest cards of 20 queries are those
+    of the exact search over every vector, with the same cosines (rescored from the state)."""
     with seeded(tmp_path / "s.sqlite3", 0, 300) as store:
         vectors = LedgerVectors("g", "m:a", DIMENSION, index(tmp_path / "ix"))
         assert vectors.refresh(store) == 300
-        assert vectors.segments_built == MAX_BUILDS_PER_REFRESH == 3
-        assert (vectors.in_memory, len(vectors)) == (300 - 3 * ROWS, 300)
+        assert (vectors.segments_built, vectors.in_memory, len(vectors)) == (4, 300 - 4 * ROWS, 300)
         same_hits(vectors.nearest(queries(20), 10, store), exact(store, 10))
-        commit_run(store, [card(i) for i in range(300, 310)], run_id="r2", at=NOW)
-        assert vectors.refresh(store) == 10
-        # what memory held (108) and the page read (10) make one segment past a page's worth
-        assert (vectors.segments_built, vectors.in_memory, len(vectors)) == (4, 0, 310)
+        commit_run(store, [card(i) for i in range(300, 330)], run_id="r2", at=NOW)
+        assert vectors.refresh(store) == 30
+        # what memory held (44) and the page read (30) make one segment past a page's worth
+        assert (vectors.segments_built, vectors.in_memory, len(vectors)) == (5, 0, 330)
         same_hits(vectors.nearest(queries(20), 10, store), exact(store, 10))
 
 
@@ -258,7 +245,7 @@ async def test_a_batch_sees_the_same_vectors_with_and_without_segments(tmp_path:
         plain = SemanticJudge(_Embedder(), reembed_batch=10, top_k=8)  # type: ignore[arg-type]
         nearest, cosines = await batch_of(with_index, store)
         want_nearest, want_cosines = await batch_of(plain, store)
-        assert len(list((tmp_path / "vectors").glob("*/seg-*.usearch"))) == MAX_BUILDS_PER_REFRESH
+        assert len(list((tmp_path / "vectors").glob("*/seg-*.i8"))) == 260 // ROWS
         same_hits(nearest, want_nearest)
         assert (tmp_path / "vectors").is_dir() and all(v is not None for v in cosines.values())
         assert cosines == pytest.approx(want_cosines, abs=1e-6)
@@ -280,6 +267,24 @@ def test_two_processes_taking_turns_build_on_each_others_segments(tmp_path: Path
         daemon.refresh(store)  # its manifest is out of date: it reads again past 114, then builds
         assert [(s.first_key, s.last_key) for s in daemon.index.segments] == [(1, 114), (115, 178)]
         assert (daemon.segments_built, daemon.in_memory, len(daemon)) == (1, 200 - 178, 200)
-        on_disk = sorted(p.name for p in (tmp_path / "ix").glob("*.usearch"))
+        on_disk = sorted(p.name for p in (tmp_path / "ix").glob("*.i8"))
         assert on_disk == sorted(s.file for s in index(tmp_path / "ix").segments) and len(on_disk) == 2
         same_hits(daemon.nearest(queries(20), 10, store), exact(store, 10))
+
+
+def test_a_segment_lost_while_open_is_read_again_from_the_state(tmp_path: Path) -> None:
+    """A segment file removed after the folder was opened (an operator clearing the cache under
+    a running daemon): the search still answers as the exact one, from every row read again from
+    the state, and the next refresh that may build hands them to the folder again (one segment of
+    what memory held)."""
+    with seeded(tmp_path / "s.sqlite3", 0, 200) as store:
+        vectors = LedgerVectors("g", "m:a", DIMENSION, index(tmp_path / "ix"))
+        vectors.refresh(store)
+        assert vectors.index is not None and len(vectors.index.segments) == 3
+        (tmp_path / "ix" / vectors.index.segments[1].file).unlink()
+        same_hits(vectors.nearest(queries(20), 10, store), exact(store, 10))
+        assert (vectors.in_memory, len(vectors), vectors.index.covered) == (200, 200, 0)
+        vectors.refresh(store)
+        assert [(s.first_key, s.last_key) for s in vectors.index.segments] == [(1, 200)]
+        assert (vectors.in_memory, len(vectors)) == (0, 200)
+        same_hits(vectors.nearest(queries(20), 10, store), exact(store, 10))

