@@ -38,8 +38,23 @@ def test_it_measures_the_segments_against_the_exact_search(
     (row,) = result["rows"]
     assert (row["vectors"], row["queries"]) == (300, 50)
     assert row["segments"] >= 4 and row["in_memory"] < 64  # refreshed until every full page is built
-    assert 0.9 <= row["recall_at_10"] <= 1.0
-    assert "recall@10" in bench_segments.render(result)
+    assert row["recall_at_10"] == 1.0 and row["top1_differs"] == 0  # a scan finds what exact finds
+    assert row["hnsw"] == [] and "recall@10" in bench_segments.render(result)
+
+
+def test_with_hnsw_it_measures_the_graphs_over_the_same_pages(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--hnsw`` adds one row per graph of `HNSW`, each with a recall between 0 and 1."""
+    pytest.importorskip("usearch")
+    monkeypatch.setattr(segments, "SEGMENT_ROWS", 64)
+    with StateStore.open(tmp_path / "state.sqlite3") as state:
+        commit_run(state, [card(i) for i in range(300)])
+    result = bench_segments.measure(tmp_path / "state.sqlite3", "global", 30, hnsw=True)
+    (row,) = result["rows"]
+    assert [h["method"].split(",")[0] for h in row["hnsw"]] == ["M 16", "M 16", "M 32"]
+    assert all(0.0 < h["recall_at_10"] <= 1.0 and h["build_s"] >= 0 for h in row["hnsw"])
+    assert "HNSW graphs over the same pages" in bench_segments.render(result)
 
 
 def test_a_missing_file_or_one_without_vectors_is_refused(tmp_path: Path) -> None:
