@@ -12,9 +12,10 @@ The owner keeps the rows past :attr:`SegmentIndex.covered` in memory and searche
 once it holds ``segment_rows`` of them it hands them over as a new segment
 (:meth:`SegmentIndex.add_segment`).
 
-Why a flat scan and not a graph: on the scale benchmark's 100k-card ledger of MiniLM vectors, HNSW
-segments (usearch, M 16) found 0.40 of the exact ten at 64 candidates and 0.99 only at M 32 and 512
-candidates, slower per query than this scan, which finds all ten (docs/design/dedup.md).
+Why a flat scan and not a graph: on the scale benchmark's 100k-card ledger (random unit vectors,
+the worst case for a graph), HNSW segments (usearch, M 16) found 0.40 of the exact ten at 64
+candidates and 0.99 only at M 32 and 512 candidates, slower per query than this scan, which finds
+all ten (docs/design/dedup.md).
 
 The folder is a cache of what the state holds, never the only copy: anything that does not match
 (another owner, format or dimension, a file whose bytes changed, a manifest that cannot be read) is
