@@ -1,0 +1,63 @@
+"""One segment file on disk: what it is written with it answers with, to the codes' rounding;
+a file cut short fails the scan with an ``OSError``; rows that do not match their keys are refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dreamer.embeddings import segmentfile
+from dreamer.embeddings.segmentfile import SegmentFile
+
+
+def unit_rows(n: int, seed: int, dimension: int = 32) -> np.ndarray:
+    rows = np.random.default_rng(seed).standard_normal((n, dimension)).astype(np.float32)
+    normalised: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return normalised
+
+
+def written(path: Path, rows: np.ndarray, first_key: int) -> SegmentFile:
+    keys = list(range(first_key, first_key + len(rows)))
+    segmentfile.write(path, keys, rows, rows.shape[1])
+    return SegmentFile.open(path, len(rows), rows.shape[1], keys[0], keys[-1])
+
+
+def test_the_nearest_keys_across_files_are_the_exact_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two files scanned in chunks smaller than either: each query's ``want`` best keys are the
+    exact search's, and each cosine is within 0.01 of the exact one."""
+    monkeypatch.setattr(segmentfile, "CHUNK_ROWS", 7)
+    a, b = unit_rows(50, 1), unit_rows(30, 2)
+    files = [written(tmp_path / "a.i8", a, 1), written(tmp_path / "b.i8", b, 51)]
+    queries = unit_rows(6, 3)
+    found = segmentfile.nearest(files, queries * 3.0, 5)  # a query's length does not matter
+    every = np.vstack([a, b])
+    for query, hits in zip(queries, found, strict=True):
+        exact = every @ query
+        assert {key for key, _ in hits} == set((np.argsort(-exact)[:5] + 1).tolist())
+        for key, score in hits:
+            assert score == pytest.approx(float(exact[key - 1]), abs=0.01)
+
+
+def test_a_file_cut_short_after_it_was_opened_fails_the_scan(tmp_path: Path) -> None:
+    opened = written(tmp_path / "a.i8", unit_rows(20, 1), 1)
+    data = (tmp_path / "a.i8").read_bytes()
+    (tmp_path / "a.i8").write_bytes(data[:-10])
+    with pytest.raises(OSError, match="ended before its 20 rows"):
+        segmentfile.nearest([opened], unit_rows(2, 2), 3)
+
+
+def test_rows_that_do_not_match_their_keys_or_dimension_are_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="3 keys were given"):
+        segmentfile.write(tmp_path / "a.i8", [1, 2, 3], unit_rows(2, 1), 32)
+    with pytest.raises(ValueError, match="3 keys were given"):
+        segmentfile.write(tmp_path / "a.i8", [1, 2, 3], unit_rows(3, 1, dimension=16), 32)
+
+
+def test_nothing_to_scan_answers_empty_lists(tmp_path: Path) -> None:
+    assert segmentfile.nearest([], unit_rows(2, 1), 3) == [[], []]
+    opened = written(tmp_path / "a.i8", unit_rows(4, 1), 1)
+    assert segmentfile.nearest([opened], unit_rows(2, 1), 0) == [[], []]
