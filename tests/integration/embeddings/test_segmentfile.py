@@ -33,7 +33,7 @@ def test_the_nearest_keys_across_files_are_the_exact_ones(
     a, b = unit_rows(50, 1), unit_rows(30, 2)
     files = [written(tmp_path / "a.i8", a, 1), written(tmp_path / "b.i8", b, 51)]
     queries = unit_rows(6, 3)
-    found = segmentfile.nearest(files, queries * 3.0, 5)  # a query's length does not matter
+    found = segmentfile.nearest(files, queries * np.float32(3), 5)  # a query's length does not matter
     every = np.vstack([a, b])
     for query, hits in zip(queries, found, strict=True):
         exact = every @ query
