@@ -12,23 +12,32 @@ in one matrix product per chunk.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["CHUNK_ROWS", "HEADER", "SUFFIX", "SegmentFile", "nearest", "write"]
+__all__ = ["CHUNK_ROWS", "HEADER", "SUFFIX", "SegmentFile", "fresh", "nearest", "write"]
 
 #: Rows read and scored at a time: the buffers a search holds (codes and their float32 copy).
 CHUNK_ROWS = 4096
 MAGIC = b"DRMSEG02"
 HEADER = struct.Struct("<8sQI")
 SUFFIX = ".i8"
+
+
+def fresh(path: Path) -> BinaryIO:
+    """``path`` opened to be written as a new file: whatever was there (a temporary left by a
+    process that stopped) is removed first, and a symlink put in its place meanwhile is refused
+    rather than written through."""
+    path.unlink(missing_ok=True)
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb")
 
 
 def write(path: Path, keys: Sequence[int], vectors: NDArray[np.float32], dimension: int) -> None:
@@ -46,7 +55,7 @@ def write(path: Path, keys: Sequence[int], vectors: NDArray[np.float32], dimensi
     peaks = np.abs(unit).max(axis=1) if len(unit) else np.zeros(0, dtype=np.float32)
     scales = (np.where(peaks > 0, peaks, 1.0) / 127.0).astype("<f4")
     codes = np.rint(unit / scales[:, None]).clip(-127, 127).astype(np.int8)
-    with path.open("wb") as handle:
+    with fresh(path) as handle:
         handle.write(HEADER.pack(MAGIC, len(keys), dimension))
         handle.write(sorted_keys.tobytes())
         handle.write(scales.tobytes())

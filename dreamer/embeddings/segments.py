@@ -339,7 +339,8 @@ class SegmentIndex:
             "damaged": dict(damaged),
         }
         temporary = self.folder / f".{_MANIFEST}.tmp"
-        temporary.write_text(json.dumps(body, indent=1, sort_keys=True), encoding="utf-8")
+        with segmentfile.fresh(temporary) as handle:
+            handle.write(json.dumps(body, indent=1, sort_keys=True).encode("utf-8"))
         _fsync(temporary)
         os.replace(temporary, self.folder / _MANIFEST)
 

@@ -61,3 +61,13 @@ def test_nothing_to_scan_answers_empty_lists(tmp_path: Path) -> None:
     assert segmentfile.nearest([], unit_rows(2, 1), 3) == [[], []]
     opened = written(tmp_path / "a.i8", unit_rows(4, 1), 1)
     assert segmentfile.nearest([opened], unit_rows(2, 1), 0) == [[], []]
+
+
+def test_a_symlink_where_the_file_goes_is_replaced_not_written_through(tmp_path: Path) -> None:
+    """A symlink planted at the temporary's name (pointing at a file outside the folder) is
+    removed, the segment written in its place, and the file it pointed at left as it was."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep me")
+    (tmp_path / "seg.tmp").symlink_to(outside)
+    written(tmp_path / "seg.tmp", unit_rows(3, 1), 1)
+    assert outside.read_text() == "keep me" and not (tmp_path / "seg.tmp").is_symlink()

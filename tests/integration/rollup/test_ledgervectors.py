@@ -288,3 +288,22 @@ def test_a_segment_lost_while_open_is_read_again_from_the_state(tmp_path: Path) 
         assert [(s.first_key, s.last_key) for s in vectors.index.segments] == [(1, 200)]
         assert (vectors.in_memory, len(vectors)) == (0, 200)
         same_hits(vectors.nearest(queries(20), 10, store), exact(store, 10))
+
+
+def test_a_folder_that_cannot_be_written_is_tried_once_per_refresh(tmp_path: Path) -> None:
+    """The index's folder cannot be made (a file is in its way): a refresh of 300 cards in pages
+    of 64 tries one segment, warns once, keeps every row in memory and answers exactly; the next
+    refresh tries again."""
+    from structlog.testing import capture_logs
+
+    (tmp_path / "ix").write_text("not a folder")
+    with seeded(tmp_path / "s.sqlite3", 0, 300) as store:
+        vectors = LedgerVectors("g", "m:a", DIMENSION, index(tmp_path / "ix"))
+        with capture_logs() as logs:
+            assert vectors.refresh(store) == 300
+        assert len([e for e in logs if e["log_level"] == "warning"]) == 1
+        assert (vectors.segments_built, vectors.in_memory) == (0, 300)
+        same_hits(vectors.nearest(queries(20), 10, store), exact(store, 10))
+        with capture_logs() as logs:
+            vectors.refresh(store)
+        assert len([e for e in logs if e["log_level"] == "warning"]) == 1
