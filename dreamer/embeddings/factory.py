@@ -93,7 +93,8 @@ def resolve_embeddings(config: Config, *, load: bool = False) -> EmbedderChoice:
                 f"the model in {where} needs {', '.join(missing)}: pip install 'dreamer[embed]'"
             )
         if load:
-            LocalEmbedder(where, name=cfg.model_name, batch_size=cfg.batch_size).check_loads()
+            local = LocalEmbedder(where, name=cfg.model_name, batch_size=cfg.batch_size, runtime=cfg.runtime)
+            local.check_loads()
     except (ModelFilesError, EmbeddingsUnavailableError) as exc:
         return _auto_none("model files found but not usable (see the warning)", warning=str(exc))
     return EmbedderChoice("auto", "local", f"model files found in {where} ({source})", model_dir=where)
@@ -197,7 +198,9 @@ def _provider(config: Config) -> Embedder:
         from dreamer.embeddings.local import LocalEmbedder, ModelFilesError
 
         try:
-            return LocalEmbedder(cfg.model_path, name=cfg.model_name, batch_size=cfg.batch_size)
+            return LocalEmbedder(
+                cfg.model_path, name=cfg.model_name, batch_size=cfg.batch_size, runtime=cfg.runtime
+            )
         except ModelFilesError as exc:
             raise ConfigError(
                 f"embeddings.model_path: {exc}; point it at a model directory, or leave it out to use "

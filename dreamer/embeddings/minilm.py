@@ -85,6 +85,7 @@ class BertEncoder:
         if missing:
             raise ValueError(f"model weights lack {len(missing)} tensors, e.g. {missing[0]!r}")
         self.dimension = shape.hidden
+        self.vocab_size = int(self._w["embeddings.word_embeddings.weight"].shape[0])
         self._kernels: dict[str, Array] = {}
 
     def _required(self) -> list[str]:

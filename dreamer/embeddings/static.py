@@ -50,7 +50,7 @@ class StaticEmbedder:
         import numpy as np
 
         encoder = self._source._load()
-        vocab = int(encoder._w["embeddings.word_embeddings.weight"].shape[0])
+        vocab = encoder.vocab_size
         table = np.zeros((vocab, encoder.dimension), dtype=np.float32)
         cls_id, sep_id = 101, 102
         for start in range(_FIRST_REAL_TOKEN, vocab, _DISTIL_BATCH):

@@ -11,7 +11,7 @@ run, after the command line is read.
 from __future__ import annotations
 
 import os
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 
 #: The thread-count variables of the BLAS builds numpy ships with (OpenBLAS) and of the others.
 BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
@@ -22,3 +22,14 @@ def pin_blas_threads(environ: MutableMapping[str, str] | None = None) -> None:
     env = os.environ if environ is None else environ
     for name in BLAS_THREAD_VARIABLES:
         env.setdefault(name, "1")
+
+
+def configured_threads(environ: Mapping[str, str] | None = None) -> int:
+    """The thread count an inference runtime other than BLAS should use: the first of
+    :data:`BLAS_THREAD_VARIABLES` that holds a whole number from 1 to 64, else 1."""
+    env = os.environ if environ is None else environ
+    for name in BLAS_THREAD_VARIABLES:
+        raw = env.get(name, "").strip()
+        if raw.isdigit() and 1 <= int(raw) <= 64:
+            return int(raw)
+    return 1

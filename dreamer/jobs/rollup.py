@@ -64,6 +64,8 @@ class RollupJob:
         # daemon's life), rebuilt when a reload changes [embeddings] or the top k, or when what
         # [embeddings] resolves to changes.
         self._semantic: tuple[object, SemanticJudge | None] = (None, None)
+        #: Runs in flight: the last one to end lets go of the local model (``keep_loaded``).
+        self._active = 0
 
     def _cache(self, config: Config) -> ActivityCache:
         ttl = min(config.schedule.interval_minutes * 30.0, config.schedule.jitter_s + 60.0)
@@ -112,12 +114,27 @@ class RollupJob:
             if self.dry_run or seat is not None
             else [profile_run_lock(config, profile), upstream_run_lock(config, profile)]
         )
-        await _acquire_all(locks)
+        self._active += 1
         try:
-            return await self._run(config, profile, run_id, seat)
+            await _acquire_all(locks)
+            try:
+                return await self._run(config, profile, run_id, seat)
+            finally:
+                for lock in reversed(locks):
+                    lock.release()
         finally:
-            for lock in reversed(locks):
-                lock.release()
+            self._active -= 1
+            if self._active == 0 and not config.embeddings.keep_loaded:
+                await self._release_model()
+
+    async def _release_model(self) -> None:
+        """Let go of the local model's weights once no run needs them (a daemon idles for most of
+        the hour); the next run loads them again. A no-op for other embedders."""
+        _, held = self._semantic
+        release = getattr(getattr(held.embedder, "inner", None), "release", None) if held else None
+        if callable(release):
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(release)
 
     async def _run(self, config: Config, profile: str, run_id: str, seat: HostSeat | None) -> JobOutcome:
         # Imported at the first run, not at start: the daemon signals READY before paying for them,

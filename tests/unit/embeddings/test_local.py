@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dreamer.embeddings.base import EmbeddingsUnavailableError
 from dreamer.embeddings.local import LocalEmbedder, ModelFilesError, check_model_dir, default_model_dir
 
 pytest.importorskip("tokenizers")
@@ -213,3 +215,78 @@ class TestModelDirectory:
         (tmp_path / "config.json").write_text('{"model_type": "gpt2"}')
         with pytest.raises(ModelFilesError, match="not a BERT encoder"):
             LocalEmbedder(tmp_path).embed_sync(["hello"])
+
+
+class TestRuntime:
+    def test_auto_runs_onnxruntime_when_installed_and_numpy_when_not(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``auto`` takes onnxruntime when it can be imported; with it blocked as an uninstalled
+        module is, numpy, without an error; ``numpy`` never takes it."""
+        pytest.importorskip("onnxruntime")
+        assert LocalEmbedder(_model_dir()).runtime == "onnx"
+        assert LocalEmbedder(_model_dir(), runtime="numpy").runtime == "numpy"
+        monkeypatch.setitem(sys.modules, "onnxruntime", None)
+        embedder = LocalEmbedder(_model_dir(), runtime="auto")
+        assert embedder.runtime == "numpy"
+        assert embedder.embed_sync(["hello"]).shape == (1, 384)
+
+    def test_onnx_asked_for_without_onnxruntime_says_what_to_install(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``runtime = "onnx"`` without onnxruntime is refused at once, naming the key and the fix."""
+        monkeypatch.setitem(sys.modules, "onnxruntime", None)
+        with pytest.raises(EmbeddingsUnavailableError, match=r"embeddings\.runtime 'onnx' needs onnxruntime"):
+            LocalEmbedder(_model_dir(), runtime="onnx")
+
+    def test_an_unknown_runtime_is_refused(self) -> None:
+        """A runtime name that is not one of the three is a ValueError naming the choices."""
+        with pytest.raises(ValueError, match="auto, onnx, numpy"):
+            LocalEmbedder(_model_dir(), runtime="torch")
+
+    def test_batches_in_length_order_change_no_vector(self, embedder: LocalEmbedder) -> None:
+        """Texts of very different lengths, batched two at a time shortest first: each row is the
+        one the text gets alone, in the caller's order."""
+        texts = ["a " * 200, "hi", "Sam moved to Lisbon in May with his two dogs.", "", "ok then", "x " * 40]
+        small = LocalEmbedder(_model_dir(), batch_size=2, runtime=embedder.runtime)
+        together = small.embed_sync(texts)
+        for row, text in enumerate(texts):
+            assert np.abs(together[row] - embedder.embed_sync([text])[0]).max() < 1e-5, text
+
+
+class TestRelease:
+    def test_release_gives_the_weights_back_and_the_next_call_loads_them(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """After release nothing is held (a second release says so), the next embedding loads the
+        weights once more and gives the same vectors."""
+        loads = counting_loads(monkeypatch)
+        embedder = LocalEmbedder(_model_dir())
+        assert embedder.release() is False  # nothing loaded yet
+        first = embedder.embed_sync(["Sam moved to Lisbon in May"])
+        assert embedder.dimension == 384 and len(loads) == 1
+        assert embedder.release() is True
+        assert embedder.dimension is None and embedder.release() is False
+        again = embedder.embed_sync(["Sam moved to Lisbon in May"])
+        assert len(loads) == 2
+        assert np.abs(first - again).max() < 1e-6
+
+    def test_a_call_in_flight_keeps_its_encoder(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """A release while another thread is embedding does not pull the encoder from under it."""
+        embedder = LocalEmbedder(_model_dir())
+        embedder.embed_sync(["warm"])
+        started, go_on = threading.Event(), threading.Event()
+        real_encode = type(embedder._load()).encode
+
+        def slow_encode(self: Any, ids: Any, mask: Any) -> Any:
+            started.set()
+            go_on.wait(10)
+            return real_encode(self, ids, mask)
+
+        monkeypatch.setattr(type(embedder._load()), "encode", slow_encode)
+        with ThreadPoolExecutor(1) as pool:
+            future = pool.submit(embedder.embed_sync, ["Sam moved to Lisbon in May"])
+            assert started.wait(10)
+            assert embedder.release() is True
+            go_on.set()
+            assert future.result(10).shape == (1, 384)

@@ -42,3 +42,17 @@ class TestPinBlasThreads:
         config = write_toml(tmp_path / "config.toml", config_data(state_dir=str(tmp_path / "state")))
         assert probe(config) == ["False", "1", "1", "1"]
         assert probe(config, OPENBLAS_NUM_THREADS="2") == ["False", "2", "1", "1"]
+
+
+def test_the_runtime_thread_count_reads_the_same_variables() -> None:
+    """onnxruntime's thread count is the operator's first whole number from 1 to 64 among the
+    variables, else 1; garbage, zero and absurd values are passed over."""
+    from dreamer.embeddings.threads import configured_threads
+
+    assert configured_threads({}) == 1
+    assert configured_threads({"OPENBLAS_NUM_THREADS": "2"}) == 2
+    assert configured_threads({"OPENBLAS_NUM_THREADS": "junk", "OMP_NUM_THREADS": "3"}) == 3
+    assert configured_threads({"OMP_NUM_THREADS": "0"}) == 1
+    assert configured_threads({"OMP_NUM_THREADS": "1000000000000"}) == 1
+    assert configured_threads({"MKL_NUM_THREADS": " 4 "}) == 4
+    assert configured_threads({"OMP_NUM_THREADS": "-2"}) == 1
