@@ -86,7 +86,11 @@ class BertEncoder:
             raise ValueError(f"model weights lack {len(missing)} tensors, e.g. {missing[0]!r}")
         self.dimension = shape.hidden
         self.vocab_size = int(self._w["embeddings.word_embeddings.weight"].shape[0])
+        # Each linear layer's weight is kept only as its transposed, contiguous kernel: holding both
+        # cost 42 MiB more for this model.
         self._kernels: dict[str, Array] = {}
+        for name in [n.removesuffix(".weight") for n in self._required() if self._is_linear(n)]:
+            self._kernels[name] = np.ascontiguousarray(self._w.pop(f"{name}.weight").T)
 
     def _required(self) -> list[str]:
         names = [
@@ -111,14 +115,14 @@ class BertEncoder:
                 names += [f"{p}{norm}.weight", f"{p}{norm}.bias"]
         return names
 
+    @staticmethod
+    def _is_linear(name: str) -> bool:
+        return name.endswith(".weight") and name.startswith("encoder.") and "LayerNorm" not in name
+
     def _linear(self, x: Array, name: str) -> Array:
         # A 2-D product with a contiguous, pre-transposed weight: numpy sends it to BLAS (a 3-D
         # stack times a transposed view takes a slow generic loop, ~30x slower).
-        kernel = self._kernels.get(name)
-        if kernel is None:
-            import numpy as np
-
-            kernel = self._kernels[name] = np.ascontiguousarray(self._w[f"{name}.weight"].T)
+        kernel = self._kernels[name]
         flat = x.reshape(-1, x.shape[-1]) @ kernel + self._w[f"{name}.bias"]
         out: Array = flat.reshape(*x.shape[:-1], kernel.shape[1])
         return out
