@@ -187,7 +187,10 @@ def render(result: Mapping[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.encoder", description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--data", type=Path, default=None, help="the LoCoMo folder (default: $DREAMER_LOCOMO_DIR or shared/data/locomo)"
+        "--data",
+        type=Path,
+        default=None,
+        help="the LoCoMo folder (default: $DREAMER_LOCOMO_DIR, else shared/data/locomo)",
     )
     parser.add_argument("--texts", type=int, default=2000, help="memories embedded (default 2000)")
     parser.add_argument("--threads", default="1,2", help="thread counts, comma-separated (default 1,2)")
