@@ -225,12 +225,27 @@ def describe_embedder(config: Config | None, choice: EmbedderChoice | None = Non
     return f"local {cfg.model_name}"
 
 
+def runtime_phrase(config: Config) -> str:
+    """What runs the local model, as the status says it: ``onnxruntime``, ``numpy``, or ``onnxruntime
+    (not installed)`` when ``runtime = "onnx"`` asks for it without it. Imports neither."""
+    from dreamer.embeddings.local import pick_runtime
+
+    try:
+        runtime = pick_runtime(config.embeddings.runtime)
+    except EmbeddingsUnavailableError:
+        return "onnxruntime (not installed: pip install 'dreamer[embed]')"
+    return "onnxruntime" if runtime == "onnx" else "numpy"
+
+
 def choice_lines(config: Config, choice: EmbedderChoice) -> list[str]:
     """What ``dreamer status`` and ``check-config`` print of the dedup's embedder: ``embeddings:
-    <the embedder in use>`` (:func:`describe_embedder`), for ``auto`` followed by ``, by provider
+    <the embedder in use>`` (:func:`describe_embedder`; for the local model ``on <runtime>``,
+    :func:`runtime_phrase`), for ``auto`` followed by ``, by provider
     "auto": <why>``; then, when ``auto`` found model files it cannot use, ``warning: embeddings:
     <the problem>``."""
     line = f"embeddings: {describe_embedder(config, choice)}"
+    if choice.provider == "local":
+        line += f" on {runtime_phrase(config)}"
     if choice.configured == "auto":
         line += f', by provider "auto": {printable(choice.reason, keep_newlines=False)}'
     if choice.warning is None:

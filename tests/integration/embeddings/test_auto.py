@@ -122,7 +122,8 @@ class TestStatus:
         where = installed_model()
         text, emb = await status_of(config_for(tmp_path, auto()))
         assert embeddings_line(text).startswith(
-            f'embeddings: local all-MiniLM-L6-v2, by provider "auto": model files found in {where}'
+            'embeddings: local all-MiniLM-L6-v2 on onnxruntime, by provider "auto": '
+            f"model files found in {where}"
         )
         assert "warning:" not in text
         assert (emb["provider"], emb["resolved"], emb["warning"]) == ("auto", "local", None)
@@ -381,7 +382,9 @@ class TestCheckConfig:
         expected = [embedder, *said[1:]]
         assert checked.stderr.splitlines() == as_json.stderr.splitlines() == expected
         first = {
-            "installed": 'embeddings: local all-MiniLM-L6-v2, by provider "auto": model files found in ',
+            "installed": (
+                'embeddings: local all-MiniLM-L6-v2 on onnxruntime, by provider "auto": model files found in '
+            ),
             "empty": f'embeddings: {LEXICAL}, by provider "auto": no model files in {where}',
             "damaged": f'embeddings: {LEXICAL}, by provider "auto": model files found but not usable',
         }[case]

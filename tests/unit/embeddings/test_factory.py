@@ -46,3 +46,21 @@ class TestFactory:
         embedder = make_embedder(config_with(OPENAI))
         assert embedder is not None and embedder.model_id == "openai:nomic-embed-text"
         assert embedder.dimension is None
+
+
+class TestRuntimePhrase:
+    def test_the_status_names_the_runtime(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """``auto`` and ``onnx`` say onnxruntime where it is installed, ``numpy`` says numpy; with
+        onnxruntime blocked as an uninstalled module is, ``auto`` says numpy and ``onnx`` says what
+        to install; a runtime that cannot run is a ConfigError once the embedder is made."""
+        from dreamer.embeddings.factory import runtime_phrase
+
+        pytest.importorskip("onnxruntime")
+        assert runtime_phrase(config_with({"provider": "local"})) == "onnxruntime"
+        assert runtime_phrase(config_with({"provider": "local", "runtime": "numpy"})) == "numpy"
+        monkeypatch.setitem(__import__("sys").modules, "onnxruntime", None)
+        assert runtime_phrase(config_with({"provider": "local"})) == "numpy"
+        onnx_only = config_with({"provider": "local", "runtime": "onnx"})
+        assert runtime_phrase(onnx_only).startswith("onnxruntime (not installed: pip install")
+        with pytest.raises(ConfigError, match=r"embeddings\.runtime 'onnx' needs onnxruntime"):
+            make_embedder(onnx_only)
