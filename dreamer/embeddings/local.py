@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from dreamer.embeddings.base import EmbeddingsUnavailableError, require_numpy
+from dreamer.heap import give_back_memory
 
 if TYPE_CHECKING:
     import numpy as np
@@ -346,15 +347,3 @@ class LocalEmbedder:
 
     async def aclose(self) -> None:
         return None
-
-
-def give_back_memory() -> None:
-    """Ask the C allocator to return freed memory to the system (glibc's ``malloc_trim``): without
-    it the freed weights stay in the process's RSS. Does nothing where there is no glibc."""
-    import ctypes
-
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (OSError, AttributeError):
-        return
-    trim(0)

@@ -15,6 +15,7 @@ import anyio
 
 from dreamer.config import Config
 from dreamer.errors import DreamerError
+from dreamer.heap import give_back_memory
 from dreamer.jobs.leases import HostSeat, seat_for
 from dreamer.jobs.locks import profile_run_lock, upstream_run_lock
 from dreamer.jobs.open import open_for
@@ -124,17 +125,19 @@ class RollupJob:
                     lock.release()
         finally:
             self._active -= 1
-            if self._active == 0 and not config.embeddings.keep_loaded:
-                await self._release_model()
+            if self._active == 0:
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(self._after_the_last_run, config.embeddings.keep_loaded)
 
-    async def _release_model(self) -> None:
-        """Let go of the local model's weights once no run needs them (a daemon idles for most of
-        the hour); the next run loads them again. A no-op for other embedders."""
+    def _after_the_last_run(self, keep_loaded: bool) -> None:
+        """Once no run is in flight (a daemon idles for most of the hour): let go of the local
+        model's weights unless ``keep_loaded`` (the next run loads them again; a no-op for other
+        embedders), and hand the memory the runs freed back to the system (:mod:`dreamer.heap`)."""
         _, held = self._semantic
         release = getattr(getattr(held.embedder, "inner", None), "release", None) if held else None
-        if callable(release):
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(release)
+        if callable(release) and not keep_loaded:
+            release()
+        give_back_memory()
 
     async def _run(self, config: Config, profile: str, run_id: str, seat: HostSeat | None) -> JobOutcome:
         # Imported at the first run, not at start: the daemon signals READY before paying for them,
