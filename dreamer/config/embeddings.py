@@ -35,7 +35,7 @@ class EmbeddingsConfig(StrictModel):
     timeout_s: Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)] = 30.0
     use_slot_lock: bool = False
     reembed_batch: Annotated[int, Field(ge=1, le=10_000)] = 200
-    runtime: Literal["auto", "onnx", "numpy"] = "auto"
+    runtime: Literal["numpy", "onnx"] = "numpy"
     keep_loaded: bool = False
     # Resolved from api_key_env / api_key_file at load time; never accepted from the file.
     api_key: SecretStr | None = Field(default=None, exclude=True)

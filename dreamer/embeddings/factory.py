@@ -226,14 +226,14 @@ def describe_embedder(config: Config | None, choice: EmbedderChoice | None = Non
 
 
 def runtime_phrase(config: Config) -> str:
-    """What runs the local model, as the status says it: ``onnxruntime``, ``numpy``, or ``onnxruntime
-    (not installed)`` when ``runtime = "onnx"`` asks for it without it. Imports neither."""
+    """What runs the local model, as the status says it: ``numpy``, ``onnxruntime``, or ``onnxruntime
+    (not installed: ...)`` when ``runtime = "onnx"`` asks for it without it. Imports neither."""
     from dreamer.embeddings.local import pick_runtime
 
     try:
         runtime = pick_runtime(config.embeddings.runtime)
     except EmbeddingsUnavailableError:
-        return "onnxruntime (not installed: pip install 'dreamer[embed]')"
+        return "onnxruntime (not installed: pip install 'dreamer[onnx]')"
     return "onnxruntime" if runtime == "onnx" else "numpy"
 
 

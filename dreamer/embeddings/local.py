@@ -177,27 +177,26 @@ def _fingerprint(path: Path) -> str:
     return fingerprint
 
 
-#: The runtimes ``embeddings.runtime`` names; ``auto`` is onnxruntime when it is installed.
-RUNTIMES = ("auto", "onnx", "numpy")
+#: The runtimes ``embeddings.runtime`` names. numpy is the default: for the tens of texts of a
+#: roll-up, loaded for the run, it is as fast as onnxruntime and holds 130 MiB less (onnxruntime
+#: embeds 2.4x the texts per second once loaded, and takes 0.2 s longer to load; bench.encoder,
+#: bench.scale in docs/benchmarks.md).
+RUNTIMES = ("numpy", "onnx")
 
 
 def pick_runtime(wanted: str) -> str:
-    """The runtime ``wanted`` (one of :data:`RUNTIMES`) comes to: ``onnx`` or ``numpy``.
-    :class:`EmbeddingsUnavailableError` when ``onnx`` is asked for and onnxruntime is missing."""
+    """``wanted`` (one of :data:`RUNTIMES`) when it can run here: ValueError for another name,
+    :class:`EmbeddingsUnavailableError` for ``onnx`` without onnxruntime installed."""
     from dreamer.embeddings.onnxencoder import onnxruntime_installed
 
     if wanted not in RUNTIMES:
         raise ValueError(f"embeddings.runtime {wanted!r}: one of {', '.join(RUNTIMES)}")
-    if wanted == "numpy":
-        return "numpy"
-    if onnxruntime_installed():
-        return "onnx"
-    if wanted == "onnx":
+    if wanted == "onnx" and not onnxruntime_installed():
         raise EmbeddingsUnavailableError(
-            "embeddings.runtime 'onnx' needs onnxruntime: pip install 'dreamer[embed]' "
+            "embeddings.runtime 'onnx' needs onnxruntime: pip install 'dreamer[onnx]' "
             "(or set embeddings.runtime = \"numpy\")"
         )
-    return "numpy"
+    return wanted
 
 
 class LocalEmbedder:
@@ -210,7 +209,7 @@ class LocalEmbedder:
         *,
         name: str = DEFAULT_MODEL,
         batch_size: int = 32,
-        runtime: str = "auto",
+        runtime: str = "numpy",
     ) -> None:
         require_numpy("embeddings.provider 'local'")
         for module in ("tokenizers", "safetensors"):

@@ -122,7 +122,7 @@ class TestStatus:
         where = installed_model()
         text, emb = await status_of(config_for(tmp_path, auto()))
         assert embeddings_line(text).startswith(
-            'embeddings: local all-MiniLM-L6-v2 on onnxruntime, by provider "auto": '
+            'embeddings: local all-MiniLM-L6-v2 on numpy, by provider "auto": '
             f"model files found in {where}"
         )
         assert "warning:" not in text
@@ -383,7 +383,7 @@ class TestCheckConfig:
         assert checked.stderr.splitlines() == as_json.stderr.splitlines() == expected
         first = {
             "installed": (
-                'embeddings: local all-MiniLM-L6-v2 on onnxruntime, by provider "auto": model files found in '
+                'embeddings: local all-MiniLM-L6-v2 on numpy, by provider "auto": model files found in '
             ),
             "empty": f'embeddings: {LEXICAL}, by provider "auto": no model files in {where}',
             "damaged": f'embeddings: {LEXICAL}, by provider "auto": model files found but not usable',

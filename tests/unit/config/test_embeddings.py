@@ -74,11 +74,13 @@ class TestEmbeddingsConfig:
         assert "embeddings.modle: unknown key" in line
 
     def test_runtime_and_keep_loaded(self) -> None:
-        """``runtime`` defaults to auto and keep_loaded to false; a runtime that is not one of the
-        three, or a keep_loaded that is not a boolean, is refused by key."""
+        """``runtime`` defaults to numpy and keep_loaded to false; a runtime that is not one of the
+        two (``auto`` included), or a keep_loaded that is not a boolean, is refused by key."""
         cfg = config_with({})
-        assert (cfg.embeddings.runtime, cfg.embeddings.keep_loaded) == ("auto", False)
-        assert config_with({"runtime": "numpy", "keep_loaded": True}).embeddings.keep_loaded is True
+        assert (cfg.embeddings.runtime, cfg.embeddings.keep_loaded) == ("numpy", False)
+        assert config_with({"runtime": "onnx", "keep_loaded": True}).embeddings.keep_loaded is True
+        (line,) = problems({"runtime": "auto"})
+        assert line.startswith(f"{SOURCE}: embeddings.runtime: ")
         (line,) = problems({"runtime": "torch"})
         assert line.startswith(f"{SOURCE}: embeddings.runtime: ") and "'onnx'" in line and "'numpy'" in line
         (line,) = problems({"keep_loaded": "sometimes"})

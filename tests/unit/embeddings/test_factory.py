@@ -50,14 +50,14 @@ class TestFactory:
 
 class TestRuntimePhrase:
     def test_the_status_names_the_runtime(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """``auto`` and ``onnx`` say onnxruntime where it is installed, ``numpy`` says numpy; with
-        onnxruntime blocked as an uninstalled module is, ``auto`` says numpy and ``onnx`` says what
-        to install; a runtime that cannot run is a ConfigError once the embedder is made."""
+        """The default says numpy, ``onnx`` says onnxruntime where it is installed; with onnxruntime
+        blocked as an uninstalled module is, ``onnx`` says what to install, and a runtime that
+        cannot run is a ConfigError once the embedder is made."""
         from dreamer.embeddings.factory import runtime_phrase
 
         pytest.importorskip("onnxruntime")
-        assert runtime_phrase(config_with({"provider": "local"})) == "onnxruntime"
-        assert runtime_phrase(config_with({"provider": "local", "runtime": "numpy"})) == "numpy"
+        assert runtime_phrase(config_with({"provider": "local"})) == "numpy"
+        assert runtime_phrase(config_with({"provider": "local", "runtime": "onnx"})) == "onnxruntime"
         monkeypatch.setitem(__import__("sys").modules, "onnxruntime", None)
         assert runtime_phrase(config_with({"provider": "local"})) == "numpy"
         onnx_only = config_with({"provider": "local", "runtime": "onnx"})

@@ -218,18 +218,13 @@ class TestModelDirectory:
 
 
 class TestRuntime:
-    def test_auto_runs_onnxruntime_when_installed_and_numpy_when_not(
-        self, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        """``auto`` takes onnxruntime when it can be imported; with it blocked as an uninstalled
-        module is, numpy, without an error; ``numpy`` never takes it."""
+    def test_numpy_unless_onnx_is_asked_for(self) -> None:
+        """numpy runs the model by default; ``onnx`` runs onnxruntime where it is installed."""
         pytest.importorskip("onnxruntime")
-        assert LocalEmbedder(_model_dir()).runtime == "onnx"
-        assert LocalEmbedder(_model_dir(), runtime="numpy").runtime == "numpy"
-        monkeypatch.setitem(sys.modules, "onnxruntime", None)
-        embedder = LocalEmbedder(_model_dir(), runtime="auto")
-        assert embedder.runtime == "numpy"
-        assert embedder.embed_sync(["hello"]).shape == (1, 384)
+        assert LocalEmbedder(_model_dir()).runtime == "numpy"
+        embedder = LocalEmbedder(_model_dir(), runtime="onnx")
+        assert embedder.runtime == "onnx"
+        assert type(embedder._load()).__name__ == "OnnxEncoder"
 
     def test_onnx_asked_for_without_onnxruntime_says_what_to_install(
         self, monkeypatch: pytest.MonkeyPatch
@@ -238,10 +233,11 @@ class TestRuntime:
         monkeypatch.setitem(sys.modules, "onnxruntime", None)
         with pytest.raises(EmbeddingsUnavailableError, match=r"embeddings\.runtime 'onnx' needs onnxruntime"):
             LocalEmbedder(_model_dir(), runtime="onnx")
+        assert LocalEmbedder(_model_dir()).embed_sync(["hello"]).shape == (1, 384)  # numpy still runs
 
     def test_an_unknown_runtime_is_refused(self) -> None:
         """A runtime name that is not one of the three is a ValueError naming the choices."""
-        with pytest.raises(ValueError, match="auto, onnx, numpy"):
+        with pytest.raises(ValueError, match="numpy, onnx"):
             LocalEmbedder(_model_dir(), runtime="torch")
 
     def test_batches_in_length_order_change_no_vector(self, embedder: LocalEmbedder) -> None:
