@@ -48,6 +48,12 @@ class Dialect:
         """SQLite's ``INDEXED BY`` hint, or nothing where the planner takes no hints."""
         return f" INDEXED BY {index}" if self.hints else ""
 
+    @property
+    def join_in_order(self) -> str:
+        """A join whose left side stays the outer loop: SQLite's ``CROSS JOIN`` (its planner never
+        reorders one), a plain ``JOIN`` where there are no hints."""
+        return "CROSS JOIN" if self.hints else "JOIN"
+
     def unindexed(self, column: str) -> str:
         """``column`` kept off its index by SQLite's unary ``+``; the column itself elsewhere."""
         return f"+{column}" if self.hints else column

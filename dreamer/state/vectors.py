@@ -44,7 +44,7 @@ class Vectors(StoreBase):
         """The vectors that still hold these ``seq`` values (a replaced vector's old one is gone),
         of ``upstream_bank``'s cards and this model and length: what an on-disk index's keys are."""
         return self._vectors_where(
-            f"v.seq IN (SELECT CAST(j.value AS BIGINT) FROM {self.dialect.json_table})",
+            "v.seq = CAST(j.value AS BIGINT)",
             json.dumps(sorted({int(s) for s in seqs})),
             upstream_bank,
             model_id,
@@ -57,7 +57,7 @@ class Vectors(StoreBase):
     ) -> list[VectorRow]:
         """The vectors of these cards of ``upstream_bank`` made by this model and length."""
         return self._vectors_where(
-            f"v.document_id IN (SELECT j.value FROM {self.dialect.json_table})",
+            "v.document_id = j.value",
             json.dumps(sorted(set(document_ids))),
             upstream_bank,
             model_id,
@@ -65,12 +65,17 @@ class Vectors(StoreBase):
         )
 
     def _vectors_where(
-        self, where: str, listed: str, upstream_bank: str, model_id: str, dimension: int
+        self, on: str, listed: str, upstream_bank: str, model_id: str, dimension: int
     ) -> list[VectorRow]:
+        # The listed keys drive the join (SQLite does not reorder a CROSS JOIN): with the
+        # keys as an IN list, SQLite walked every vector of the model in seq order to test each
+        # against the list, 40 ms per call at 100k cards against 0.7 ms, and a run makes one call
+        # per new card.
         rows = self._conn.execute(
-            "SELECT v.seq, v.document_id, l.text, v.vector FROM ledger_vectors v "
+            "SELECT v.seq, v.document_id, l.text, v.vector "
+            f"FROM {self.dialect.json_table} {self.dialect.join_in_order} ledger_vectors v ON {on} "
             "JOIN ledger l ON l.document_id = v.document_id "
-            f"WHERE {where} AND v.model_id = ? AND v.dimension = ? AND l.upstream_bank = ? ORDER BY v.seq",
+            "WHERE v.model_id = ? AND v.dimension = ? AND l.upstream_bank = ? ORDER BY v.seq",
             (listed, model_id, dimension, upstream_bank),
         )
         return [VectorRow(r[0], r[1], r[2], r[3]) for r in rows]

@@ -3,6 +3,7 @@ in-memory matrix that reads only what was written since it last looked."""
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -173,3 +174,42 @@ async def test_the_join_for_missing_vectors_runs_only_when_a_card_lacks_one(tmp_
         commit(store, [card(20)], "r2")  # promoted without a vector
         assert await prepare(store) == 1 and _CountingStore.stale_calls == 1
         assert store.stale_vectors("g", "m:a", 8, 10) == []
+
+
+def _steps_of(store: StateStore, call: Callable[[], Any]) -> int:
+    """SQLite virtual-machine steps ``call`` takes on the store's connection (a count, not a time)."""
+    steps = [0]
+
+    def count() -> int:
+        steps[0] += 1
+        return 0
+
+    conn = store._conn  # the sqlite3 connection of a file-backed store
+    conn.set_progress_handler(count, 100)
+    try:
+        call()
+    finally:
+        conn.set_progress_handler(None, 0)
+    return steps[0]
+
+
+def test_a_lookup_by_card_or_seq_costs_what_it_lists_not_what_the_ledger_holds(tmp_path: Path) -> None:
+    """Reading the vectors of five listed cards (or seqs) of a bank takes about as many SQLite steps
+    with 4,000 vectors stored as with 400: the listed keys drive the lookup. Before, SQLite walked
+    every vector of the model to test it against the list, ten times the work at ten times the
+    cards, in every call a run makes per new card."""
+    costs = []
+    for size in (400, 4000):
+        with StateStore.open(tmp_path / f"state-{size}.sqlite3") as store:
+            commit(store, [card(i, vec=vector(i)) for i in range(size)], "r1")
+            wanted = [f"d{i}" for i in (3, 77, 150, 299, 399)]
+            rows = store.vectors_of("g", "m:a", 8, wanted)
+            assert sorted(r.document_id for r in rows) == sorted(wanted)
+            seqs = [r.seq for r in rows]
+            assert [r.seq for r in store.vectors_by_seq("g", "m:a", 8, seqs)] == sorted(seqs)
+            by_ids = functools.partial(store.vectors_of, "g", "m:a", 8, wanted)
+            by_seqs = functools.partial(store.vectors_by_seq, "g", "m:a", 8, seqs)
+            costs.append((_steps_of(store, by_ids), _steps_of(store, by_seqs)))
+    (small_ids, small_seqs), (large_ids, large_seqs) = costs
+    assert large_ids <= 2 * small_ids + 5, costs
+    assert large_seqs <= 2 * small_seqs + 5, costs

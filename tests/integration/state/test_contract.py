@@ -204,6 +204,13 @@ def test_vectors_by_model_with_a_new_seq_when_replaced(store: StateStore) -> Non
     assert [c.document_id for c in store.stale_vectors("global", "m", 8, 1)] == ["d1"]
     where = "(bytea)" if store.dialect.name == "postgres" else "in the state file"
     assert store.vector_storage().startswith("float16 bytes ") and where in store.vector_storage()
+    # Listed lookups, by card and by seq: only the listed cards' current vectors, in seq order,
+    # a replaced vector's old seq gone, another model's or length's never.
+    by_card = store.vectors_of("global", "m", 4, ["d2", "d1", "gone", "d2"])
+    assert [(r.document_id, r.blob) for r in by_card] == [("d2", blob), ("d1", blob[::-1])]
+    seqs = [first[0].seq, first[1].seq, again[0].seq]
+    assert [r.document_id for r in store.vectors_by_seq("global", "m", 4, seqs)] == ["d2", "d1"]
+    assert store.vectors_of("global", "m", 8, ["d1"]) == store.vectors_of("other", "m", 4, ["d1"]) == []
 
 
 def test_runs_decisions_and_their_sums(store: StateStore) -> None:
