@@ -1,5 +1,5 @@
-"""The command: ``python -m bench.scale [--quick] [--json] [--sizes 10000,100000] [--embedder none|local]
-[--ledger synthetic|realistic [--data DIR]]``.
+"""The command: ``python -m bench.scale [--quick] [--json] [--sizes 10000,100000] [--embedder none|local
+[--vectors seeded|model]] [--ledger synthetic|realistic [--data DIR]]``.
 
 ``--quick`` is the CI size: 1k and 10k cards.
 """
@@ -17,7 +17,7 @@ from bench._common import BenchError, machine_info, machine_line, quiet_logs, re
 from bench.notify_socket import NotificationTimeout
 from bench.postgres import DSN_ENV, loopback
 from bench.scale.files import EMBEDDERS
-from bench.scale.ledgers import DATA_DIR_ENV, LEDGERS, NEW_UNITS, ledger_spec
+from bench.scale.ledgers import DATA_DIR_ENV, LEDGERS, NEW_UNITS, VECTORS, ledger_spec
 from bench.scale.measures import targets
 from bench.scale.run import WATCHDOG_USEC, measure
 
@@ -30,7 +30,9 @@ def render(result: Mapping[str, Any]) -> str:
     return render_table(
         f"Scale: one roll-up run ({NEW_UNITS} new units) as the ledger and the global bank grow "
         f"(dreamer run, embedded store, [embeddings] provider = {result.get('embedder', 'none')!r}, "
-        f"{result.get('ledger', 'synthetic')} ledger, {result.get('state', 'sqlite')} state)",
+        f"{result.get('ledger', 'synthetic')} ledger, "
+        + ("" if result.get("embedder", "none") == "none" else f"{result.get('vectors', 'seeded')} vectors, ")
+        + f"{result.get('state', 'sqlite')} state)",
         [
             "cards",
             "run s",
@@ -111,7 +113,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             ) from None
         if not sizes or min(sizes) < 1:
             raise BenchError(f"--sizes needs positive card counts: {args.sizes!r}")
-    spec = ledger_spec(args.ledger, args.data)
+    spec = ledger_spec(args.ledger, args.data, args.vectors)
     spec.open()  # a missing LoCoMo directory is said before anything is built
     started = time.monotonic()
     cache = Path(args.cache) if args.cache else None
@@ -124,6 +126,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "quick": args.quick,
         "embedder": args.embedder,
         "ledger": spec.kind,
+        "vectors": spec.vectors,
         "state": args.state,
         "cold_index": args.cold_index,
         "new_units": NEW_UNITS,
@@ -161,6 +164,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="synthetic",
         help='the texts of the cards: "synthetic" (six frames of made-up words, default) or "realistic" '
         "(LoCoMo's memory sentences refilled card by card, with names that grow with the ledger)",
+    )
+    parser.add_argument(
+        "--vectors",
+        choices=VECTORS,
+        default="seeded",
+        help='with --embedder local, the files\' vectors: "seeded" (a random unit vector per text, '
+        'default; what 1M cards can be built with) or "model" (the local model\'s own, embedded while '
+        "the files are built, about 700 texts a second with onnxruntime installed)",
     )
     parser.add_argument(
         "--state",

@@ -19,6 +19,8 @@ from bench.gating.banks import varied_text
 from bench.scale.realistic import GENERATOR_VERSION, RealisticLedger
 
 LEDGERS = ("synthetic", "realistic")
+#: ``--vectors``: what the files' vectors are with ``--embedder local``.
+VECTORS = ("seeded", "model")
 NEW_UNITS = 20
 #: Units of the profile bank already rolled up before the measured run.
 OLD_UNITS = 100
@@ -70,6 +72,9 @@ class LedgerSpec:
 
     kind: str = "synthetic"
     data: Path | None = None
+    #: With ``--embedder local``, what the files' vectors are: ``seeded`` (a random unit vector per
+    #: text) or ``model`` (the local model's own, embedded while the files are built).
+    vectors: str = "seeded"
 
     def open(self) -> Ledger:
         """The ledger (built once per process); ``BenchError`` naming the directory when the
@@ -80,26 +85,32 @@ class LedgerSpec:
         """The folder of ``--cache`` for these files: the synthetic names as before, the
         realistic with the ledger's kind, so the two never share files."""
         parts = [str(size)] + ([] if self.kind == "synthetic" else [self.kind])
-        return "-".join(parts + ([] if embedder == "none" else [embedder]))
+        if embedder != "none":
+            parts += [embedder] + ([] if self.vectors == "seeded" else [self.vectors])
+        return "-".join(parts)
 
     def describe(self) -> dict[str, object]:
         """What ``built.json`` records of the ledger, compared before cached files are reused."""
+        vectors = {} if self.vectors == "seeded" else {"vectors": self.vectors}
         if self.kind == "synthetic":
-            return {"ledger": "synthetic"}
-        return {"ledger": self.kind, "data": str(self.data), "generator": GENERATOR_VERSION}
+            return {"ledger": "synthetic", **vectors}
+        return {"ledger": self.kind, "data": str(self.data), "generator": GENERATOR_VERSION, **vectors}
 
 
 #: Today's files: the default everywhere.
 SYNTHETIC = LedgerSpec()
 
 
-def ledger_spec(kind: str, data: str | None = None) -> LedgerSpec:
-    """The spec of ``--ledger KIND [--data DIR]`` (the data directory only matters to realistic)."""
+def ledger_spec(kind: str, data: str | None = None, vectors: str = "seeded") -> LedgerSpec:
+    """The spec of ``--ledger KIND [--data DIR] [--vectors seeded|model]`` (the data directory only
+    matters to realistic)."""
     if kind not in LEDGERS:
         raise BenchError(f"--ledger is one of {', '.join(LEDGERS)}: {kind!r}")
+    if vectors not in VECTORS:
+        raise BenchError(f"--vectors is one of {', '.join(VECTORS)}: {vectors!r}")
     if kind == "synthetic":
-        return SYNTHETIC
-    return LedgerSpec(kind, Path(data) if data else default_data_dir())
+        return SYNTHETIC if vectors == "seeded" else LedgerSpec(vectors=vectors)
+    return LedgerSpec(kind, Path(data) if data else default_data_dir(), vectors)
 
 
 @cache

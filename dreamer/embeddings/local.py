@@ -210,6 +210,7 @@ class LocalEmbedder:
         name: str = DEFAULT_MODEL,
         batch_size: int = 32,
         runtime: str = "numpy",
+        threads: int | None = None,
     ) -> None:
         require_numpy("embeddings.provider 'local'")
         for module in ("tokenizers", "safetensors"):
@@ -225,6 +226,9 @@ class LocalEmbedder:
         self._batch = batch_size
         #: ``onnx`` or ``numpy``: the vectors agree to 1e-6, so the model id does not say which.
         self.runtime = pick_runtime(runtime)
+        #: onnxruntime's thread count (None: the environment's, else 1); numpy's BLAS threads are
+        #: fixed when numpy is first imported (:mod:`dreamer.embeddings.threads`).
+        self._threads = threads
         self._model_id = f"local:{name}:{_fingerprint(self._dir)}"
         self._encoder: BertEncoder | OnnxEncoder | None = None
         self._tokenizer: Any = None
@@ -307,7 +311,8 @@ class LocalEmbedder:
             if self.runtime == "onnx":
                 from dreamer.embeddings.onnxencoder import OnnxEncoder
 
-                encoder = OnnxEncoder(weights, shape)
+                environ = None if self._threads is None else {"OMP_NUM_THREADS": str(self._threads)}
+                encoder = OnnxEncoder(weights, shape, environ=environ)
             else:
                 encoder = BertEncoder(weights, shape)
         except (OSError, ValueError, KeyError, TypeError) as exc:

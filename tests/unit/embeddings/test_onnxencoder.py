@@ -81,3 +81,16 @@ def test_onnxruntime_hidden_is_told_apart(monkeypatch: pytest.MonkeyPatch) -> No
     assert onnxruntime_installed()
     monkeypatch.setitem(__import__("sys").modules, "onnxruntime", None)
     assert not onnxruntime_installed()
+
+
+def test_a_thread_count_asked_for_is_the_sessions() -> None:
+    """``LocalEmbedder(threads=2)`` on onnxruntime makes a session of two threads, whatever the
+    environment says; without it, the environment's count (one by default)."""
+    where = _model_dir()
+    two = LocalEmbedder(where, runtime="onnx", threads=2)
+    two.embed_sync(["warm"])
+    session = two._load()._session  # type: ignore[union-attr]
+    assert session.get_session_options().intra_op_num_threads == 2
+    weights = safetensors_numpy.load_file(str(where / "model.safetensors"))
+    default = OnnxEncoder(weights, EncoderShape.read(where / "config.json"), environ={})
+    assert default._session.get_session_options().intra_op_num_threads == 1

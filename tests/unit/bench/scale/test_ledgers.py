@@ -53,6 +53,20 @@ class TestCacheNames:
         assert spec.cache_name(10_000, "local") == "10000-realistic-local"
         assert spec.describe()["data"] == str(tmp_path) and "generator" in spec.describe()
 
+    def test_model_vectors_get_their_own_folder_and_record(self, tmp_path: Path) -> None:
+        """Files with the model's vectors never reuse seeded ones: the folder and the record say
+        ``model``; without an embedder there are no vectors, so the folder is the same."""
+        synthetic = ledger_spec("synthetic", vectors="model")
+        assert synthetic.cache_name(10_000, "local") == "10000-local-model"
+        assert synthetic.cache_name(10_000, "none") == "10000"
+        assert synthetic.describe() == {"ledger": "synthetic", "vectors": "model"} != SYNTHETIC.describe()
+        realistic = ledger_spec("realistic", str(tmp_path), "model")
+        assert realistic.cache_name(100, "local") == "100-realistic-local-model"
+        assert realistic.describe()["vectors"] == "model"
+        assert ledger_spec("synthetic", vectors="seeded") == SYNTHETIC
+        with pytest.raises(BenchError, match="seeded, model"):
+            ledger_spec("synthetic", vectors="random")
+
 
 class TestRealistic:
     def test_a_missing_directory_is_named_with_the_fix(self, tmp_path: Path) -> None:
