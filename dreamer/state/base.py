@@ -106,6 +106,14 @@ class StoreBase:
     def close(self) -> None:
         self._conn.close()
 
+    def limit_page_cache(self, kib: int) -> None:
+        """Hold at most ``kib`` KiB of the file's pages in this connection's cache (SQLite's default
+        is 2 MiB). For a connection kept open for a process's life that mostly writes: its cache
+        fills with the pages of the rows it wrote, and that is memory the process never gives back.
+        Nothing to do on PostgreSQL, whose pages the server caches."""
+        if self.dialect.name == "sqlite":
+            self._conn.execute(f"PRAGMA cache_size=-{max(1, int(kib))}")
+
     def __enter__(self) -> Self:
         return self
 
