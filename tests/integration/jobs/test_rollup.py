@@ -146,3 +146,45 @@ class TestImportsOffTheLoop:
         assert lines["OUTCOME"] in ("idle", "promoted"), done.stdout
         assert lines["SEEN"] == str(sorted(watched)), done.stdout
         assert lines["ON-LOOP"] == "[]", done.stdout
+
+
+class TestReleaseWithRunsInFlight:
+    async def test_only_the_last_run_to_end_lets_go_of_the_model(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Two runs in flight: the first to end leaves the weights loaded (the other may still be
+        embedding), the last lets go of them once. The run bodies are stand-ins that wait for a
+        signal (the order of two real runs' ends cannot be chosen); the locks, the counter and
+        the release are the job's own."""
+
+        class Model:
+            released = 0
+
+            def release(self) -> bool:
+                Model.released += 1
+                return True
+
+        class Judge:
+            embedder = type("Cached", (), {"inner": Model()})()
+
+        data = config_data(("global", "shared", "a", "b"), ("a", "b"), state_dir=str(tmp_path))
+        cfg = loaded(tmp_path, data)
+        plan = plan_jobs(cfg)
+        job = RollupJob()
+        job._semantic = (object(), Judge())  # type: ignore[assignment]
+        gates = {"a": asyncio.Event(), "b": asyncio.Event()}
+
+        async def body(config: Any, profile: str, run_id: str, seat: Any) -> Any:
+            await gates[profile].wait()
+            return "done"
+
+        monkeypatch.setattr(job, "_run", body)
+        first = asyncio.create_task(job(cfg, plan["rollup:a"], "run-a"))
+        second = asyncio.create_task(job(cfg, plan["rollup:b"], "run-b"))
+        await asyncio.sleep(0.05)
+        gates["a"].set()
+        assert await first == "done"
+        assert Model.released == 0
+        gates["b"].set()
+        assert await second == "done"
+        assert Model.released == 1
