@@ -24,6 +24,7 @@ RANKS: dict[str, int] = {
     "dreamer.cardtags": 0,
     "dreamer.cardrank": 0,
     "dreamer.diskfaults": 0,
+    "dreamer.heap": 0,
     "dreamer.config": 1,
     "dreamer.details": 1,
     "dreamer.outcomes": 1,
