@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from dreamer.embeddings import onnxproto as pb
-from dreamer.embeddings.minilm import EncoderShape
+from dreamer.embeddings.minilm import EncoderShape, check_weights
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
@@ -51,6 +51,7 @@ def bert_graph(weights: Mapping[str, NDArray[Any]], shape: EncoderShape) -> byte
     """The serialised ONNX model of the encoder whose ``weights`` (safetensors names) are given."""
     import numpy as np
 
+    check_weights(weights, shape)
     g = _Graph()
     f32 = np.float32
 

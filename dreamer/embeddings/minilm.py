@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -69,6 +70,61 @@ def _gelu(x: Array) -> Array:
     return out
 
 
+def required_tensors(shape: EncoderShape, inner: int) -> dict[str, tuple[int | None, ...]]:
+    """Every tensor the forward pass reads, and its shape (None: any size; ``inner`` is the
+    feed-forward width, None-sized when 0)."""
+    h, ff = shape.hidden, (inner or None)
+    names: dict[str, tuple[int | None, ...]] = {
+        "embeddings.word_embeddings.weight": (None, h),
+        "embeddings.position_embeddings.weight": (None, h),
+        "embeddings.token_type_embeddings.weight": (None, h),
+        "embeddings.LayerNorm.weight": (h,),
+        "embeddings.LayerNorm.bias": (h,),
+    }
+    for i in range(shape.layers):
+        p = f"encoder.layer.{i}."
+        for part, (out, into) in {
+            "attention.self.query": (h, h),
+            "attention.self.key": (h, h),
+            "attention.self.value": (h, h),
+            "attention.output.dense": (h, h),
+            "intermediate.dense": (ff, h),
+            "output.dense": (h, ff),
+        }.items():
+            names[f"{p}{part}.weight"], names[f"{p}{part}.bias"] = (out, into), (out,)
+        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
+            names[f"{p}{norm}.weight"], names[f"{p}{norm}.bias"] = (h,), (h,)
+    return names
+
+
+def check_weights(weights: Mapping[str, Any], shape: EncoderShape) -> None:
+    """ValueError naming the first problem when ``weights`` cannot be the encoder ``config.json``
+    describes: a tensor missing, a tensor of another shape (a config.json of another model), a
+    hidden size the heads do not divide, or fewer than one position. Both runtimes check this at
+    load, so a mismatch is a model file error then, not a failed embedding later."""
+    if shape.heads < 1 or shape.hidden % shape.heads or shape.layers < 1:
+        raise ValueError(
+            f"config.json: hidden_size {shape.hidden} in {shape.heads} attention heads and "
+            f"{shape.layers} layers is not an encoder (the heads must divide the hidden size)"
+        )
+    ff = weights.get("encoder.layer.0.intermediate.dense.weight")
+    inner = int(ff.shape[0]) if ff is not None and len(ff.shape) == 2 else 0
+    wanted = required_tensors(shape, inner)
+    missing = [name for name in wanted if name not in weights]
+    if missing:
+        raise ValueError(f"model weights lack {len(missing)} tensors, e.g. {missing[0]!r}")
+    for name, dims in wanted.items():
+        got = tuple(int(d) for d in weights[name].shape)
+        if len(got) != len(dims) or any(w is not None and w != g for w, g in zip(dims, got, strict=True)):
+            expected = "x".join("n" if d is None else str(d) for d in dims)
+            raise ValueError(
+                f"tensor {name!r} is {'x'.join(map(str, got))}, config.json's encoder needs {expected}: "
+                "the weights and config.json are of different models"
+            )
+    if int(weights["embeddings.position_embeddings.weight"].shape[0]) < 1:
+        raise ValueError("the model has no position embeddings")
+
+
 class BertEncoder:
     """Mean-pooled, normalised sentence vectors from token ids; weights held as float32 arrays."""
 
@@ -81,9 +137,7 @@ class BertEncoder:
             for name, value in weights.items()
             if not name.endswith("position_ids")
         }
-        missing = [name for name in self._required() if name not in self._w]
-        if missing:
-            raise ValueError(f"model weights lack {len(missing)} tensors, e.g. {missing[0]!r}")
+        check_weights(self._w, shape)
         self.dimension = shape.hidden
         self.vocab_size = int(self._w["embeddings.word_embeddings.weight"].shape[0])
         # Each linear layer's weight is kept only as its transposed, contiguous kernel: holding both
@@ -93,27 +147,7 @@ class BertEncoder:
             self._kernels[name] = np.ascontiguousarray(self._w.pop(f"{name}.weight").T)
 
     def _required(self) -> list[str]:
-        names = [
-            "embeddings.word_embeddings.weight",
-            "embeddings.position_embeddings.weight",
-            "embeddings.token_type_embeddings.weight",
-            "embeddings.LayerNorm.weight",
-            "embeddings.LayerNorm.bias",
-        ]
-        for i in range(self.shape.layers):
-            p = f"encoder.layer.{i}."
-            for part in (
-                "attention.self.query",
-                "attention.self.key",
-                "attention.self.value",
-                "attention.output.dense",
-                "intermediate.dense",
-                "output.dense",
-            ):
-                names += [f"{p}{part}.weight", f"{p}{part}.bias"]
-            for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-                names += [f"{p}{norm}.weight", f"{p}{norm}.bias"]
-        return names
+        return list(required_tensors(self.shape, inner=0))
 
     @staticmethod
     def _is_linear(name: str) -> bool:

@@ -55,7 +55,9 @@ class OnnxEncoder:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3  # errors only: its shape-merging warnings are not the operator's
+        # Fatal only: its shape-merging warnings are not the operator's, and an error it would print
+        # is raised as well, and reported once, by Dreamer.
+        options.log_severity_level = 4
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self._session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         del model

@@ -94,5 +94,21 @@ def test_missing_weights_are_named() -> None:
     shape = EncoderShape(layers=1, heads=1, hidden=8, layer_norm_eps=1e-12, max_positions=8)
     weights = _random_bert(shape, vocab=11, seed=0)
     del weights["encoder.layer.0.output.dense.bias"]
-    with pytest.raises(KeyError, match=r"encoder\.layer\.0\.output\.dense\.bias"):
+    with pytest.raises(ValueError, match=r"lack 1 tensors.*encoder\.layer\.0\.output\.dense\.bias"):
         bert_graph(weights, shape)
+
+
+def test_weights_of_another_shape_are_refused_before_a_session() -> None:
+    """Weights whose sizes are not the ones config.json gives (another model's config), or a
+    config whose heads do not divide its hidden size, fail when the graph is built, naming the
+    tensor or the sizes, instead of when a batch runs into a reshape."""
+    shape = EncoderShape(layers=1, heads=2, hidden=8, layer_norm_eps=1e-12, max_positions=8)
+    weights = _random_bert(shape, vocab=11, seed=0)
+    wider = EncoderShape(layers=1, heads=2, hidden=16, layer_norm_eps=1e-12, max_positions=8)
+    with pytest.raises(ValueError, match=r"word_embeddings.*11x8.*nx16.*different models"):
+        bert_graph(weights, wider)
+    odd = EncoderShape(layers=1, heads=3, hidden=8, layer_norm_eps=1e-12, max_positions=8)
+    with pytest.raises(ValueError, match="heads must divide the hidden size"):
+        bert_graph(weights, odd)
+    with pytest.raises(ValueError, match="heads must divide the hidden size"):
+        BertEncoder(weights, odd)

@@ -216,6 +216,36 @@ class TestModelDirectory:
         with pytest.raises(ModelFilesError, match="not a BERT encoder"):
             LocalEmbedder(tmp_path).embed_sync(["hello"])
 
+    @pytest.mark.parametrize("runtime", ["numpy", "onnx"])
+    @pytest.mark.parametrize(
+        ("change", "said"),
+        [
+            ({"hidden_size": 240}, "the weights and config.json are of different models"),
+            ({"num_attention_heads": 7}, "heads must divide the hidden size"),
+            ({"num_hidden_layers": 9}, "lack 48 tensors"),
+        ],
+    )
+    def test_a_config_of_another_model_fails_at_load_not_in_a_batch(
+        self, tmp_path: Path, runtime: str, change: dict[str, int], said: str
+    ) -> None:
+        """config.json's sizes disagreeing with the weights is a ModelFilesError naming the
+        directory when the model loads (check-config's check too), on either runtime; before, the
+        numpy encoder raised a bare reshape error from inside a batch."""
+        if runtime == "onnx":
+            pytest.importorskip("onnxruntime")
+        import json
+
+        src = _model_dir()
+        for name in ("model.safetensors", "tokenizer.json"):
+            (tmp_path / name).symlink_to(src / name)
+        config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+        (tmp_path / "config.json").write_text(json.dumps({**config, **change}), encoding="utf-8")
+        embedder = LocalEmbedder(tmp_path, runtime=runtime)
+        with pytest.raises(ModelFilesError, match=f"{tmp_path}: cannot load the model: .*{said}"):
+            embedder.check_loads()
+        with pytest.raises(ModelFilesError, match=said):
+            embedder.embed_sync(["hello"])
+
 
 class TestRuntime:
     def test_numpy_unless_onnx_is_asked_for(self) -> None:
