@@ -47,6 +47,21 @@ class _Graph:
         return out
 
 
+def _pool_into_output(g: _Graph, x: str, maskf: str) -> None:
+    """Mean pooling of ``x`` over the float mask, then L2 normalisation, into :data:`OUTPUT`."""
+    import numpy as np
+
+    mask3 = g.op("Unsqueeze", maskf, g.const("axis2", np.array([2], dtype=np.int64)))
+    axis1 = g.const("axis1", np.array([1], dtype=np.int64))
+    summed = g.op("ReduceSum", g.op("Mul", x, mask3), axis1, keepdims=0)
+    tiny = g.const("tiny", np.array([1e-9], dtype=np.float32))
+    pooled = g.op("Div", summed, g.op("Max", g.op("ReduceSum", mask3, axis1, keepdims=0), tiny))
+    last = g.const("last", np.array([-1], dtype=np.int64))
+    length2 = g.op("ReduceL2", pooled, last, keepdims=1)
+    tinier = g.const("tinier", np.array([1e-12], dtype=np.float32))
+    g.nodes.append(pb.node("Div", [pooled, g.op("Max", length2, tinier)], [OUTPUT]))
+
+
 def bert_graph(weights: Mapping[str, NDArray[Any]], shape: EncoderShape) -> bytes:
     """The serialised ONNX model of the encoder whose ``weights`` (safetensors names) are given."""
     import numpy as np
@@ -112,13 +127,7 @@ def bert_graph(weights: Mapping[str, NDArray[Any]], shape: EncoderShape) -> byte
         erf = g.op("Erf", g.op("Mul", inner, root_half))
         gelu = g.op("Mul", g.op("Mul", inner, half), g.op("Add", erf, one))
         x = norm(g.op("Add", linear(gelu, p + "output.dense"), x), p + "output.LayerNorm")
-    mask3 = g.op("Unsqueeze", maskf, ints("axis2", [2]))
-    axis1 = ints("axis1", [1])
-    summed = g.op("ReduceSum", g.op("Mul", x, mask3), axis1, keepdims=0)
-    count = g.op("Max", g.op("ReduceSum", mask3, axis1, keepdims=0), scalar("tiny", 1e-9))
-    pooled = g.op("Div", summed, count)
-    length2 = g.op("ReduceL2", pooled, ints("last", [-1]), keepdims=1)
-    g.nodes.append(pb.node("Div", [pooled, g.op("Max", length2, scalar("tinier", 1e-12))], [OUTPUT]))
+    _pool_into_output(g, x, maskf)
     message = pb.model(
         name="sentence_encoder",
         nodes=g.nodes,
