@@ -113,6 +113,9 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             ) from None
         if not sizes or min(sizes) < 1:
             raise BenchError(f"--sizes needs positive card counts: {args.sizes!r}")
+    if args.embedder == "none" and (args.cold_index or args.vectors != "seeded"):
+        given = "--cold-index" if args.cold_index else f"--vectors {args.vectors}"
+        raise BenchError(f"{given} is about the judge's vectors: it needs --embedder local")
     spec = ledger_spec(args.ledger, args.data, args.vectors)
     spec.open()  # a missing LoCoMo directory is said before anything is built
     started = time.monotonic()

@@ -61,6 +61,17 @@ class TestCommand:
         assert "Traceback" not in err and "building" not in err
 
 
+    @pytest.mark.parametrize("flags", [["--cold-index"], ["--vectors", "model"]])
+    def test_vector_options_without_the_embedder_are_refused(
+        self, flags: list[str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """``--cold-index`` and ``--vectors model`` mean nothing without ``--embedder local``: exit
+        2 saying so, before anything is built (they used to be ignored without a word)."""
+        assert main([*flags, "--sizes", "100"]) == 2
+        err = capsys.readouterr().err
+        assert f"{flags[0]}" in err and "needs --embedder local" in err and "building" not in err
+
+
 @pytest.mark.slow
 class TestEndToEnd:
     def test_quick_on_the_realistic_ledger(self, capsys: pytest.CaptureFixture[str]) -> None:
