@@ -387,6 +387,7 @@ class EmbeddedBackend:
                 tags=tags,
                 tags_match=tags_match,
                 want=want,
+                model_id=model_id,
             )
             return within_budget(
                 hits,

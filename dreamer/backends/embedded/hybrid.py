@@ -16,12 +16,12 @@ import sqlite3
 from collections.abc import Sequence
 from contextlib import closing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from dreamer.backends.base import TagsMatch
 from dreamer.backends.embedded.schema import UNIT_COLUMNS
 from dreamer.backends.embedded.search import search_bank, tags_filter
-from dreamer.backends.embedded.vector_store import MatrixView
+from dreamer.backends.embedded.vector_store import MatrixView, exact_cosines
 
 if TYPE_CHECKING:
     import numpy as np
@@ -38,6 +38,11 @@ MIN_COSINE = 0.3
 #: lists cost joins (docs/design/embedded-store.md) and a hit ranked below ``want`` in both
 #: rankings could not make the cut anyway.
 MIN_DEPTH = 10
+#: Rows rescored beyond the ``k`` a search keeps: the codes' scores are within about 0.01 of the
+#: cosines, so a unit of the true ``k`` nearest could rank a few places lower by its code.
+RESCORE_MARGIN = 16
+#: How far below :data:`MIN_COSINE` a code's score may be and its unit still be rescored.
+RESCORE_SLACK = 0.05
 
 
 @dataclass(frozen=True)
@@ -75,10 +80,10 @@ def hybrid_search(
     tags: Sequence[str] | None,
     tags_match: TagsMatch,
     want: int,
+    model_id: str,
 ) -> list[HybridHit]:
-    """The bank's fused hits, best first (ties newest first, then by id)."""
-    import numpy as np
-
+    """The bank's fused hits, best first (ties newest first, then by id). Every cosine is the
+    stored vector's own (:func:`exact_cosines`), not its code's."""
     depth = fusion_depth(want)
     lexical: list[sqlite3.Row] = []
     rows = search_bank(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match, want=depth)
@@ -87,7 +92,7 @@ def hybrid_search(
             lexical.append(row)
             if len(lexical) >= depth:
                 break
-    semantic = _nearest(conn, bank_id, query_vector, bank, types, tags, tags_match, depth)
+    semantic = _nearest(conn, bank_id, query_vector, bank, model_id, types, tags, tags_match, depth)
 
     by_id = {row["id"]: row for row in lexical}
     cosines: dict[str, float] = {}
@@ -95,11 +100,11 @@ def hybrid_search(
         by_id.setdefault(row["id"], row)
         cosines[row["id"]] = cosine
     if bank is not None:
-        query = np.asarray(query_vector, dtype=np.float32)
-        for row in lexical:
-            position = bank.row(int(row["seq"]))
-            if row["id"] not in cosines and position is not None:
-                cosines[row["id"]] = float(np.asarray(bank.matrix[position], dtype=np.float32) @ query)
+        unscored = [r for r in lexical if r["id"] not in cosines and bank.row(int(r["seq"])) is not None]
+        exact = exact_cosines(conn, model_id, [int(row["seq"]) for row in unscored], query_vector)
+        for row in unscored:
+            if int(row["seq"]) in exact:
+                cosines[row["id"]] = exact[int(row["seq"])]
     scores = fuse([[row["id"] for row in lexical], [row["id"] for row, _ in semantic]])
     # Stable sorts, last key first: score, then newest created_at, then id.
     order = sorted(scores)
@@ -113,6 +118,7 @@ def _nearest(
     bank_id: str,
     query_vector: NDArray[np.float32],
     bank: MatrixView | None,
+    model_id: str,
     types: Sequence[str] | None,
     tags: Sequence[str] | None,
     tags_match: TagsMatch,
@@ -120,10 +126,11 @@ def _nearest(
 ) -> list[tuple[sqlite3.Row, float]]:
     """Up to ``depth`` of the nearest units passing the filters, nearest first, with their cosines.
 
-    The filters run in SQL on the nearest ``k`` keys; when they leave too few, ``k`` widens once
-    (×10) and then to the whole bank.
+    The codes' scores choose the nearest ``k`` (and :data:`RESCORE_MARGIN` more, for the codes'
+    rounding), their stored vectors rescore them exactly. The filters run in SQL on those keys;
+    when they leave too few, ``k`` widens once (×10) and then to the whole bank.
     """
-    from dreamer.embeddings.vectors import top_k
+    import numpy as np
 
     if bank is None or bank.size == 0:
         return []
@@ -138,17 +145,16 @@ def _nearest(
         f"SELECT {UNIT_COLUMNS}, u.seq AS seq FROM json_each(?) k CROSS JOIN units u ON u.seq = k.value"
         f" WHERE {' AND '.join(where)} {tag_sql}"
     )
-    # top_k is typed for the stored float16; a float32 matrix skips its widening step.
-    matrix = cast("NDArray[np.float16]", bank.matrix)
+    approximate = bank.scores(query_vector)
     k = depth
     while True:
         k = min(k, bank.size)
-        indices, cosines = top_k(query_vector.reshape(1, -1), matrix, k)
-        nearest = [
-            (int(bank.keys[i]), float(c))
-            for i, c in zip(indices[0], cosines[0], strict=True)
-            if c >= MIN_COSINE
-        ]
+        taken = min(bank.size, k + RESCORE_MARGIN)
+        rows = np.argpartition(-approximate, taken - 1)[:taken]
+        rows = rows[approximate[rows] >= MIN_COSINE - RESCORE_SLACK]  # none below could reach it
+        exact = exact_cosines(conn, model_id, [int(bank.keys[i]) for i in rows], query_vector)
+        ranked = sorted(exact.items(), key=lambda kc: (-kc[1], kc[0]))[:k]
+        nearest = [(key, cosine) for key, cosine in ranked if cosine >= MIN_COSINE]
         found = {
             int(row["seq"]): row
             for row in conn.execute(sql, [json.dumps([key for key, _ in nearest]), *params, *tag_params])

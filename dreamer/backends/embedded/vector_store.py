@@ -1,11 +1,14 @@
 """Units' vectors in the embedded store: stored rows, the per-bank matrix cache and the backlog.
 
 Each vector is a ``unit_vectors`` row (unit key, model id, float16 blob). :class:`VectorCache` keeps
-each bank's vectors of one model as a float32 matrix, one cache per store file and process
-(:func:`shared_cache`, so the daemon's runs share it), each recall searching a
-:class:`MatrixView` of it (numpy has no fast float16
-product, so widening on every query would cost more than the search) and refreshes it from the rows
-added since it last looked (``vec_no`` only grows); a dropped row bumps the bank's
+each bank's vectors of one model as int8 codes with one float32 scale per row, a quarter of a
+float32 matrix's memory (147 MiB at 100k units of 384 dimensions became 37 MiB), one cache per
+store file and process (:func:`shared_cache`, so the daemon's runs share it). A recall scores a
+:class:`MatrixView` of it a chunk at a time (the codes widened into one small float32 buffer: 5.3
+ms a query at 100k against 4.9 for float32, where widening float16 took 62) and rescores the
+hits it keeps from their stored blobs (:func:`exact_cosines`), so the cosines it reports are the
+float16 vectors' own. It refreshes the cache from the rows added since it last looked (``vec_no``
+only grows); a dropped row bumps the bank's
 ``vector_drops`` counter, which makes the next refresh reload the bank. A blob that cannot be a
 vector of the model (wrong length, not finite) is left out and reported, never searched.
 :func:`backlog` lists a bank's units without a vector of the model, newest first. numpy is only
@@ -40,25 +43,31 @@ __all__ = [
     "VectorCache",
     "backlog",
     "drop_vectors",
+    "exact_cosines",
+    "quantise",
     "shared_cache",
     "store_vectors",
 ]
 
 #: Rows read from the file at a time when a bank's matrix is loaded.
 _LOAD_CHUNK = 8192
+#: Rows widened at a time when a view is scored.
+_SCORE_CHUNK = 4096
 #: Matrices of all cached banks together stay below this; the least recently used bank goes first.
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 
 
 @dataclass
 class BankMatrix:
-    """One bank's vectors of one model: row ``i`` of ``matrix[:size]`` is the vector of ``keys[i]``."""
+    """One bank's vectors of one model: row ``i`` of ``codes[:size]`` times ``scales[i]`` is the
+    vector of ``keys[i]``, to within half a step of its int8 code."""
 
     bank_id: str
     bank_no: int
     model_id: str
     dimension: int
-    matrix: NDArray[np.float32]
+    codes: NDArray[np.int8]
+    scales: NDArray[np.float32]
     keys: NDArray[np.int64]
     size: int = 0
     row_of_key: dict[int, int] = field(default_factory=dict)
@@ -70,27 +79,37 @@ class BankMatrix:
 
     @property
     def nbytes(self) -> int:
-        return int(self.matrix.nbytes + self.keys.nbytes)
+        return int(self.codes.nbytes + self.scales.nbytes + self.keys.nbytes)
+
+    @property
+    def capacity(self) -> int:
+        return int(self.codes.shape[0])
 
     def view(self) -> NDArray[np.float32]:
-        """The filled rows."""
-        return self.matrix[: self.size]
+        """The filled rows, decoded (for tests: a search scores the codes a chunk at a time)."""
+        import numpy as np
+
+        out: NDArray[np.float32] = self.codes[: self.size].astype(np.float32) * self.scales[: self.size, None]
+        return out
 
     def reserve(self, capacity: int) -> None:
         """Room for ``capacity`` rows without another allocation."""
         import numpy as np
 
-        if capacity <= self.matrix.shape[0]:
+        if capacity <= self.capacity:
             return
-        matrix = np.empty((capacity, self.dimension), dtype=self.matrix.dtype)
-        matrix[: self.size] = self.matrix[: self.size]
+        codes = np.empty((capacity, self.dimension), dtype=np.int8)
+        codes[: self.size] = self.codes[: self.size]
+        scales = np.empty(capacity, dtype=np.float32)
+        scales[: self.size] = self.scales[: self.size]
         key_array = np.empty(capacity, dtype=np.int64)
         key_array[: self.size] = self.keys[: self.size]
-        self.matrix, self.keys = matrix, key_array
+        self.codes, self.scales, self.keys = codes, scales, key_array
 
     def append(self, keys: Sequence[int], rows: NDArray[np.float32]) -> None:
         """Add rows (a key already present is overwritten in place), growing capacity by an eighth
         (:func:`grown_capacity`)."""
+        codes, scales = quantise(rows)
         fresh_keys: list[int] = []
         fresh_rows: list[int] = []
         for index, key in enumerate(keys):
@@ -99,24 +118,37 @@ class BankMatrix:
                 fresh_keys.append(key)
                 fresh_rows.append(index)
             else:
-                self.matrix[row] = rows[index]
+                self.codes[row], self.scales[row] = codes[index], scales[index]
         needed = self.size + len(fresh_keys)
-        if needed > self.matrix.shape[0]:
-            self.reserve(grown_capacity(self.matrix.shape[0], needed))
+        if needed > self.capacity:
+            self.reserve(grown_capacity(self.capacity, needed))
         if fresh_keys:
             end = self.size + len(fresh_keys)
-            self.matrix[self.size : end] = rows[fresh_rows]
+            self.codes[self.size : end] = codes[fresh_rows]
+            self.scales[self.size : end] = scales[fresh_rows]
             self.keys[self.size : end] = fresh_keys
             for offset, key in enumerate(fresh_keys):
                 self.row_of_key[key] = self.size + offset
             self.size = end
 
 
+def quantise(rows: NDArray[np.float32]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
+    """Each row as int8 codes and one scale (its largest magnitude over 127; 1 for a zero row)."""
+    import numpy as np
+
+    rows = np.asarray(rows, dtype=np.float32)
+    peak = np.abs(rows).max(axis=1) if rows.size else np.zeros(rows.shape[0], dtype=np.float32)
+    scales = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    codes = np.clip(np.rint(rows / scales[:, None]), -127, 127).astype(np.int8)
+    return codes, scales
+
+
 @dataclass(frozen=True)
 class MatrixView:
     """What one recall searches: the bank's rows as of its refresh, unchanged by later appends."""
 
-    matrix: NDArray[np.float32]
+    codes: NDArray[np.int8]
+    scales: NDArray[np.float32]
     keys: NDArray[np.int64]
     unit_count: int
     _row_of_key: Mapping[int, int]
@@ -124,6 +156,21 @@ class MatrixView:
     @property
     def size(self) -> int:
         return int(self.keys.shape[0])
+
+    def scores(self, query: NDArray[np.float32]) -> NDArray[np.float32]:
+        """Every row's approximate cosine to ``query`` (a unit vector), from the codes, widened
+        :data:`_SCORE_CHUNK` rows at a time into one buffer."""
+        import numpy as np
+
+        q = np.asarray(query, dtype=np.float32).reshape(-1)
+        out = np.empty(self.size, dtype=np.float32)
+        buffer = np.empty((min(_SCORE_CHUNK, self.size), self.codes.shape[1]), dtype=np.float32)
+        for start in range(0, self.size, _SCORE_CHUNK):
+            block = self.codes[start : start + _SCORE_CHUNK]
+            wide = buffer[: block.shape[0]]
+            np.copyto(wide, block, casting="unsafe")
+            out[start : start + block.shape[0]] = (wide @ q) * self.scales[start : start + block.shape[0]]
+        return out
 
     def row(self, key: int) -> int | None:
         """The row of a unit's vector in this view, or None."""
@@ -190,7 +237,8 @@ class VectorCache:
                 bank_no,
                 model_id,
                 dimension,
-                matrix=np.empty((0, dimension), dtype=np.float32),
+                codes=np.empty((0, dimension), dtype=np.int8),
+                scales=np.empty(0, dtype=np.float32),
                 keys=np.empty(0, dtype=np.int64),
                 drops=drops,
                 created_at=row["created_at"],
@@ -221,9 +269,11 @@ class VectorCache:
             cached.last_vec_no = max(cached.last_vec_no, int(row["highest"] or 0))
         self._banks.move_to_end(entry)
         self._evict(keep=entry)
+        size = cached.size
         view = MatrixView(
-            cached.matrix[: cached.size], cached.keys[: cached.size], cached.unit_count, cached.row_of_key
-        )
+            cached.codes[:size], cached.scales[:size], cached.keys[:size], cached.unit_count,
+            cached.row_of_key,
+        )  # fmt: skip
         return Refreshed(view, tuple(damaged))
 
     @staticmethod
@@ -275,6 +325,32 @@ def shared_cache(path: Path) -> VectorCache:
     key = (str(Path(path).resolve()), found.st_dev, found.st_ino)
     with _SHARED_LOCK:
         return _SHARED.setdefault(key, VectorCache())
+
+
+def exact_cosines(
+    conn: sqlite3.Connection, model_id: str, keys: Sequence[int], query: NDArray[np.float32]
+) -> dict[int, float]:
+    """The cosine of each listed unit's stored vector of ``model_id`` to ``query``: what a float32
+    matrix of the blobs gave before the codes. A unit without a valid vector is left out."""
+    import json
+
+    import numpy as np
+
+    if not keys:
+        return {}
+    q = np.asarray(query, dtype=np.float32).reshape(-1)
+    rows = conn.execute(
+        "SELECT v.unit_key, v.vector FROM json_each(?) AS k"
+        " CROSS JOIN unit_vectors v ON v.unit_key = k.value AND v.model_id = ?",
+        (json.dumps(sorted({int(k) for k in keys})), model_id),
+    ).fetchall()
+    out: dict[int, float] = {}
+    for key, blob in rows:
+        if isinstance(blob, bytes) and len(blob) == 2 * q.shape[0]:
+            vector = np.frombuffer(blob, dtype="<f2").astype(np.float32)
+            if np.isfinite(vector).all():
+                out[int(key)] = float(vector @ q)
+    return out
 
 
 def store_vectors(conn: sqlite3.Connection, model_id: str, vectors: Sequence[tuple[int, bytes]]) -> None:

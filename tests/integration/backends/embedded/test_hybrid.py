@@ -159,6 +159,28 @@ class TestParaphrases:
         hits = await hybrid.recall(BANK, "Maria lost her grandma", limit=3)
         assert hits[0].text == DOCS[0]
 
+    async def test_the_cosine_is_the_stored_vectors_not_its_codes(
+        self, hybrid: EmbeddedBackend, minilm: LocalEmbedder
+    ) -> None:
+        """The bank's matrix holds int8 codes, but every cosine a hit carries is the stored
+        float16 vector's own, to float32 rounding: the codes only choose which units to rescore."""
+        await hybrid.retain(BANK, [RetainItem(text, document_id=f"doc-{i}") for i, text in enumerate(DOCS)])
+        query = (await minilm.embed(["puppy shelter bicycle"]))[0]
+        hits = await hybrid.recall(BANK, "puppy shelter bicycle")
+        with sqlite3.connect(hybrid.path) as conn:
+            blobs = dict(
+                conn.execute(
+                    "SELECT u.id, v.vector FROM unit_vectors v JOIN units u ON u.seq = v.unit_key "
+                    "WHERE v.model_id = ?",
+                    (minilm.model_id,),
+                )
+            )
+        scored = [hit for hit in hits if hit.semantic is not None]
+        assert scored
+        for hit in scored:
+            stored = np.frombuffer(blobs[hit.id], dtype="<f2").astype(np.float32)
+            assert hit.semantic == pytest.approx(float(stored @ query), abs=1e-6)
+
     async def test_hits_keep_their_labels_and_carry_the_cosine(
         self, hybrid: EmbeddedBackend, minilm: LocalEmbedder
     ) -> None:
