@@ -9,19 +9,18 @@ returns the free pages at the top of each heap and the free whole pages inside t
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Callable
 
-_TRIM: list[Callable[[int], int] | None] = []
 
-
+@functools.cache
 def _trim() -> Callable[[int], int] | None:
-    if not _TRIM:
-        try:
-            found: Callable[[int], int] | None = ctypes.CDLL(None).malloc_trim
-        except (OSError, AttributeError):
-            found = None
-        _TRIM.append(found)
-    return _TRIM[0]
+    """glibc's ``malloc_trim``, looked up once; None where the C library has none."""
+    try:
+        found: Callable[[int], int] = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return found
 
 
 def give_back_memory() -> bool:

@@ -11,7 +11,12 @@ if TYPE_CHECKING:
 
 
 class EmbeddingsUnavailableError(ImportError):
-    """An embedder was configured but the packages it needs are not installed."""
+    """An embedder was configured but the packages it needs are not installed. ``key`` is the
+    setting that asked for them, which a configuration error names."""
+
+    def __init__(self, message: str, *, key: str = "embeddings.provider") -> None:
+        super().__init__(message)
+        self.key = key
 
 
 @runtime_checkable

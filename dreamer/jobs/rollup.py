@@ -134,9 +134,8 @@ class RollupJob:
         model's weights unless ``keep_loaded`` (the next run loads them again; a no-op for other
         embedders), and hand the memory the runs freed back to the system (:mod:`dreamer.heap`)."""
         _, held = self._semantic
-        release = getattr(getattr(held.embedder, "inner", None), "release", None) if held else None
-        if callable(release) and not keep_loaded:
-            release()
+        if held is not None and not keep_loaded:
+            held.release_model()
         give_back_memory()
 
     async def _run(self, config: Config, profile: str, run_id: str, seat: HostSeat | None) -> JobOutcome:

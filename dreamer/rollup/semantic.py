@@ -347,5 +347,11 @@ class SemanticJudge:
             batch.nearest = [[] for _ in cards]
         return batch
 
+    def release_model(self) -> bool:
+        """Let the embedder give back its model's memory until the next embedding (the local
+        model's weights; nothing for a server); the ledger vectors stay. True when it did."""
+        release = getattr(self.embedder, "release", None)
+        return bool(release()) if callable(release) else False
+
     async def aclose(self) -> None:
         await self.embedder.aclose()

@@ -40,5 +40,5 @@ def test_a_trim_hands_freed_heap_pages_back() -> None:
 
 def test_without_the_call_it_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the C library has no malloc_trim, the call is a no-op that says so."""
-    monkeypatch.setattr(heap, "_TRIM", [None])
+    monkeypatch.setattr(heap, "_trim", lambda: None)
     assert heap.give_back_memory() is False

@@ -165,7 +165,8 @@ class TestReleaseWithRunsInFlight:
                 return True
 
         class Judge:
-            embedder = type("Cached", (), {"inner": Model()})()
+            def release_model(self) -> bool:
+                return Model().release()
 
         data = config_data(("global", "shared", "a", "b"), ("a", "b"), state_dir=str(tmp_path))
         cfg = loaded(tmp_path, data)

@@ -8,40 +8,26 @@ import numpy as np
 import pytest
 
 from dreamer.embeddings.bertgraph import INPUTS, OPSET, OUTPUT, bert_graph
-from dreamer.embeddings.minilm import BertEncoder, EncoderShape
+from dreamer.embeddings.minilm import BertEncoder, EncoderShape, required_tensors
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
 
 def _random_bert(shape: EncoderShape, vocab: int, seed: int) -> dict[str, Any]:
+    """Random weights of every tensor the encoder reads (``required_tensors``), the vocabulary and
+    positions sized here, the feed-forward four times the hidden size; layer-norm weights near 1."""
     rng = np.random.default_rng(seed)
-    h, inner = shape.hidden, shape.hidden * 4
-
-    def t(*dims: int) -> Any:
-        return rng.normal(0, 0.3, dims).astype(np.float32)
-
-    w = {
-        "embeddings.word_embeddings.weight": t(vocab, h),
-        "embeddings.position_embeddings.weight": t(shape.max_positions, h),
-        "embeddings.token_type_embeddings.weight": t(2, h),
-        "embeddings.LayerNorm.weight": 1 + t(h),
-        "embeddings.LayerNorm.bias": t(h),
+    free = {
+        "embeddings.word_embeddings.weight": vocab,
+        "embeddings.position_embeddings.weight": shape.max_positions,
     }
-    for i in range(shape.layers):
-        p = f"encoder.layer.{i}."
-        for part, (out, into) in {
-            "attention.self.query": (h, h),
-            "attention.self.key": (h, h),
-            "attention.self.value": (h, h),
-            "attention.output.dense": (h, h),
-            "intermediate.dense": (inner, h),
-            "output.dense": (h, inner),
-        }.items():
-            w[f"{p}{part}.weight"], w[f"{p}{part}.bias"] = t(out, into), t(out)
-        for norm in ("attention.output.LayerNorm", "output.LayerNorm"):
-            w[f"{p}{norm}.weight"], w[f"{p}{norm}.bias"] = 1 + t(h), t(h)
-    return w
+    weights = {}
+    for name, dims in required_tensors(shape, inner=4 * shape.hidden).items():
+        sizes = [free.get(name, 2) if d is None else d for d in dims]  # token types: 2
+        tensor = rng.normal(0, 0.3, sizes).astype(np.float32)
+        weights[name] = 1 + tensor if "LayerNorm.weight" in name else tensor
+    return weights
 
 
 def _run(model: bytes, ids: Any, mask: Any) -> Any:

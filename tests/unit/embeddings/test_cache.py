@@ -79,3 +79,24 @@ async def test_the_cache_never_holds_more_than_its_limit(limit: int) -> None:
     cache = CachingEmbedder(Counting(), limit=limit)
     await cache.embed([f"t{i}" for i in range(10)])
     assert len(cache._vectors) <= limit
+
+
+class TestRelease:
+    async def test_release_reaches_the_model_behind_the_cache_and_keeps_the_vectors(self) -> None:
+        """The cache passes a release on to an embedder that holds a model and answers False for
+        one that holds none (a server); the texts it cached are still served without a call."""
+
+        class Releasing(Counting):
+            released = 0
+
+            def release(self) -> bool:
+                self.released += 1
+                return True
+
+        inner = Releasing()
+        cache = CachingEmbedder(inner)
+        await cache.embed(["kept"])
+        assert cache.release() is True and inner.released == 1
+        await cache.embed(["kept"])
+        assert inner.sent == [["kept"]]
+        assert CachingEmbedder(Counting()).release() is False

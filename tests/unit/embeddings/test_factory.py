@@ -62,5 +62,7 @@ class TestRuntimePhrase:
         assert runtime_phrase(config_with({"provider": "local"})) == "numpy"
         onnx_only = config_with({"provider": "local", "runtime": "onnx"})
         assert runtime_phrase(onnx_only).startswith("onnxruntime (not installed: pip install")
-        with pytest.raises(ConfigError, match=r"embeddings\.runtime 'onnx' needs onnxruntime"):
+        with pytest.raises(ConfigError) as caught:
             make_embedder(onnx_only)
+        (line,) = caught.value.problems
+        assert line.startswith("embeddings.runtime: 'onnx' needs onnxruntime"), line  # the key it is
