@@ -130,20 +130,22 @@ def unit_document_id(conversation: str, session: int, index: int) -> str:
 
 
 def independent_drafts(
-    units: Sequence[MemoryUnit], top_n: int, directive: str, max_batches: int
+    units: Sequence[MemoryUnit], size: int, directive: str, max_batches: int
 ) -> tuple[list[tuple[str, tuple[str, ...]]], set[str]]:
     """The cards the extractive path drafts from ``units``, computed here from the pipeline's parts
-    (the stream cut into batches of ``top_n`` units, each batch's cards in turn), and the ids of the
-    units the run leaves pending."""
+    (the stream cut into batches of ``size`` units, `rollup.extractive_batch`, each batch's cards
+    in turn), and the
+    ids of the units the run leaves pending."""
     cut = batches.cut_stream(
         [salience.SalienceInput(u.id, u.text, u.created_at, u.proof_count) for u in units if u.text.strip()],
-        top_n,
+        size,
         limit=max_batches,
         directive=directive,
     )
     drafts: list[tuple[str, tuple[str, ...]]] = []
     for batch in cut.batches:
-        cards = extractive.extract_cards(batch.substantive, top_n) if batch.substantive else []
+        substantive = batch.substantive
+        cards = extractive.extract_cards(substantive, len(substantive)) if substantive else []
         drafts += [(d.text, tuple(d.source_ids)) for d in cards]
     return drafts, {u.id for u in cut.pending}
 
@@ -265,8 +267,8 @@ class Replay:
         if new_units is not None:
             directive = self.config.profiles[conv.profile].directive
             self.drafts_checked += 1
-            top_n, limit = self.config.profiles[conv.profile].top_n, self.config.rollup.max_batches_per_run
-            expected, pending = independent_drafts(new_units, top_n, directive, limit)
+            size, limit = self.config.rollup.extractive_batch, self.config.rollup.max_batches_per_run
+            expected, pending = independent_drafts(new_units, size, directive, limit)
             self._seen[bank_id] -= pending
             if expected != drafts:
                 self.drafts_differ += 1

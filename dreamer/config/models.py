@@ -172,6 +172,9 @@ class RollupConfig(StrictModel):
     watermark_overlap_s: NonNegativeFloat = 300.0
     #: How many batches of ``top_n`` units one run summarises before it leaves the rest pending.
     max_batches_per_run: Annotated[int, Field(ge=1, le=100)] = 5
+    #: How many units a batch holds when it is summarised extractively (no model): the fold meets
+    #: every unit of its batch, so a fact told twice in a run is one card. A model's batch is top_n.
+    extractive_batch: Annotated[int, Field(ge=1, le=1000)] = 100
     #: LLM tokens (prompt and completion) one run, or all runs of a UTC day, may use; once
     #: reached, the remaining batches are summarised extractively. None: no cap.
     max_llm_tokens_per_run: TokenCap | None = None

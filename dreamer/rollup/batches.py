@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from dreamer.rollup.salience import SalienceInput, chatter_reason, score_units
 
-__all__ = ["Batch", "InvalidBatchError", "StreamCut", "cut_stream", "stream_order"]
+__all__ = ["Batch", "InvalidBatchError", "StreamCut", "batch_size", "cut_stream", "stream_order"]
 
 
 class InvalidBatchError(ValueError):
@@ -43,6 +43,18 @@ class StreamCut:
 def stream_order(units: Sequence[SalienceInput]) -> list[SalienceInput]:
     """The units in the order the watermark moves: ``(created_at, id)``."""
     return sorted(units, key=lambda u: (u.created_at, u.id))
+
+
+def batch_size(top_n: int, extractive_batch: int, summariser: str) -> int:
+    """How many substantive units one batch of a run holds (`cut_stream`'s ``size``).
+
+    A model reads ``top_n`` units a batch. The extractive summariser has no prompt to fit and
+    takes ``extractive_batch`` (`rollup.extractive_batch`), so that its fold meets more of the
+    run's units: one fact told twice in a session is one card, not two cards in two batches (on
+    LoCoMo, whose sessions hold up to 45 units: 1,879 cards of 2,456 units in batches of 20, 1,840
+    in batches of 100; docs/design/rollup.md).
+    """
+    return extractive_batch if summariser == "extractive" else top_n
 
 
 def cut_stream(

@@ -37,7 +37,7 @@ from dreamer.llm.openai import open_chat
 from dreamer.outcomes import COMMITTED, Outcome, classify, describe
 from dreamer.retry import RetryPolicy, RetryStats, backoff_logger, call_holding_slot, call_with_retry
 from dreamer.rollup import dedup
-from dreamer.rollup.batches import Batch, cut_stream
+from dreamer.rollup.batches import Batch, batch_size, cut_stream
 from dreamer.rollup.context import RunContext, iso
 from dreamer.rollup.gate import GateDecision, gate
 from dreamer.rollup.judging import judge_against_ledger, upstream_candidates
@@ -240,12 +240,11 @@ class Rollup:
         if not ctx.units:
             ctx.start_batch(Batch((), ()), overlap)
             self._end_with_nothing_new(ctx, "no new units after the watermark")
-        ctx.cut = cut_stream(
-            [SalienceInput(u.id, u.text, u.created_at, u.proof_count) for u in ctx.units],
-            ctx.settings.top_n,
-            limit=self.config.rollup.max_batches_per_run,
-            directive=ctx.settings.directive,
-        )
+        assert ctx.summariser is not None
+        cfg = self.config.rollup
+        size = batch_size(ctx.settings.top_n, cfg.extractive_batch, ctx.summariser.kind())
+        inputs = [SalienceInput(u.id, u.text, u.created_at, u.proof_count) for u in ctx.units]
+        ctx.cut = cut_stream(inputs, size, limit=cfg.max_batches_per_run, directive=ctx.settings.directive)
         ctx.report.units_pending = len(ctx.cut.pending)
 
     async def run_batch(self, ctx: RunContext, batch: Batch) -> None:

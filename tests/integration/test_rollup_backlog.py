@@ -48,7 +48,8 @@ def make_config(tmp_path: Path, *, max_batches: int = 1, **sections: Any) -> Con
         {"research": {"top_n": TOP_N}},
         state_dir="state",
         slot={"acquire_timeout_s": 2},
-        rollup={"max_batches_per_run": max_batches, "post_consolidate": False},
+        # Batches of top_n on the extractive path too: these tests are about batches and backlogs.
+        rollup={"max_batches_per_run": max_batches, "post_consolidate": False, "extractive_batch": TOP_N},
         **sections,
     )
     return loaded(tmp_path, data)

@@ -408,3 +408,48 @@ class TestOneFactAcrossSessions:
             [card] = state.ledger("private__hermes")
         assert card.reinforcements == 1 and len(card.source_ids) == 3
         await assert_held(cfg)
+
+
+class TestExtractiveBatch:
+    """Without a model a batch holds `rollup.extractive_batch` units, not `top_n`: the fold meets a
+    fact told twice in one run however far apart the two tellings are."""
+
+    TOLD = [
+        "Caroline attended an LGBTQ support group.",
+        "Melanie painted a sunrise over a lake.",
+        "Jon lost his banking job and plans to open a dance studio.",
+        "Nate won his first video game tournament playing Counter-Strike.",
+        "Caroline attended an LGBTQ support group on 7 May 2023 and found it powerful.",
+    ]
+
+    def config(self, tmp_path: Path, **rollup: Any) -> Config:
+        data = config_data(
+            {"global": {}, "shared": {}, "research": WRITABLE},
+            {"research": {"top_n": 2}},
+            state_dir="state",
+            slot={"acquire_timeout_s": 2},
+            rollup={"max_batches_per_run": 5, **rollup},
+        )
+        return loaded(tmp_path, data)
+
+    async def texts_upstream(self, cfg: Config) -> list[str]:
+        await seed(cfg, self.TOLD)
+        report = await run_once(cfg)
+        assert report.units_pending == 0
+        await assert_held(cfg)
+        return sorted(card.text for card in await upstream_cards(cfg))
+
+    async def test_a_fact_told_twice_in_one_run_is_one_card_past_top_n(self, tmp_path: Path) -> None:
+        """Five units with top_n 2: the first telling folds into the fuller fifth, one batch, four
+        cards, and the short telling is in none alone."""
+        texts = await self.texts_upstream(self.config(tmp_path))
+        assert len(texts) == 4, texts
+        assert "Caroline attended an LGBTQ support group." not in texts
+        assert any(t.startswith("Caroline attended an LGBTQ support group on 7 May 2023") for t in texts)
+
+    async def test_batches_of_top_n_keep_the_two_tellings_apart(self, tmp_path: Path) -> None:
+        """The same units in batches of 2 (`extractive_batch = 2`): the tellings are in the first
+        and the third batch, and each is its own card (the ledger cannot fold a stored card)."""
+        texts = await self.texts_upstream(self.config(tmp_path, extractive_batch=2))
+        assert len(texts) == 5, texts
+        assert "Caroline attended an LGBTQ support group." in texts

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dreamer.rollup.batches import InvalidBatchError, cut_stream, stream_order
+from dreamer.rollup.batches import InvalidBatchError, batch_size, cut_stream, stream_order
 from dreamer.rollup.salience import SalienceInput
 
 T0 = datetime(2023, 5, 7, 13, 56, tzinfo=UTC)
@@ -121,3 +121,11 @@ def test_every_unit_is_judged_once_or_pending_and_judged_units_are_a_prefix(
     assert len(cut.batches) <= limit
     for batch in cut.batches:
         assert sorted([*ids(batch.substantive), *batch.chatter]) == sorted(ids(batch.units))
+
+
+class TestBatchSize:
+    def test_a_model_reads_top_n_units_and_the_extractive_summariser_its_own_batch(self) -> None:
+        """reflect and llm batches hold top_n units; extractive ones `rollup.extractive_batch`."""
+        assert batch_size(20, 100, "reflect") == 20
+        assert batch_size(20, 100, "llm") == 20
+        assert batch_size(20, 100, "extractive") == 100
