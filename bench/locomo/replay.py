@@ -134,8 +134,7 @@ def independent_drafts(
 ) -> tuple[list[tuple[str, tuple[str, ...]]], set[str]]:
     """The cards the extractive path drafts from ``units``, computed here from the pipeline's parts
     (the stream cut into batches of ``size`` units, `rollup.extractive_batch`, each batch's cards
-    in turn), and the
-    ids of the units the run leaves pending."""
+    in turn), and the ids of the units the run leaves pending."""
     cut = batches.cut_stream(
         [salience.SalienceInput(u.id, u.text, u.created_at, u.proof_count) for u in units if u.text.strip()],
         size,
