@@ -38,10 +38,20 @@ FLOORS = (0.0, 0.1, 0.2, 0.3)
 PRECISION_TARGET = 0.95
 #: The shares of a new card's words a fuller stored card must say (`said_by`) swept.
 SAID_BY_SHARES = (1.0, 0.9, 0.8, 0.7, 0.6)
+#: The content-word Jaccards two tellings of one stance must share (`stance_jaccard`) swept (1.0:
+#: the stance rule off, only the lexical rules).
+STANCE_JACCARDS = (1.0, 0.6, 0.5, 0.4, 0.3)
 #: The extractive summariser's fold shares swept (above 1: no fold, the restatement clusters alone).
 FOLD_SHARES = (2.0, 1.0, 0.8, 0.7, 0.6, 0.5, 0.4)
 
 Direction = tuple[str, str, str, str]  # new text, promoted text, truth, subtype
+
+
+def _with(thresholds: DedupThresholds, key: str, value: float) -> DedupThresholds:
+    """``thresholds`` with one share swept: `said_by` or `stance_jaccard`."""
+    if key == "said_by":
+        return dataclasses.replace(thresholds, said_by=value)
+    return dataclasses.replace(thresholds, stance_jaccard=value)
 
 
 def load_directions(data: Path) -> list[Direction]:
@@ -170,17 +180,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     swept = scores(directions, verdicts(directions, limits, semantic), "duplicate")
                     curve.append({"threshold": threshold, "floor": floor, **swept})
             row["curve"] = curve
-        row["said_by"] = [
-            {
-                "share": share,
-                **scores(
-                    directions,
-                    verdicts(directions, dataclasses.replace(defaults, said_by=share), semantic),
-                    "duplicate",
-                ),
-            }
-            for share in SAID_BY_SHARES
-        ]
+        for key, points in (("said_by", SAID_BY_SHARES), ("stance_jaccard", STANCE_JACCARDS)):
+            row[key] = [
+                {
+                    "share": share,
+                    **scores(
+                        directions,
+                        verdicts(directions, _with(defaults, key, share), semantic),
+                        "duplicate",
+                    ),
+                }
+                for share in points
+            ]
         routes.append(row)
     return {
         "benchmark": "pairs",
@@ -191,6 +202,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "embedding": defaults.embedding,
             "embedding_lexical_floor": defaults.embedding_lexical_floor,
             "said_by": defaults.said_by,
+            "stance_jaccard": defaults.stance_jaccard,
         },
         "routes": routes,
         "fold_share": extractive.COVER_SHARE,
@@ -273,20 +285,31 @@ def render(result: Mapping[str, Any]) -> str:
                 [choice],
             )
         )
-    said_routes = [r for r in result["routes"] if "said_by" in r]
-    if said_routes:
-        out.append(
-            render_table(
-                "Said by a fuller card: precision / recall of duplicate by the share of the new card's "
-                "words the stored one must say (said_by)",
-                ["said_by", *(r["route"] for r in said_routes)],
-                [
-                    [f"{point['share']:.1f}", *(_pr(r["said_by"][i]) for r in said_routes)]
-                    for i, point in enumerate(said_routes[0]["said_by"])
-                ],
-                [f"Dreamer's said_by: {result['thresholds'].get('said_by')}"],
+    for key, title in (
+        (
+            "said_by",
+            "Said by a fuller card: precision / recall of duplicate by the share of the new card's "
+            "words the stored one must say (said_by)",
+        ),
+        (
+            "stance_jaccard",
+            "One stance retold: precision / recall of duplicate by the content-word Jaccard "
+            "two tellings of a stance must share (stance_jaccard; 1.0: the rule off)",
+        ),
+    ):
+        swept = [r for r in result["routes"] if key in r]
+        if swept:
+            out.append(
+                render_table(
+                    title,
+                    [key, *(r["route"] for r in swept)],
+                    [
+                        [f"{point['share']:.1f}", *(_pr(r[key][i]) for r in swept)]
+                        for i, point in enumerate(swept[0][key])
+                    ],
+                    [f"Dreamer's {key}: {result['thresholds'].get(key)}"],
+                )
             )
-        )
     if "fold" in result:
         kinds = sorted(result["fold"][0]["pairs"])
         fold_rows = [

@@ -39,6 +39,9 @@ def _is_negation(word: str) -> bool:
 #: How many words after a negation its negated word may be ("does not really drink" -> "drink").
 _NEGATION_REACH = 3
 
+#: Words that make one negation with the word before it: "no longer has a dog" negates "dog".
+_NEGATION_TAILS = frozenset({"longer", "more"})
+
 
 def negated_words(text: str) -> tuple[str, ...]:
     """What each negation negates: the first content word after it within `_NEGATION_REACH`
@@ -51,7 +54,10 @@ def negated_words(text: str) -> tuple[str, ...]:
     for index, word in enumerate(words):
         if not _is_negation(word):
             continue
-        after = [w for w in words[index + 1 : index + 1 + _NEGATION_REACH] if not _is_negation(w)]
+        start = index + 1
+        while start < len(words) and words[start] in _NEGATION_TAILS:
+            start += 1
+        after = [w for w in words[start : start + _NEGATION_REACH] if not _is_negation(w)]
         targets = [t for w in after for t in content_tokens(w)]
         negated.append(targets[0] if targets else "")
     return tuple(sorted(negated))

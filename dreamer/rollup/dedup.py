@@ -20,11 +20,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from dreamer.details import VALUE_DETAILS
 from dreamer.rollup.cards import sentences
 from dreamer.rollup.dedup_rules import DedupThresholds, InvalidThresholdsError, is_conflict, lexical_duplicate
 from dreamer.rollup.dedup_values import CardText, SemanticSimilarity, UpstreamCandidate, Verdict, VerdictKind
 from dreamer.rollup.existing import Existing
 from dreamer.rollup.similarity import (
+    STANCE_FAMILIES,
     Comparison,
     TextProfile,
     compare,
@@ -200,6 +202,7 @@ class _Judgement:
             jaccard < self.lexical_gate
             and jaccard_index(self.residual, existing.sketch.residual) < self.limits.conflict
             and not self._said_in(existing)
+            and not self._may_restate_stance(existing, jaccard)
         ):
             if jaccard > 0 and (self.nearest_unscored is None or jaccard > self.nearest_unscored[0]):
                 self.nearest_unscored = (jaccard, existing)
@@ -218,6 +221,7 @@ class _Judgement:
         figures = compare_figures(self.card, existing.sketch, existing.shingles)
         if (
             not lexical_duplicate(figures, self.limits)
+            and not self._may_restate_stance(existing, figures.jaccard)
             and figures.residual_jaccard < self.limits.conflict
             and figures.containment < self.limits.said_by
         ):
@@ -235,11 +239,23 @@ class _Judgement:
         thresholds, rule, found = self.limits, self.rule, self.outcomes
         similarity = max(comparison.jaccard, semantic or 0.0)
         found.nearest.offer(similarity, existing, comparison, semantic=semantic)
-        lexical = lexical_duplicate(comparison, thresholds)
+        lexical = lexical_duplicate(comparison, thresholds) or self._restates_stance(existing, comparison)
         # A new card holding every word of the existing one and more says more: it is new.
         says_more = existing.sketch.content < self.card.content_set
         semantic_match = near and comparison.jaccard >= rule.lexical_floor and not says_more
-        if comparison.changed:
+        recurs = bool(self.card.words & RECURRENCE_WORDS) and existing.origin != "earlier batch"
+        if (
+            comparison.changed
+            and not recurs
+            and set(comparison.changed) <= VALUE_DETAILS
+            and self._told_fuller(existing, says_more)
+        ):
+            # The stored text tells this card's fact with a value or a negation more ("... last
+            # Tuesday", "... and not stop dreaming"): a fuller telling of it, which the new card
+            # repeats. Not a name more: "Sam got an A in maths" lost its "A" as a stopword.
+            how = "is said more fully by|"
+            found.duplicate.offer(similarity, existing, comparison, how, semantic=semantic)
+        elif comparison.changed:
             # A protected detail differs: never a duplicate, whatever the scores say.
             if is_conflict(comparison, thresholds, near=near and rule.similarity is not None):
                 found.conflict.offer(similarity, existing, comparison, semantic=semantic)
@@ -248,12 +264,12 @@ class _Judgement:
         elif (lexical or semantic_match) and comparison.containment < thresholds.reinforce_containment:
             # Near enough to be a duplicate, but the existing text would drop the new card's words.
             found.unheld.offer(similarity, existing, comparison, semantic=semantic)
-        elif self.card.words & RECURRENCE_WORDS and existing.origin != "earlier batch":
+        elif recurs:
             # "Nate wins another tournament" told in a later session than a card like it: another
             # instance of the event, kept beside that card and linked, never merged into it.
             how = "but says it is another time (another, again)"
             found.related.offer(similarity, existing, comparison, how, semantic=semantic)
-        elif not says_more and (covered_by(self.card, existing.profile) or 0.0) >= thresholds.said_by:
+        elif self._told_fuller(existing, says_more):
             found.duplicate.offer(similarity, existing, comparison, "is said by|", semantic=semantic)
         elif lexical and semantic_match:
             found.duplicate.offer(
@@ -272,6 +288,33 @@ class _Judgement:
         elif near and rule.similarity is not None:
             # The embedder finds them near, the words do not: another fact of the same kind, linked.
             found.related.offer(similarity, existing, comparison, semantic=semantic)
+
+    def _may_restate_stance(self, existing: Existing, jaccard: float) -> bool:
+        """Whether the pair may be two tellings of one stance, by the stored sketch: a word of one
+        stance family in both (`similarity.STANCE_FAMILIES`) and `stance_jaccard` shared."""
+        shared = self.card.content_set & existing.sketch.content
+        return jaccard >= self.limits.stance_jaccard and not shared.isdisjoint(STANCE_FAMILIES)
+
+    def _restates_stance(self, existing: Existing, comparison: Comparison) -> bool:
+        """One stance told again in other words ("Gina encouraged Jon to stay motivated and
+        believe in himself" / "Gina encouraged Jon to keep persevering and believing in himself"):
+        a word of one stance family in both, the same subject, no protected detail changed,
+        `stance_jaccard` of their content words shared and `reinforce_containment` of the new
+        card's words in the stored one, which keeps its text."""
+        return (
+            self._may_restate_stance(existing, comparison.jaccard)
+            and comparison.same_subject
+            and not comparison.changed
+            and comparison.containment >= self.limits.reinforce_containment
+        )
+
+    def _told_fuller(self, existing: Existing, says_more: bool) -> bool:
+        """Whether ``existing`` says every content word and protected detail of this card, with its
+        names and negations, and no role swapped (`similarity.covered_by` at `said_by`); it may
+        add details of its own."""
+        if says_more:
+            return False
+        return (covered_by(self.card, existing.profile) or 0.0) >= self.limits.said_by
 
     def verdict(self) -> Verdict:
         """The verdict once every existing card is weighed. A card the gate turned away is compared

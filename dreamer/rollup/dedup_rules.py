@@ -62,6 +62,12 @@ class DedupThresholds:
     #: for the new card to repeat it whatever their overlap: the stored text tells the new fact
     #: and more (a fuller telling of it, or one sentence of it among others).
     said_by: float = 1.0
+    #: Content-word Jaccard at or above which two tellings of one stance are duplicates: a word of
+    #: one stance family in both (gratitude, support: `similarity.STANCE_FAMILIES`), the same
+    #: subject, no protected detail changed and `reinforce_containment` of the new card's words in
+    #: the stored card (`dedup`). On the labelled pairs 0.5 adds 7 true duplicates and no false one
+    #: on the lexical route, 0.4 one false one and no true one (docs/benchmarks.md, section 6).
+    stance_jaccard: float = 0.5
     #: Share of the new card's content words a stored card of several sentences must hold for its
     #: sentences to be weighed one by one (a sentence repeating the new card holds most of its words
     #: too). Above `reinforce_containment`: the word index reads every card holding it whatever its
@@ -85,6 +91,7 @@ class DedupThresholds:
             "reinforce_containment",
             "said_by",
             "sentence_holding",
+            "stance_jaccard",
         ):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:

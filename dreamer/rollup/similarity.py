@@ -22,6 +22,7 @@ from dreamer.details import VALUE_DETAILS, Detail, NameRole, ProtectedDetails, p
 from dreamer.text import content_tokens, normalize_text
 
 __all__ = [
+    "STANCE_FAMILIES",
     "Comparison",
     "Sketch",
     "TextProfile",
@@ -45,6 +46,8 @@ _FAMILIES = {
     "support": ("support", "supportiv", "encourag", "encouragement"),
 }
 _FAMILY = {stem: family for family, stems in _FAMILIES.items() for stem in stems}
+#: The families' own words, as a text's content words hold them: a card about a stance has one.
+STANCE_FAMILIES = frozenset(_FAMILIES)
 
 
 def _content_words(text: str) -> list[str]:
@@ -354,10 +357,29 @@ def compare(new: TextProfile, old: TextProfile) -> Comparison:
     )
 
 
+def _negations_held(part: TextProfile, whole: TextProfile) -> bool:
+    """Whether ``whole`` negates what ``part`` negates, and nothing else that ``part`` says.
+
+    "Gina encouraged Jon to keep going and not stop dreaming" holds "Gina encourages Jon to keep
+    going": its "not" is about "stop", a word the part does not say. "Sam does not like tea" does
+    not hold "Sam likes tea", nor does a negation whose word is unknown hold anything.
+    """
+    extra = Counter(whole.details.negated)
+    extra.subtract(part.details.negated)
+    if any(count < 0 for count in extra.values()):
+        return False
+    said = part.content_set
+    return not any(
+        count > 0 and (not word or word in said or _FAMILY.get(word, word) in said)
+        for word, count in extra.items()
+    )
+
+
 def covered_by(part: TextProfile, whole: TextProfile) -> float | None:
     """How much of ``part``'s content words ``whole`` says (0..1), or None when ``whole`` cannot
     be telling the same fact: a protected detail of ``part`` that ``whole`` lacks (a number, date,
-    version, place, path or name it does not repeat), another count of negations, or a role swap.
+    version, place, path or name it does not repeat), a negation it lacks or one of a word ``part``
+    says (`_negations_held`), or a role swap.
 
     ``whole`` may add details of a kind ``part`` has none of: it is the fuller telling ("Caroline
     attended an LGBTQ support group" is covered by "Caroline attended an LGBTQ support group on 7
@@ -371,7 +393,7 @@ def covered_by(part: TextProfile, whole: TextProfile) -> float | None:
         values = set(part.details.of_kind(kind))
         if values and values != set(whole.details.of_kind(kind)):
             return None
-    if part.details.negated != whole.details.negated:
+    if not _negations_held(part, whole):
         return None
     if any(name not in whole.words for name in part.details.names) or _role_swapped(part, whole):
         return None

@@ -138,11 +138,14 @@ class TestProtectedDetails:
             ("Sam doesn't really like tea", ("tea",)),
             ("Nate never lost and won't lose.", ("lose", "lost")),
             ("No.", ("",)),
+            ("Nate no longer has a dog named Max.", ("dog",)),
+            ("Sam has no more cats.", ("cat",)),
             ("Joanna is allergic to dairy.", ()),
         ],
     )
     def test_what_each_negation_negates(self, text: str, negated: tuple[str, ...]) -> None:
-        """Each negation's next content word (stemmed, within three words), sorted."""
+        """Each negation's next content word (stemmed, within three words), sorted; "longer" and
+        "more" after it are part of the negation ("no longer has a dog" negates "dog")."""
         assert protected_details(text).negated == negated
 
     def test_subject_is_the_first_group_of_names(self) -> None:

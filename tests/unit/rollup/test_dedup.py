@@ -780,6 +780,76 @@ class TestSaidByAFullerCard:
         assert verdict_of("Jon thanked Gina warmly for her support.", stored, strict).kind is VerdictKind.NEW
 
 
+class TestSaidMoreFully:
+    """A stored card that tells the new card's fact with a detail more (a date, a negation of a
+    word the new card does not say) is a fuller telling of it: the new card repeats it."""
+
+    STORED = "Caroline joined a new LGBTQ activist group called 'Connected LGBTQ Activists' last Tuesday."
+
+    def test_a_card_without_the_stored_cards_date_repeats_it(self) -> None:
+        verdict = verdict_of("Caroline joins a group of connected LGBTQ activists.", self.STORED)
+        assert verdict.kind is VerdictKind.DUPLICATE, verdict.reason
+        assert verdict.reason.startswith("is said more fully by promoted card 'old'")
+
+    def test_a_card_adding_a_date_says_more(self) -> None:
+        """The other way round the new card holds the date: it is promoted."""
+        verdict = verdict_of(self.STORED, "Caroline joins a group of connected LGBTQ activists.")
+        assert verdict.kind is not VerdictKind.DUPLICATE, verdict.reason
+
+    def test_a_negation_of_another_word_is_a_fuller_telling(self) -> None:
+        stored = "Gina encouraged Jon to keep going and not stop dreaming."
+        verdict = verdict_of("Gina encourages Jon to keep going after his dreams.", stored)
+        assert verdict.kind is VerdictKind.DUPLICATE, verdict.reason
+
+    def test_a_changed_value_is_still_a_conflict(self) -> None:
+        """The stored card's date is another one: a conflict, not a repeat."""
+        new = "Caroline joined the Connected LGBTQ Activists group on 3 May 2023."
+        verdict = verdict_of(new, self.STORED)
+        assert verdict.kind is not VerdictKind.DUPLICATE, verdict.reason
+
+    def test_another_time_is_linked_not_merged(self) -> None:
+        """ "again": a later instance of the event, kept beside the stored card."""
+        verdict = verdict_of("Caroline joins a group of connected LGBTQ activists again.", self.STORED)
+        assert verdict.kind is VerdictKind.NEW and verdict.matched_id == "old", verdict.reason
+
+
+class TestOneStanceRetold:
+    """Two tellings of one stance in other words (a word of one stance family in both, the same
+    subject, no changed detail, `stance_jaccard` shared and the stored card holding
+    `reinforce_containment` of the new card's words) are one fact."""
+
+    STORED = "Gina encouraged Jon to stay motivated and believe in himself."
+
+    def test_a_stance_in_other_words_repeats_it(self) -> None:
+        verdict = verdict_of("Gina encouraged Jon to keep persevering and believing in himself.", self.STORED)
+        assert verdict.kind is VerdictKind.DUPLICATE, verdict.reason
+
+    def test_without_the_stance_rule_the_same_pair_is_new(self) -> None:
+        """With `stance_jaccard` at 1.0 the pair is below every lexical rule: new."""
+        strict = DedupThresholds(stance_jaccard=1.0)
+        new = "Gina encouraged Jon to keep persevering and believing in himself."
+        assert verdict_of(new, self.STORED, strict).kind is VerdictKind.NEW
+
+    def test_the_same_overlap_without_a_stance_is_new(self) -> None:
+        """Jaccard 0.5 and containment 0.75, but no word of a stance: new."""
+        stored = "Tim gets busy with school assignments and exams."
+        verdict = verdict_of("Tim prepares for exams at school.", stored)
+        assert verdict.kind is VerdictKind.NEW, verdict.reason
+
+    @pytest.mark.parametrize(
+        "new",
+        [
+            "Gina encouraged Melanie to keep persevering and believing in herself.",
+            "Jon encouraged Gina to keep persevering and believing in herself.",
+            "Gina encouraged Jon to keep persevering and believing in himself in 2022.",
+            "Gina never encouraged Jon to keep persevering and believing in himself.",
+        ],
+    )
+    def test_another_person_holder_or_detail_is_not_the_stance(self, new: str) -> None:
+        """Another target, the other holder, a date or a negation: not the stored stance."""
+        assert verdict_of(new, self.STORED).kind is not VerdictKind.DUPLICATE
+
+
 class TestLinkedNotMerged:
     """A new card near a stored one that is another fact is promoted beside it and names it
     (`matched_id`, the `related_to` metadata upstream)."""

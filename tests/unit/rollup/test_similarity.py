@@ -148,6 +148,23 @@ class TestCoveredBy:
             profile_text("Caroline found the support group stories powerful."), profile_text(self.FULL)
         )
 
+    def test_the_whole_may_negate_what_the_part_does_not_say(self) -> None:
+        """ "not stop dreaming" negates "stop", a word the part does not say: the fuller telling
+        holds "Gina encourages Jon to keep going"; a negation of the part's own words never does."""
+        whole = profile_text("Gina encouraged Jon to keep going and not stop dreaming.")
+        assert covered_by(profile_text("Gina encourages Jon to keep going."), whole) == 1.0
+        assert covered_by(profile_text("Gina encourages Jon to stop dreaming."), whole) is None
+        assert covered_by(profile_text("Sam likes tea."), profile_text("Sam does not like tea.")) is None
+        assert covered_by(profile_text("Sam likes tea."), profile_text("Sam likes tea, not coffee.")) == 1.0
+        no_longer = profile_text("Nate no longer has a dog named Max that he walks.")
+        assert covered_by(profile_text("Nate has a dog named Max that he walks."), no_longer) is None
+
+    def test_a_negated_stance_word_is_the_stance_negated(self) -> None:
+        """A stance family reads as one content word ("grateful"): "does not appreciate" still
+        negates the part's "is grateful"."""
+        whole = profile_text("Sam does not appreciate Evan's help with the garden.")
+        assert covered_by(profile_text("Sam is grateful for Evan's help with the garden."), whole) is None
+
     def test_a_role_swap_is_never_covered(self) -> None:
         """Who did what to whom: "Sam is grateful for Evan's support" is not in "Evan is grateful ..."."""
         part = profile_text("Sam is grateful for Evan's support.")

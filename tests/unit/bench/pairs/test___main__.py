@@ -60,6 +60,19 @@ class TestPairsBench:
         assert len({c["words_lost"] for c in curve}) == 1
         assert result["fold_share"] in [c["share"] for c in curve]
 
+    @requires_locomo
+    def test_stance_curve_on_the_dataset(self, capsys: pytest.CaptureFixture[str]) -> None:
+        """The stance rule's curve: off (1.0) finds fewer true duplicates than Dreamer's 0.5, and
+        Dreamer's share keeps duplicate precision at or above 0.95; the table is printed."""
+        assert main(["--data", str(require_data()), "--routes", "lexical", "--json"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        [route] = result["routes"]
+        at = {point["share"]: point for point in route["stance_jaccard"]}
+        chosen = at[result["thresholds"]["stance_jaccard"]]
+        assert at[1.0]["tp"] < chosen["tp"] and chosen["precision"] >= 0.95
+        assert main(["--data", str(require_data()), "--routes", "lexical"]) == 0
+        assert "One stance retold" in capsys.readouterr().out
+
 
 @requires_locomo
 class TestE5Route:
