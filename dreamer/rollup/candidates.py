@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from typing import Literal
 
 from dreamer.rollup.dedup import DedupThresholds
+from dreamer.rollup.dedup_rules import lexical_gate
 from dreamer.rollup.similarity import Sketch, jaccard_index
 from dreamer.state import WordScan
 
@@ -43,10 +44,6 @@ def word_sizes(sketch: Sketch) -> tuple[int, int]:
     """How many content and residual words a card has (the index keeps them with its words)."""
     return len(sketch.content), len(sketch.residual)
 
-
-def lexical_gate(thresholds: DedupThresholds) -> float:
-    """The content-word Jaccard below which no lexical rule can call two cards the same."""
-    return min(thresholds.lexical_jaccard, thresholds.containment_jaccard, thresholds.shingle_jaccard)
 
 
 def holding_share(thresholds: DedupThresholds) -> float:

@@ -22,7 +22,13 @@ from dataclasses import dataclass
 
 from dreamer.details import VALUE_DETAILS
 from dreamer.rollup.cards import sentences
-from dreamer.rollup.dedup_rules import DedupThresholds, InvalidThresholdsError, is_conflict, lexical_duplicate
+from dreamer.rollup.dedup_rules import (
+    DedupThresholds,
+    InvalidThresholdsError,
+    is_conflict,
+    lexical_duplicate,
+    lexical_gate,
+)
 from dreamer.rollup.dedup_values import CardText, SemanticSimilarity, UpstreamCandidate, Verdict, VerdictKind
 from dreamer.rollup.existing import Existing
 from dreamer.rollup.similarity import (
@@ -128,9 +134,7 @@ class _Judgement:
         self.rule = rule
         self.outcomes = Outcomes()
         # Below every Jaccard gate a text can be neither duplicate nor conflict: skip the full comparison.
-        self.lexical_gate = min(
-            thresholds.lexical_jaccard, thresholds.containment_jaccard, thresholds.shingle_jaccard
-        )
+        self.lexical_gate = lexical_gate(thresholds)
         self.residual = frozenset(card.details.residual_tokens)
         #: The card sharing most content words among those the gate turned away (nearest, unscored).
         self.nearest_unscored: tuple[float, Existing] | None = None
@@ -202,7 +206,6 @@ class _Judgement:
             jaccard < self.lexical_gate
             and jaccard_index(self.residual, existing.sketch.residual) < self.limits.conflict
             and not self._said_in(existing)
-            and not self._may_restate_stance(existing, jaccard)
         ):
             if jaccard > 0 and (self.nearest_unscored is None or jaccard > self.nearest_unscored[0]):
                 self.nearest_unscored = (jaccard, existing)

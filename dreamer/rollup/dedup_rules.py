@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from dreamer.details import VALUE_DETAILS, Detail
 from dreamer.rollup.similarity import Comparison
 
-__all__ = ["DedupThresholds", "InvalidThresholdsError", "is_conflict", "lexical_duplicate"]
+__all__ = ["DedupThresholds", "InvalidThresholdsError", "is_conflict", "lexical_duplicate", "lexical_gate"]
 
 
 class InvalidThresholdsError(ValueError):
@@ -103,6 +103,17 @@ class DedupThresholds:
                 f"upstream_top_k={self.upstream_top_k} is too small: recall at least 5 candidates, "
                 "the nearest one is often a changed-detail variant rather than the duplicate"
             )
+
+
+def lexical_gate(thresholds: DedupThresholds) -> float:
+    """The content-word Jaccard below which no lexical rule, the stance rule included, can call
+    two cards the same (the cheap gate of the judge and of the word index)."""
+    return min(
+        thresholds.lexical_jaccard,
+        thresholds.containment_jaccard,
+        thresholds.shingle_jaccard,
+        thresholds.stance_jaccard,
+    )
 
 
 def lexical_duplicate(comparison: Comparison, thresholds: DedupThresholds) -> bool:

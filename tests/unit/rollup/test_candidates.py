@@ -96,3 +96,13 @@ def test_a_long_card_holding_a_short_one_is_scanned_and_passes_the_gate() -> Non
     found = scans(short, DedupThresholds(), {w: 1 for w in words})
     assert found is not None and covered(found, long.content)
     assert passes_gate(short, long, DedupThresholds())
+
+
+def test_the_gate_opens_as_low_as_the_stance_rule() -> None:
+    """A pair sharing a Jaccard of 1/3 is below every default rule; with `stance_jaccard` at 0.3
+    the gate lets it through, so the index never hides a pair the stance rule would merge."""
+    new = Sketch("a", frozenset({"gina", "support", "jon", "keep"}), frozenset({"jon", "keep"}))
+    old = Sketch("b", frozenset({"gina", "support", "motivat", "stay"}), frozenset({"motivat", "stay"}))
+    assert jaccard_index(new.content, old.content) == pytest.approx(1 / 3)
+    assert not passes_gate(new, old, DedupThresholds())
+    assert passes_gate(new, old, DedupThresholds(stance_jaccard=0.3))
