@@ -22,6 +22,7 @@ from bench.locomo.__main__ import (
     parse_args,
     run_benchmark,
     summarised_lines,
+    targets,
     units_held_lines,
 )
 from tests.locomo import require_data, requires_locomo
@@ -250,3 +251,24 @@ class TestE5Judge:
         assert main(["--data", str(data), "--judge", "e5"]) == 2
         captured = capsys.readouterr()
         assert INSTALL in captured.err and captured.out == ""
+
+
+class TestTargets:
+    """The targets of one fact, one card, each against keep-all."""
+
+    @staticmethod
+    def rows(cards: int, answer_hit: float) -> list[dict[str, object]]:
+        keep = {"policy": "keep-all", "cards": 1000, "near_dup_per_100": 15.0, "coverage_any": 0.8,
+                "hit_at_k": 0.45, "answer_hit_at_k": 0.48}  # fmt: skip
+        dreamer = {**keep, "policy": "dreamer", "cards": cards, "near_dup_per_100": 0.9,
+                   "hit_at_k": 0.5, "answer_hit_at_k": answer_hit}  # fmt: skip
+        return [dreamer, keep]
+
+    def test_cards_at_most_three_quarters_and_answers_at_least_keep_alls(self) -> None:
+        """750 of 1,000 cards and keep-all's ans@5 meet; 760 cards or a lower ans@5 miss."""
+        assert all(line.startswith("met") for line in targets(self.rows(750, 0.48)))
+        missed = [line for line in targets(self.rows(760, 0.47)) if line.startswith("MISSED")]
+        assert [line.split(":")[0] for line in missed] == [
+            "MISSED answer-bearing hit@5 >= keep-all's",
+            "MISSED cards <= 0.75 x keep-all's",
+        ]
