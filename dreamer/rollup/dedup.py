@@ -40,6 +40,7 @@ from dreamer.rollup.similarity import (
     covered_by,
     jaccard_index,
     profile_text,
+    stance_topic,
 )
 from dreamer.rollup.verdicts import Outcomes, duplicate_verdict
 
@@ -303,12 +304,15 @@ class _Judgement:
         believe in himself" / "Gina encouraged Jon to keep persevering and believing in himself"):
         a word of one stance family in both, the same subject, no protected detail changed,
         `stance_jaccard` of their content words shared and `reinforce_containment` of the new
-        card's words in the stored one, which keeps its text."""
+        card's words in the stored one, which keeps its text. A new card that says what the stance
+        is about must share a word of it: "Gina encourages Jon to sing" is not "... to dance"."""
+        topic = stance_topic(self.card)
         return (
             self._may_restate_stance(existing, comparison.jaccard)
             and comparison.same_subject
             and not comparison.changed
             and comparison.containment >= self.limits.reinforce_containment
+            and (not topic or not topic.isdisjoint(existing.profile.content_set))
         )
 
     def _told_fuller(self, existing: Existing, says_more: bool) -> bool:

@@ -35,6 +35,7 @@ __all__ = [
     "role_swapped",
     "says_outright",
     "sketch_of",
+    "stance_topic",
 ]
 
 #: Stems of one feeling or stance, read as one content word: "Jon is grateful for Gina's support" /
@@ -53,6 +54,13 @@ STANCE_FAMILIES = frozenset(_FAMILIES)
 def _content_words(text: str) -> list[str]:
     """The content words similarity counts: `text.content_tokens`, a stance family as one word."""
     return [_FAMILY.get(word, word) for word in content_tokens(text)]
+
+def stance_topic(profile: TextProfile) -> frozenset[str]:
+    """What a text says besides who and the stance: its content words outside its names and the
+    stance families ("Gina encourages Jon to sing" -> {"sing"})."""
+    named = {word for name in profile.details.names for word in _content_words(name)}
+    return profile.content_set - STANCE_FAMILIES - named
+
 
 #: Third-person pronouns that can stand for a name the other text spells out.
 _PRONOUNS = frozenset({"he", "she", "him", "her", "his", "hers", "they", "them", "their"})

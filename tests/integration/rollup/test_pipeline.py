@@ -414,13 +414,13 @@ class TestExtractiveBatch:
     """Without a model a batch holds `rollup.extractive_batch` units, not `top_n`: the fold meets a
     fact told twice in one run however far apart the two tellings are."""
 
-    TOLD = [
+    TOLD = (
         "Caroline attended an LGBTQ support group.",
         "Melanie painted a sunrise over a lake.",
         "Jon lost his banking job and plans to open a dance studio.",
         "Nate won his first video game tournament playing Counter-Strike.",
         "Caroline attended an LGBTQ support group on 7 May 2023 and found it powerful.",
-    ]
+    )
 
     def config(self, tmp_path: Path, **rollup: Any) -> Config:
         data = config_data(
@@ -433,7 +433,7 @@ class TestExtractiveBatch:
         return loaded(tmp_path, data)
 
     async def texts_upstream(self, cfg: Config) -> list[str]:
-        await seed(cfg, self.TOLD)
+        await seed(cfg, list(self.TOLD))
         report = await run_once(cfg)
         assert report.units_pending == 0
         await assert_held(cfg)

@@ -830,6 +830,14 @@ class TestOneStanceRetold:
         new = "Gina encouraged Jon to keep persevering and believing in himself."
         assert verdict_of(new, self.STORED, strict).kind is VerdictKind.NEW
 
+    def test_a_stance_about_another_thing_is_another_fact(self) -> None:
+        """The names and the stance are all the two share: "to sing" is not "to dance" (their
+        Jaccard, 0.6, passes the share); a stance saying nothing more still repeats one."""
+        verdict = verdict_of("Gina encourages Jon to sing.", "Gina encourages Jon to dance.")
+        assert verdict.kind is VerdictKind.NEW, verdict.reason
+        stored = "Sam appreciates Evan and his support with the diet."
+        assert verdict_of("Sam appreciates Evan.", stored).kind is VerdictKind.DUPLICATE
+
     def test_the_same_overlap_without_a_stance_is_new(self) -> None:
         """Jaccard 0.5 and containment 0.75, but no word of a stance: new."""
         stored = "Tim gets busy with school assignments and exams."

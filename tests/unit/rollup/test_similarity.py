@@ -5,7 +5,15 @@ from __future__ import annotations
 import pytest
 
 from dreamer.details import Detail
-from dreamer.rollup.similarity import Sketch, compare, covered_by, profile_text, says_outright, sketch_of
+from dreamer.rollup.similarity import (
+    Sketch,
+    compare,
+    covered_by,
+    profile_text,
+    says_outright,
+    sketch_of,
+    stance_topic,
+)
 from tests.labelled_pairs import FRIENDSHIP_ROLE_SWAP, SUBSUMED, TRILOGY_WATCHED, texts
 from tests.locomo import sentence
 
@@ -227,3 +235,11 @@ class TestSketch:
         sketch = sketch_of(profile_text("On 3 May at 10:00."))
         again = Sketch.loads(sketch.dumps())
         assert again == sketch and "" not in again.residual
+
+
+class TestStanceTopic:
+    def test_what_a_stance_is_about_without_its_names_and_stance(self) -> None:
+        """Names (stemmed as the content words are) and the stance families are left out."""
+        topic = stance_topic(profile_text("Caroline expresses appreciation for her friendship with Melanie."))
+        assert topic == {"friendship"}
+        assert stance_topic(profile_text("Sam appreciates Evan.")) == frozenset()
