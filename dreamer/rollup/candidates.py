@@ -45,7 +45,6 @@ def word_sizes(sketch: Sketch) -> tuple[int, int]:
     return len(sketch.content), len(sketch.residual)
 
 
-
 def holding_share(thresholds: DedupThresholds) -> float:
     """The share of a new card's content words below which a stored card can neither say it
     (`said_by`) nor have its sentences weighed one by one (`sentence_holding`)."""

@@ -55,6 +55,7 @@ def _content_words(text: str) -> list[str]:
     """The content words similarity counts: `text.content_tokens`, a stance family as one word."""
     return [_FAMILY.get(word, word) for word in content_tokens(text)]
 
+
 def stance_topic(profile: TextProfile) -> frozenset[str]:
     """What a text says besides who and the stance: its content words outside its names and the
     stance families ("Gina encourages Jon to sing" -> {"sing"})."""
