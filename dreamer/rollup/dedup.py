@@ -248,16 +248,11 @@ class _Judgement:
         says_more = existing.sketch.content < self.card.content_set
         semantic_match = near and comparison.jaccard >= rule.lexical_floor and not says_more
         recurs = bool(self.card.words & RECURRENCE_WORDS) and existing.origin != "earlier batch"
-        if (
-            comparison.changed
-            and not recurs
-            and set(comparison.changed) <= VALUE_DETAILS
-            and self._told_fuller(existing, says_more)
-        ):
-            # The stored text tells this card's fact with a value or a negation more ("... last
-            # Tuesday", "... and not stop dreaming"): a fuller telling of it, which the new card
-            # repeats. Not a name more: "Sam got an A in maths" lost its "A" as a stopword.
-            how = "is said more fully by|"
+        if not recurs and self._told_fuller(existing, comparison, says_more):
+            # The stored text says every word and detail of this card, maybe with a value or a
+            # negation more ("... last Tuesday", "... and not stop dreaming"): it tells its fact.
+            # Not a name more: "Sam got an A in maths" lost its "A" as a stopword.
+            how = "is said more fully by|" if comparison.changed else "is said by|"
             found.duplicate.offer(similarity, existing, comparison, how, semantic=semantic)
         elif comparison.changed:
             # A protected detail differs: never a duplicate, whatever the scores say.
@@ -273,8 +268,6 @@ class _Judgement:
             # instance of the event, kept beside that card and linked, never merged into it.
             how = "but says it is another time (another, again)"
             found.related.offer(similarity, existing, comparison, how, semantic=semantic)
-        elif self._told_fuller(existing, says_more):
-            found.duplicate.offer(similarity, existing, comparison, "is said by|", semantic=semantic)
         elif lexical and semantic_match:
             found.duplicate.offer(
                 similarity, existing, comparison, f"rewords|the {rule.name} agrees", semantic=semantic
@@ -306,22 +299,26 @@ class _Judgement:
         `stance_jaccard` of their content words shared and `reinforce_containment` of the new
         card's words in the stored one, which keeps its text. A new card that says what the stance
         is about must share a word of it: "Gina encourages Jon to sing" is not "... to dance"."""
-        topic = stance_topic(self.card)
-        return (
+        if not (
             self._may_restate_stance(existing, comparison.jaccard)
             and comparison.same_subject
             and not comparison.changed
             and comparison.containment >= self.limits.reinforce_containment
-            and (not topic or not topic.isdisjoint(existing.profile.content_set))
-        )
-
-    def _told_fuller(self, existing: Existing, says_more: bool) -> bool:
-        """Whether ``existing`` says every content word and protected detail of this card, with its
-        names and negations, and no role swapped (`similarity.covered_by` at `said_by`); it may
-        add details of its own."""
-        if says_more:
+        ):
             return False
-        return (covered_by(self.card, existing.profile) or 0.0) >= self.limits.said_by
+        topic = stance_topic(self.card)
+        return not topic or not topic.isdisjoint(existing.profile.content_set)
+
+    def _told_fuller(self, existing: Existing, comparison: Comparison, says_more: bool) -> bool:
+        """Whether ``existing`` says every content word and protected detail of this card, with its
+        names and negations, and no role swapped (`similarity.covered_by` at `said_by`, and never
+        below `reinforce_containment`: the stored text it reinforces keeps its own words); it may
+        add values and negations of its own."""
+        share = max(self.limits.said_by, self.limits.reinforce_containment)
+        # covered_by is never above the containment; a name or a role more is another fact.
+        if says_more or comparison.containment < share or not set(comparison.changed) <= VALUE_DETAILS:
+            return False
+        return (covered_by(self.card, existing.profile) or 0.0) >= share
 
     def verdict(self) -> Verdict:
         """The verdict once every existing card is weighed. A card the gate turned away is compared
