@@ -37,12 +37,14 @@ class NameRole(StrEnum):
     """The part a name plays, as far as the words right around it tell.
 
     `AGENT`: after "by" or "from" ("was helped by Maria", "advice from James"); `POSSESSOR`:
-    written "X's" ("Evan's support"); `PARTNER`: after "with" ("a painting session with Sam");
-    `PLAIN`: none of these (a subject or an object).
+    written "X's" ("Evan's support"); `DOER`: a possessor of an act, who did it ("Evan's support",
+    "Tim's suggestion", not "Joanna's writing"); `PARTNER`: after "with" ("a painting session
+    with Sam"); `PLAIN`: none of these (a subject or an object).
     """
 
     AGENT = "agent"
     POSSESSOR = "possessor"
+    DOER = "doer"
     PARTNER = "partner"
     PLAIN = "plain"
 

@@ -13,7 +13,7 @@ import re
 
 from dreamer.details.dates import MONTHS, WEEKDAYS
 from dreamer.details.kinds import NameRole
-from dreamer.text import NUMBER_WORDS, STOPWORDS, normalize_text
+from dreamer.text import NUMBER_WORDS, STOPWORDS, normalize_text, stem
 
 __all__ = ["find_names"]
 
@@ -111,6 +111,16 @@ _SENTENCE_STARTERS = frozenset(
 _SENTENCE_END = re.compile(r"[.!?:;]\s*$")
 #: Words before a name that say what part it plays in the event (see `NameRole`).
 _ROLE_MARKERS = {"by": "agent", "from": "agent", "with": "partner"}
+#: Stems of nouns of an act one person does for another: "Evan's support" is Evan's doing, so
+#: "Sam is grateful for Evan's support" and "Evan supports Sam" tell of one act by Evan.
+_ACT_STEMS = frozenset(
+    stem(word)
+    for word in (
+        "support", "supportive", "encouragement", "encouraging", "help", "offer", "suggestion",
+        "recommendation", "advice", "invitation", "kindness", "kind", "guidance", "motivation",
+        "belief", "feedback", "praise", "compliment", "compliments", "words", "reassurance", "cheering",
+    )
+)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=8192)
@@ -129,10 +139,14 @@ def find_names(
     current: set[str] = set()
     previous_end = 0
     marker: NameRole | None = None
+    possessor: str | None = None  # the name written "X's" just before this word
     for match in _NAME_WORD.finditer(text):
         raw = match.group(0)
         word = _POSSESSIVE_SUFFIX.sub("", raw)
         folded = _fold_word(word)
+        if possessor is not None and stem(folded) in _ACT_STEMS:
+            roles[possessor].add(NameRole.DOER)
+        possessor = None
         # Only the gap since the previous word can end a sentence (words hold no punctuation).
         gap = text[previous_end : match.start()]
         starts_sentence = (previous_end == 0 and not gap.strip()) or bool(_SENTENCE_END.search(gap))
@@ -152,6 +166,7 @@ def find_names(
                 played.add(marker)
             if word != raw:
                 played.add(NameRole.POSSESSOR)
+                possessor = folded
             continue
         # "with Sam and Evan": a marker covers the names it is followed by, joined by "and".
         if folded == "and" and current:

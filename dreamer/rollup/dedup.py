@@ -40,6 +40,7 @@ from dreamer.rollup.similarity import (
     covered_by,
     jaccard_index,
     profile_text,
+    same_doer,
     stance_topic,
 )
 from dreamer.rollup.verdicts import Outcomes, duplicate_verdict
@@ -301,8 +302,8 @@ class _Judgement:
         is about must share a word of it: "Gina encourages Jon to sing" is not "... to dance"."""
         if not (
             self._may_restate_stance(existing, comparison.jaccard)
-            and comparison.same_subject
             and not comparison.changed
+            and (comparison.same_subject or same_doer(self.card, existing.profile))
             and comparison.containment >= self.limits.reinforce_containment
         ):
             return False

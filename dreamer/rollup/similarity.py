@@ -33,6 +33,7 @@ __all__ = [
     "jaccard_index",
     "profile_text",
     "role_swapped",
+    "same_doer",
     "says_outright",
     "sketch_of",
     "stance_topic",
@@ -216,24 +217,22 @@ def _agents(profile: TextProfile, common: set[str]) -> frozenset[str]:
     )
 
 
-def _acting(profile: TextProfile, common: set[str], *, stance: bool) -> frozenset[str]:
+def _acting(profile: TextProfile, common: set[str]) -> frozenset[str]:
     """Who acts in the event, among the names both texts share.
 
-    A name after "by" or "from", else, when the pair speaks of a stance ("grateful for Evan's
-    support"), a possessor outside the subject, else the subject.
+    A name after "by" or "from", else the possessor of an act outside the subject ("grateful for
+    Evan's support", "Tim's suggestion"; not "supportive of Joanna's writing"), else the subject.
     """
     agents = _agents(profile, common)
     if agents:
         return agents
     subject = profile.details.subject_names & common
-    if stance:
-        possessors = frozenset(
-            name
-            for name, played in profile.details.name_roles
-            if name in common and NameRole.POSSESSOR in played and name not in subject
-        )
-        return possessors or subject
-    return subject
+    doers = frozenset(
+        name
+        for name, played in profile.details.name_roles
+        if name in common and NameRole.DOER in played and name not in subject
+    )
+    return doers or subject
 
 
 #: Words of a directed act: "Caroline shared with Melanie that ..." goes from one to the other.
@@ -283,8 +282,7 @@ def _role_swapped(new: TextProfile, old: TextProfile) -> bool:
         new_party, old_party = _joint_party(new, common), _joint_party(old, common)
         if new_party is not None and old_party is not None:
             return new_party != old_party
-        stance = new_stance or old_stance
-        new_acting, old_acting = _acting(new, common, stance=stance), _acting(old, common, stance=stance)
+        new_acting, old_acting = _acting(new, common), _acting(old, common)
         if new_acting and old_acting and new_acting != old_acting:
             return True
         if _agents(new, common) or _agents(old, common):
@@ -300,6 +298,17 @@ def _role_swapped(new: TextProfile, old: TextProfile) -> bool:
         return new_groups != old_groups
     # No names: "the dog bit the man" / "the man bit the dog".
     return new.content[:1] != old.content[:1]
+
+
+def same_doer(new: TextProfile, old: TextProfile) -> bool:
+    """Whether two texts naming the same two people tell of one act by the same one of them, each
+    from its own side: "Joanna appreciates Nate's support" / "Nate supports Joanna's writing" (Nate
+    acts in both). Who acts is read as `_role_swapped` reads it; a swap is never the same doer."""
+    common = set(new.details.names) & set(old.details.names)
+    if len(common) < 2 or _role_swapped(new, old):
+        return False
+    new_acting = _acting(new, common)
+    return bool(new_acting) and new_acting == _acting(old, common)
 
 
 def role_swapped(new: TextProfile, old: TextProfile) -> bool:

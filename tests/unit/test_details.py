@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dreamer.details import Detail, protected_details
+from dreamer.details import Detail, NameRole, protected_details
 
 # Numbers a sign, currency, "%", trailing "+" or decimal point makes different values.
 NUMBERS_APART = [
@@ -153,3 +153,22 @@ class TestProtectedDetails:
         details = protected_details("Nate and Joanna caught up with Sam at Door Dash.")
         assert details.subject_names == frozenset({"nate", "joanna"})
         assert details.names == ("nate", "joanna", "sam", "door", "dash")
+
+    @pytest.mark.parametrize(
+        ("text", "doer"),
+        [
+            ("Sam is grateful for Evan's support.", True),
+            ("John considered Tim’s suggestion of Edinburgh.", True),
+            ("Jon finds Gina's encouragement motivating.", True),
+            ("Maria thanked John for John's kind words.", True),
+            ("Nate is supportive of Joanna's writing.", False),
+            ("Joanna is keen to try Nate's dairy-free desserts.", False),
+            ("Evan gave Ben's dog to Sam.", False),
+        ],
+    )
+    def test_the_possessor_of_an_act_did_it(self, text: str, doer: bool) -> None:
+        """ "Evan's support", "Tim's suggestion": the possessor of an act is its doer; the
+        possessor of a thing ("Joanna's writing", "Nate's desserts") is not."""
+        roles = dict(protected_details(text).name_roles)
+        possessor = next(name for name, played in roles.items() if NameRole.POSSESSOR in played)
+        assert (NameRole.DOER in roles[possessor]) is doer

@@ -863,6 +863,27 @@ class TestOneStanceRetold:
         """Another target, the other holder, a date or a negation: not the stored stance."""
         assert verdict_of(new, self.STORED).kind is not VerdictKind.DUPLICATE
 
+    TOLD_BY_THE_DOER = "Nate is supportive and encouraging towards Joanna's writing and creative projects."
+
+    def test_one_support_told_by_each_side_repeats_it(self) -> None:
+        """ "Joanna appreciates Nate's support" and "Nate is supportive of Joanna's writing" tell of
+        one act by Nate (`similarity.same_doer`), in either order (labelled pairs, two_sided)."""
+        told_by_her = "Joanna appreciates Nate's support for her writing projects."
+        assert verdict_of(told_by_her, self.TOLD_BY_THE_DOER).kind is VerdictKind.DUPLICATE
+        assert verdict_of(self.TOLD_BY_THE_DOER, told_by_her).kind is VerdictKind.DUPLICATE
+
+    @pytest.mark.parametrize(
+        "new",
+        [
+            "Nate appreciates Joanna's support for his writing projects.",
+            "Joanna appreciates Nate's support for her running projects.",
+            "Joanna appreciates Tim's support for her writing projects.",
+        ],
+    )
+    def test_the_other_doer_topic_or_person_is_not_that_support(self, new: str) -> None:
+        """Joanna supporting Nate, support for something else, or a third person's: another fact."""
+        assert verdict_of(new, self.TOLD_BY_THE_DOER).kind is not VerdictKind.DUPLICATE
+
 
 class TestLinkedNotMerged:
     """A new card near a stored one that is another fact is promoted beside it and names it
