@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from dreamer.embeddings.base import EmbeddingsUnavailableError, require_numpy
+from dreamer.embeddings.weightsfile import RowsOnDisk, WeightsFileError, load_weights, read_header
 from dreamer.heap import give_back_memory
 
 if TYPE_CHECKING:
@@ -74,10 +74,6 @@ def holds_model_files(path: Path) -> bool:
         return False
 
 
-#: The largest safetensors header read (the real model's is about 10 KiB).
-_MAX_HEADER_BYTES = 100 << 20
-
-
 def check_model_dir(path: Path) -> None:
     """Raise :class:`ModelFilesError` unless ``path`` holds every file the encoder reads, each one
     whole: the JSON files parse, and the weights file's header parses and its tensors end within
@@ -101,43 +97,13 @@ def check_model_dir(path: Path) -> None:
 
 
 def _check_weights(path: Path) -> None:
-    def damaged(why: str) -> ModelFilesError:
-        return ModelFilesError(f"{path}: not a whole safetensors file ({why}); reinstall the model")
-
     try:
         with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            head = handle.read(8)
-            if len(head) < 8:
-                raise damaged(f"{size} bytes")
-            length = int.from_bytes(head, "little")
-            if not 2 <= length <= min(size - 8, _MAX_HEADER_BYTES):
-                raise damaged("its header length does not fit the file")
-            header = json.loads(handle.read(length))
+            read_header(handle)
     except OSError as exc:
         raise ModelFilesError(f"{path}: cannot be read ({exc})") from None
-    except ValueError:
-        raise damaged("its header is not JSON") from None
-    if not isinstance(header, dict):
-        raise damaged("its header is not a JSON object")
-    room = size - 8 - length
-    ends = []
-    for name, entry in header.items():
-        if name == "__metadata__":
-            continue
-        offsets = entry.get("data_offsets") if isinstance(entry, dict) else None
-        if (
-            not isinstance(offsets, list)
-            or len(offsets) != 2
-            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
-            or not 0 <= offsets[0] <= offsets[1]
-        ):
-            raise damaged(f"tensor {name!r} has no valid data_offsets")
-        ends.append(offsets[1])
-    if not ends:
-        raise damaged("it holds no tensor")
-    if max(ends) > room:
-        raise damaged(f"its tensors need {max(ends):,} bytes after the header, it has {room:,}: cut short")
+    except WeightsFileError as exc:
+        raise ModelFilesError(f"{path}: not a whole safetensors file ({exc}); reinstall the model") from None
 
 
 #: Content fingerprints already computed, by file identity (path, size, mtime, inode): a model
@@ -194,7 +160,7 @@ def pick_runtime(wanted: str) -> str:
     if wanted == "onnx" and not onnxruntime_installed():
         raise EmbeddingsUnavailableError(
             "embeddings.runtime 'onnx' needs onnxruntime: pip install 'dreamer[onnx]' "
-            "(or set embeddings.runtime = \"numpy\")",
+            '(or set embeddings.runtime = "numpy")',
             key="embeddings.runtime",
         )
     return wanted
@@ -264,7 +230,8 @@ class LocalEmbedder:
         self._load()
 
     def release(self) -> bool:
-        """Let go of the weights (about 90 MiB, and the runtime's buffers) until the next embedding
+        """Let go of the weights (about 40 MiB with numpy, whose word table stays in the file; the
+        whole 87 MiB and the runtime's buffers with onnx) until the next embedding
         loads them again, and hand the freed memory back to the system. The tokenizer stays. A call
         in flight keeps the encoder it holds until it returns. True when something was loaded."""
         with self._load_lock:
@@ -299,21 +266,24 @@ class LocalEmbedder:
             return self._encoder
 
     def _read_model(self) -> BertEncoder | OnnxEncoder:
-        from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
-        from dreamer.embeddings.minilm import BertEncoder, EncoderShape
+        from dreamer.embeddings.minilm import WORD_TABLE, BertEncoder, EncoderShape
 
         try:
             shape = EncoderShape.read(self._dir / "config.json")
-            weights = load_file(str(self._dir / "model.safetensors"))
+            # The numpy encoder reads the word embedding table's rows as a batch needs them (47 of the
+            # model's 87 MiB); onnxruntime's graph holds the whole table.
+            on_disk = () if self.runtime == "onnx" else (WORD_TABLE,)
+            weights = load_weights(self._dir / "model.safetensors", on_disk=on_disk)
             tokenizer = Tokenizer.from_file(str(self._dir / "tokenizer.json"))
             encoder: BertEncoder | OnnxEncoder
             if self.runtime == "onnx":
                 from dreamer.embeddings.onnxencoder import OnnxEncoder
 
                 environ = None if self._threads is None else {"OMP_NUM_THREADS": str(self._threads)}
-                encoder = OnnxEncoder(weights, shape, environ=environ)
+                arrays = {name: value for name, value in weights.items() if not isinstance(value, RowsOnDisk)}
+                encoder = OnnxEncoder(arrays, shape, environ=environ)
             else:
                 encoder = BertEncoder(weights, shape)
         except (OSError, ValueError, KeyError, TypeError) as exc:

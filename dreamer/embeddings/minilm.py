@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dreamer.embeddings.weightsfile import RowsOnDisk
+
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
@@ -125,26 +127,51 @@ def check_weights(weights: Mapping[str, Any], shape: EncoderShape) -> None:
         raise ValueError("the model has no position embeddings")
 
 
+#: The word embedding table's tensor name.
+WORD_TABLE = "embeddings.word_embeddings.weight"
+
+
 class BertEncoder:
-    """Mean-pooled, normalised sentence vectors from token ids; weights held as float32 arrays."""
+    """Mean-pooled, normalised sentence vectors from token ids; weights held as float32 arrays.
+
+    The word embedding table may be anything whose ``table[ids]`` gives the rows as float32, such
+    as :class:`dreamer.embeddings.weightsfile.RowsOnDisk`, which leaves it in the model file.
+    """
 
     def __init__(self, weights: dict[str, Any], shape: EncoderShape) -> None:
         import numpy as np
 
         self.shape = shape
-        self._w = {
+        check_weights(weights, shape)
+        table = weights[WORD_TABLE]
+        #: The word embedding table: in memory, or left in the model file and read row by row.
+        self._table: RowsOnDisk | Array = (
+            table if isinstance(table, RowsOnDisk) else np.asarray(table, dtype=np.float32)
+        )
+        self._w: dict[str, Array] = {
             name: np.asarray(value, dtype=np.float32)
             for name, value in weights.items()
-            if not name.endswith("position_ids")
+            if name != WORD_TABLE and not name.endswith("position_ids")
         }
-        check_weights(self._w, shape)
         self.dimension = shape.hidden
-        self.vocab_size = int(self._w["embeddings.word_embeddings.weight"].shape[0])
-        # Each linear layer's weight is kept only as its transposed, contiguous kernel: holding both
-        # cost 42 MiB more for this model.
+        self.vocab_size = int(self._table.shape[0])
+        # Each linear layer's weight is kept as its transposed view, its kernel: BLAS multiplies by
+        # a transposed 2-D array as fast as by a contiguous copy, which would cost 42 MiB more while
+        # the encoder is built.
         self._kernels: dict[str, Array] = {}
         for name in [n.removesuffix(".weight") for n in self._required() if self._is_linear(n)]:
-            self._kernels[name] = np.ascontiguousarray(self._w.pop(f"{name}.weight").T)
+            self._kernels[name] = self._w.pop(f"{name}.weight").T
+
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of weights held in memory; a table left on disk (`RowsOnDisk`) counts nothing."""
+        held = sum(int(a.nbytes) for a in [*self._kernels.values(), *self._w.values()])
+        return held if isinstance(self._table, RowsOnDisk) else held + int(self._table.nbytes)
+
+    @property
+    def table_on_disk(self) -> bool:
+        """Whether the word embedding table is left in the model file."""
+        return isinstance(self._table, RowsOnDisk)
 
     def _required(self) -> list[str]:
         return list(required_tensors(self.shape, inner=0))
@@ -154,8 +181,8 @@ class BertEncoder:
         return name.endswith(".weight") and name.startswith("encoder.") and "LayerNorm" not in name
 
     def _linear(self, x: Array, name: str) -> Array:
-        # A 2-D product with a contiguous, pre-transposed weight: numpy sends it to BLAS (a 3-D
-        # stack times a transposed view takes a slow generic loop, ~30x slower).
+        # A 2-D product with the transposed weight: numpy sends it to BLAS (a 3-D stack times a
+        # transposed view takes a slow generic loop, ~30x slower).
         kernel = self._kernels[name]
         flat = x.reshape(-1, x.shape[-1]) @ kernel + self._w[f"{name}.bias"]
         out: Array = flat.reshape(*x.shape[:-1], kernel.shape[1])
@@ -168,7 +195,7 @@ class BertEncoder:
         w, s = self._w, self.shape
         batch, length = ids.shape
         x = (
-            w["embeddings.word_embeddings.weight"][ids]
+            self._table[ids]
             + w["embeddings.position_embeddings.weight"][np.arange(length)][None, :, :]
             + w["embeddings.token_type_embeddings.weight"][0][None, None, :]
         )

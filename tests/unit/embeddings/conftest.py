@@ -20,3 +20,9 @@ def _model_dir() -> Path:
 def embedder(request: pytest.FixtureRequest) -> LocalEmbedder:
     """The model on each runtime: every test of it holds for onnxruntime and for numpy."""
     return LocalEmbedder(_model_dir(), runtime=request.param)
+
+
+@pytest.fixture(scope="session")
+def model_dir() -> Path:
+    """The installed model's directory (skipped where the model package is not installed)."""
+    return _model_dir()

@@ -75,19 +75,19 @@ class TestLocalEmbedder:
 
 
 def counting_loads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Each weights file safetensors loads from now on, slowed by 0.3 s (a cold disk) so that calls
+    """Each weights file the embedder loads from now on, slowed by 0.3 s (a cold disk) so that calls
     made at once all arrive while the first load runs."""
-    import safetensors.numpy
+    import dreamer.embeddings.local as local
 
-    real = safetensors.numpy.load_file
+    real = local.load_weights
     loads: list[str] = []
 
-    def load_file(filename: str, *args: Any, **kwargs: Any) -> Any:
-        loads.append(filename)
+    def load_weights(path: Path, *args: Any, **kwargs: Any) -> Any:
+        loads.append(str(path))
         time.sleep(0.3)
-        return real(filename, *args, **kwargs)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(safetensors.numpy, "load_file", load_file)
+    monkeypatch.setattr(local, "load_weights", load_weights)
     return loads
 
 
@@ -109,7 +109,7 @@ def at_once(calls: int, call: Callable[[], Any]) -> list[Any]:
 def weights_that_do_not_load(src: Path, root: Path) -> Path:
     """The model's files in ``root`` with one tensor's dtype in the weights' header changed from F32
     to F16: the header parses and every tensor ends within the file, so the check passes, but the
-    tensor's size no longer matches its shape and safetensors refuses the file."""
+    tensor's size no longer matches its shape and the weights reader refuses the file."""
     for name in ("config.json", "tokenizer.json"):
         shutil.copy(src / name, root / name)
     weights = bytearray((src / "model.safetensors").read_bytes())
@@ -278,6 +278,29 @@ class TestRuntime:
         together = small.embed_sync(texts)
         for row, text in enumerate(texts):
             assert np.abs(together[row] - embedder.embed_sync([text])[0]).max() < 1e-5, text
+
+
+class TestWeightsHeld:
+    def test_the_numpy_encoder_leaves_the_word_table_in_the_file(self) -> None:
+        """The numpy encoder holds the linear and normalisation weights (about 40 MiB) but not the
+        47 MiB word embedding table, whose rows it reads from the file as texts need them; its
+        vectors are those of the whole table (the published reference cosines, above)."""
+        from dreamer.embeddings.minilm import BertEncoder
+
+        embedder = LocalEmbedder(_model_dir())
+        encoder = embedder._load()
+        assert isinstance(encoder, BertEncoder)
+        assert encoder.table_on_disk and encoder.vocab_size == 30522
+        weights_file = (_model_dir() / "model.safetensors").stat().st_size
+        assert encoder.held_bytes < weights_file - 30522 * 384 * 4 + (1 << 20)
+
+    def test_onnxruntime_is_given_the_whole_table(self) -> None:
+        """onnxruntime's graph gathers rows itself, so its encoder gets the table read whole."""
+        pytest.importorskip("onnxruntime")
+        embedder = LocalEmbedder(_model_dir(), runtime="onnx")
+        vector = embedder.embed_sync(["Sam moved to Lisbon in May"])
+        numpy_vector = LocalEmbedder(_model_dir()).embed_sync(["Sam moved to Lisbon in May"])
+        assert np.abs(vector - numpy_vector).max() < 1e-4
 
 
 class TestRelease:
