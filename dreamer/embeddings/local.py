@@ -314,7 +314,17 @@ class LocalEmbedder:
             width = int(lengths[rows].max())
             ids = np.array([encoded[i].ids[:width] for i in rows], dtype=np.int64)
             mask = np.array([encoded[i].attention_mask[:width] for i in rows], dtype=np.int64)
-            out[rows] = encoder.encode(ids, mask)
+            try:
+                out[rows] = encoder.encode(ids, mask)
+            except WeightsFileError as exc:
+                # The file under the word table changed since it loaded (cut short in place): let
+                # go of this encoder, so the next call loads the file as it is now, or says why not.
+                with self._load_lock:
+                    if self._encoder is encoder:
+                        self._encoder = None
+                raise ModelFilesError(
+                    f"{self._dir}: the model file changed under the loaded model: {exc}"
+                ) from None
         return out
 
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:

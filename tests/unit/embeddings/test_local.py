@@ -294,6 +294,20 @@ class TestWeightsHeld:
         weights_file = (_model_dir() / "model.safetensors").stat().st_size
         assert encoder.held_bytes < weights_file - 30522 * 384 * 4 + (1 << 20)
 
+    def test_a_model_file_cut_short_after_loading_is_a_model_files_error(self, tmp_path: Path) -> None:
+        """The weights file truncated in place under a loaded encoder: the next embedding raises
+        ModelFilesError naming the directory (not a crash, not a bare ValueError), and the call
+        after it loads the file as it now is, which the check refuses by name."""
+        model = tmp_path / "model"
+        shutil.copytree(_model_dir(), model)
+        embedder = LocalEmbedder(model)
+        embedder.embed_sync(["warm"])
+        os.truncate(model / "model.safetensors", 20_000)
+        with pytest.raises(ModelFilesError, match="changed under the loaded model"):
+            embedder.embed_sync(["a word the warm-up did not read: xylophone"])
+        with pytest.raises(ModelFilesError, match="cut short"):
+            embedder.embed_sync(["again"])
+
     def test_onnxruntime_is_given_the_whole_table(self) -> None:
         """onnxruntime's graph gathers rows itself, so its encoder gets the table read whole."""
         pytest.importorskip("onnxruntime")
