@@ -35,6 +35,12 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2"
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 #: Longer texts are cut to this many tokens, as sentence-transformers does for this model.
 MAX_TOKENS = 256
+#: Tokens (rows times the padded width) in one forward pass, whatever ``batch_size`` says: a
+#: pass's activations grow with its rows times its width (its attention with the width squared),
+#: so 200 texts of 80-400 characters in passes of 32 raised the peak by 180 MiB over the loaded
+#: weights and 256 tokens a pass by 5 MiB, as fast on a run's 20 texts and about 15 % slower on 200
+#: (docs/benchmarks.md, section 4).
+FORWARD_TOKENS = 256
 
 
 class ModelFilesError(ValueError):
@@ -167,8 +173,9 @@ def pick_runtime(wanted: str) -> str:
 
 
 class LocalEmbedder:
-    """Embeds in a worker thread, ``batch_size`` texts at a time; weights load on first use, and
-    again after :meth:`release` gave them back."""
+    """Embeds in a worker thread, ``batch_size`` texts at a time and at most ``forward_tokens``
+    (`FORWARD_TOKENS`) tokens a forward pass; weights load on first use, and again after
+    :meth:`release` gave them back."""
 
     def __init__(
         self,
@@ -178,6 +185,7 @@ class LocalEmbedder:
         batch_size: int = 32,
         runtime: str = "numpy",
         threads: int | None = None,
+        forward_tokens: int | None = None,
     ) -> None:
         require_numpy("embeddings.provider 'local'")
         for module in ("tokenizers", "safetensors"):
@@ -191,6 +199,8 @@ class LocalEmbedder:
         check_model_dir(self._dir)
         self._name = name
         self._batch = batch_size
+        #: Tokens of one forward pass (`FORWARD_TOKENS`).
+        self._forward_tokens = FORWARD_TOKENS if forward_tokens is None else forward_tokens
         #: ``onnx`` or ``numpy``: the vectors agree to 1e-6, so the model id does not say which.
         self.runtime = pick_runtime(runtime)
         #: onnxruntime's thread count (None: the environment's, else 1); numpy's BLAS threads are
@@ -309,8 +319,7 @@ class LocalEmbedder:
         lengths = np.array([sum(e.attention_mask) for e in encoded], dtype=np.int64)
         order = np.argsort(lengths, kind="stable")
         out = np.empty((len(texts), encoder.dimension), dtype=np.float32)
-        for start in range(0, len(texts), self._batch):
-            rows = order[start : start + self._batch]
+        for rows in forward_passes(lengths[order], order, self._batch, self._forward_tokens):
             width = int(lengths[rows].max())
             ids = np.array([encoded[i].ids[:width] for i in rows], dtype=np.int64)
             mask = np.array([encoded[i].attention_mask[:width] for i in rows], dtype=np.int64)
@@ -332,3 +341,20 @@ class LocalEmbedder:
 
     async def aclose(self) -> None:
         return None
+
+
+def forward_passes(
+    widths: NDArray[np.int64], order: NDArray[np.int64], most_rows: int, tokens: int
+) -> list[NDArray[np.int64]]:
+    """``order`` (texts shortest first, ``widths`` their token counts in that order) cut into the
+    rows of each forward pass: at most ``most_rows`` texts, and no more than ``tokens`` tokens once
+    each is padded to the pass's longest, but always at least one text."""
+    passes = []
+    start = 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and end - start < most_rows and (end - start + 1) * int(widths[end]) <= tokens:
+            end += 1
+        passes.append(order[start:end])
+        start = end
+    return passes

@@ -16,7 +16,13 @@ import numpy as np
 import pytest
 
 from dreamer.embeddings.base import EmbeddingsUnavailableError
-from dreamer.embeddings.local import LocalEmbedder, ModelFilesError, check_model_dir, default_model_dir
+from dreamer.embeddings.local import (
+    LocalEmbedder,
+    ModelFilesError,
+    check_model_dir,
+    default_model_dir,
+    forward_passes,
+)
 
 pytest.importorskip("tokenizers")
 pytest.importorskip("safetensors")
@@ -278,6 +284,53 @@ class TestRuntime:
         together = small.embed_sync(texts)
         for row, text in enumerate(texts):
             assert np.abs(together[row] - embedder.embed_sync([text])[0]).max() < 1e-5, text
+
+    def test_no_forward_pass_holds_more_tokens_than_its_budget(self, embedder: LocalEmbedder) -> None:
+        """``batch_size`` 32, but each pass the encoder runs holds at most ``forward_tokens`` tokens
+        once padded (a long text alone), and every row is still the one the text gets alone."""
+        texts = [
+            "a " * 200,
+            "hi",
+            *(f"Sam moved to Lisbon in May with his {n} dogs." for n in range(12)),
+            "x " * 40,
+        ]
+        small = LocalEmbedder(_model_dir(), batch_size=32, runtime=embedder.runtime, forward_tokens=64)
+        encoder = small._load()
+        shapes: list[tuple[int, int]] = []
+        real = encoder.encode
+
+        def spy(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+            shapes.append(ids.shape)
+            return real(ids, mask)
+
+        encoder.encode = spy  # type: ignore[method-assign]
+        together = small.embed_sync(texts)
+        assert sum(rows for rows, _ in shapes) == len(texts)
+        assert all(rows == 1 or rows * width <= 64 for rows, width in shapes), shapes
+        assert max(rows for rows, _ in shapes) > 1  # short texts still share a pass
+        for row, text in enumerate(texts):
+            assert np.abs(together[row] - embedder.embed_sync([text])[0]).max() < 1e-5, text
+
+
+class TestForwardPasses:
+    @pytest.mark.parametrize(
+        ("widths", "most_rows", "tokens", "want"),
+        [
+            ([3, 3, 3, 3], 32, 8, [[0, 1], [2, 3]]),
+            ([3, 3, 3, 3], 3, 100, [[0, 1, 2], [3]]),
+            ([1, 2, 4, 9], 32, 8, [[0, 1], [2], [3]]),  # a text over the budget goes alone
+            ([5], 32, 1, [[0]]),
+            ([], 32, 8, []),
+        ],
+    )
+    def test_cuts_by_rows_and_padded_tokens(
+        self, widths: list[int], most_rows: int, tokens: int, want: list[list[int]]
+    ) -> None:
+        """Each pass is the longest run of the next texts (shortest first) whose count times the
+        longest width fits ``tokens``, up to ``most_rows``; every text is in exactly one pass."""
+        order = np.arange(len(widths), dtype=np.int64)
+        got = forward_passes(np.array(widths, dtype=np.int64), order, most_rows, tokens)
+        assert [list(map(int, rows)) for rows in got] == want
 
 
 class TestWeightsHeld:
