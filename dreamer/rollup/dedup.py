@@ -149,7 +149,8 @@ class _Judgement:
         sentences that holds most of this card's words) sentence by sentence, as a new card may
         repeat one sentence of it; and, for a new card of several sentences, whether it says each."""
         self._weigh(existing)
-        if not (existing.parts or self.sentences) or not self._may_hold(existing):
+        # The cheap check first: a stored card's sentences are analysed only when it may hold this card.
+        if not self._may_hold(existing) or not (existing.parts or self.sentences):
             return
         for part in existing.parts:
             self._weigh(part)

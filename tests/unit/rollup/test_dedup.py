@@ -303,6 +303,17 @@ class TestJudgeBatch:
         other = BatchJudge().judge(CardText("a", "Nate has two turtles as pets."), [], [])
         assert other.kind is VerdictKind.NEW
 
+    def test_a_stored_card_that_cannot_hold_the_new_one_keeps_its_sentences_unanalysed(self) -> None:
+        """A stored card of two sentences that holds few of the new card's words is judged whole:
+        its sentences are never analysed (that analysis was a sixth of a run at 100k cards). One that
+        holds them all is still read sentence by sentence, and repeated by its second sentence."""
+        far = existing.Existing("far", "promoted", "Nate has a dog. Nate likes long walks by the river.")
+        near = existing.Existing("near", "promoted", "Gina sings in a choir. Nate has two pet turtles.")
+        verdict = BatchJudge().judge(CardText("a", "Nate has two turtles as pets."), [far, near], [])
+        assert (verdict.kind, verdict.matched_id) == (VerdictKind.DUPLICATE, "near")
+        assert far._parts is None
+        assert near._parts is not None and len(near._parts) == 2
+
     def test_every_verdict_has_a_reason(self) -> None:
         """Each verdict, of every kind, carries a human-readable reason for the log."""
         cards = [
