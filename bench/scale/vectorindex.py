@@ -1,15 +1,19 @@
-"""The judge's on-disk vectors as earlier runs would have left them, built before the measured run:
-a daemon whose ledger grew to N cards wrote a segment each time a bank's newest vectors filled
-one, so its run at N cards reads only what is past the last segment. Without this step the run
-measured is the first one after turning the embedder on, which writes every segment (that cost is
-what ``--cold-index`` measures instead)."""
+"""The judge's and the embedded store's on-disk vectors as earlier runs would have left them,
+built before the measured run: a daemon whose ledger and global bank grew to N cards wrote a
+segment each time a bank's newest vectors filled one, so its run at N cards reads only what is
+past the last segment. Without this step the run measured is the first one after turning the
+embedder on, which writes every segment (that cost is what ``--cold-index`` measures instead)."""
 
 from __future__ import annotations
 
 import time
+from contextlib import closing
 
 from bench.scale.files import GLOBAL_BANK
+from dreamer.backends.embedded.schema import connect
+from dreamer.backends.embedded.vector_cache import VectorCache, segments_folder
 from dreamer.config import Config
+from dreamer.embeddings.segments import on_disk
 from dreamer.rollup.ledgervectors import LedgerVectors
 from dreamer.rollup.semantic import segment_index
 from dreamer.state import StateStore
@@ -17,8 +21,8 @@ from dreamer.state import StateStore
 
 def prebuild(config: Config) -> tuple[float, int]:
     """Write the segments of the global bank's ledger (where every card of the files is promoted)
-    for each model the state holds vectors of, as the daemon's judge names them; returns the
-    seconds it took and the segments written."""
+    for each model the state holds vectors of, as the daemon's judge names them, and of the global
+    bank's vectors in the embedded store; returns the seconds it took and the segments written."""
     started, written = time.monotonic(), 0
     with StateStore.open(config.state_path) as state:
         for model, dimension, _ in state.vector_models():
@@ -27,4 +31,11 @@ def prebuild(config: Config) -> tuple[float, int]:
             vectors = LedgerVectors(GLOBAL_BANK, model, dimension, index)
             vectors.refresh(state)
             written += vectors.segments_built
+    folder = segments_folder(config.embedded_path)
+    before = on_disk(folder)[0]
+    with closing(connect(config.embedded_path)) as conn:
+        models = conn.execute("SELECT DISTINCT model_id, length(vector) / 2 FROM unit_vectors").fetchall()
+        for model, dimension in models:
+            VectorCache(folder=folder).refresh(conn, GLOBAL_BANK, str(model), int(dimension))
+    written += on_disk(folder)[0] - before
     return time.monotonic() - started, written

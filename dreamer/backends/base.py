@@ -177,3 +177,14 @@ class MemoryBackend(Protocol):
     async def aclose(self) -> None:
         """Release connections and threads."""
         ...
+
+
+@runtime_checkable
+class PreparesRecalls(Protocol):
+    """A backend that answers a batch of recalls of one bank faster when told of them first (the
+    embedded store streams its on-disk vectors once for all of them). Optional: the roll-up asks
+    it of a backend that has it, and the recalls are the same either way."""
+
+    async def prepare_recalls(self, bank_id: str, queries: Sequence[str], limit: int) -> None:
+        """Ready the recalls of ``queries`` (each with ``limit``) that follow; never required."""
+        ...

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dreamer.embeddings import segmentfile
-from dreamer.embeddings.segmentfile import SUFFIX, SegmentFile
+from dreamer.embeddings.segmentfile import SUFFIX, Quantised, SegmentFile
 from dreamer.log import get_logger
 
 if TYPE_CHECKING:
@@ -185,6 +185,11 @@ class SegmentIndex:
     def rows(self) -> int:
         return sum(s.rows for s in self.segments)
 
+    @property
+    def files(self) -> tuple[SegmentFile, ...]:
+        """The opened segments, in the manifest's order (their codes stay on disk)."""
+        return tuple(self._views)
+
     def probes(self) -> list[tuple[int, str]]:
         return [probe for segment in self.segments for probe in segment.probes]
 
@@ -244,7 +249,7 @@ class SegmentIndex:
     def add_segment(
         self,
         keys: Sequence[int],
-        vectors: NDArray[np.float32],
+        vectors: NDArray[np.float32] | Quantised,
         *,
         last_key: int,
         probes: Sequence[tuple[int, str]],
@@ -309,7 +314,7 @@ class SegmentIndex:
         name: str,
         temporary: Path,
         keys: Sequence[int],
-        vectors: NDArray[np.float32],
+        vectors: NDArray[np.float32] | Quantised,
         last_key: int,
         probes: Sequence[tuple[int, str]],
     ) -> tuple[Segment, SegmentFile]:

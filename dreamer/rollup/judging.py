@@ -8,14 +8,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from dreamer.backends.base import MemoryBackend
+import structlog
+
+from dreamer.backends.base import MemoryBackend, PreparesRecalls
 from dreamer.cardtags import ROLLUP_TAG
+from dreamer.errors import BackendError
 from dreamer.rollup import dedup
 from dreamer.rollup.candidates import index_words, passes_gate, probe_words, scans, word_sizes
 from dreamer.rollup.promote import CARD_FACT_TYPES
 from dreamer.rollup.semantic import BatchVectors
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.state import StateStore
+
+log = structlog.get_logger("dreamer.rollup")
 
 
 def index_pending(state: StateStore, upstream_id: str) -> None:
@@ -47,6 +52,18 @@ def card_candidates(
         if passes_gate(sketch, old, thresholds):
             out.append(dedup.CardText(c.document_id, c.text, old))
     return out
+
+
+async def prepare_recalls(backend: MemoryBackend, upstream_id: str, texts: Sequence[str], top_k: int) -> None:
+    """Tell a backend that can use it (:class:`~dreamer.backends.base.PreparesRecalls`) which
+    recalls of :func:`upstream_candidates` follow, one per card, so it searches its vectors once
+    for all of them; a failure here only loses that, and is logged."""
+    if not isinstance(backend, PreparesRecalls) or not texts:
+        return
+    try:
+        await backend.prepare_recalls(upstream_id, texts, top_k)
+    except BackendError as exc:
+        log.warning("could not prepare the recalls; each searches on its own", error=str(exc))
 
 
 async def upstream_candidates(

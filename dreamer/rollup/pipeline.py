@@ -40,7 +40,7 @@ from dreamer.rollup import dedup
 from dreamer.rollup.batches import Batch, batch_size, cut_stream
 from dreamer.rollup.context import RunContext, iso
 from dreamer.rollup.gate import GateDecision, gate
-from dreamer.rollup.judging import judge_against_ledger, upstream_candidates
+from dreamer.rollup.judging import judge_against_ledger, prepare_recalls, upstream_candidates
 from dreamer.rollup.planning import account, batch_decisions, plan_cards, settle_outcome
 from dreamer.rollup.promote import (
     INPUT_FACT_TYPES,
@@ -289,6 +289,9 @@ class Rollup:
             # one query each) and the judge's own embedding then find them in the embedder's cache
             # instead of embedding one text per call.
             await self._embed_call(ctx, semantic)([d.text for d in ctx.drafts])
+        await prepare_recalls(
+            self.backend, ctx.upstream_id, [d.text for d in ctx.drafts], cfg.rollup.semantic_top_k
+        )
         candidates: list[list[dedup.UpstreamCandidate]] = []
         for draft in ctx.drafts:
             candidates.append(

@@ -11,7 +11,9 @@ The class is :class:`dreamer.backends.embedded.backend.EmbeddedBackend`; the par
   a token budget, the units a reflect answers with);
 - :mod:`.rows`: stored rows as the contract's values;
 - :mod:`.search`: the bank-scoped full-text search, tag filters and scores;
-- :mod:`.vector_store`: the stored vectors, the per-bank matrix cache and the backlog;
+- :mod:`.vector_store`: the stored vectors, their exact cosines and the backlog;
+- :mod:`.vector_matrix`: a bank's vectors in memory as int8 codes, and the view one recall searches;
+- :mod:`.vector_cache`: the per-bank cache, refreshed incrementally, its pages on disk as segments;
 - :mod:`.embedding`: calling the embedder, its answer checked, a fault turned into None;
 - :mod:`.hybrid`: the full-text ranking fused with the vector ranking;
 - :mod:`.reflect`: the extractive reflect answer.

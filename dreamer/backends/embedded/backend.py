@@ -8,8 +8,9 @@ threads under a lock, SQLite errors translated into the error tree; embedding ou
 Its parts live beside it: :mod:`.schema` (the file: schema, opening, upgrades, write transaction,
 stored times), :mod:`.retain` (checking and writing a batch), :mod:`.reads` (the read queries and
 the recall token budget), :mod:`.rows` (rows as the contract's values), :mod:`.search`
-(bank-scoped full-text search, scores), :mod:`.vector_store` (stored vectors, the per-bank matrix
-cache, the backlog), :mod:`.embedding` (an embedder's answer checked), :mod:`.hybrid` (fusing both
+(bank-scoped full-text search, scores), :mod:`.vector_store` (stored vectors, the backlog),
+:mod:`.vector_matrix` and :mod:`.vector_cache` (the per-bank vectors searched, their pages on disk),
+:mod:`.embedding` (an embedder's answer checked), :mod:`.hybrid` (fusing both
 rankings) and :mod:`.reflect` (the extractive answer).
 
 Why it is built this way: ``docs/design/embedded-store.md``.
@@ -39,7 +40,7 @@ from dreamer.backends.base import (
     TagsMatch,
 )
 from dreamer.backends.embedded.embedding import checked_vectors
-from dreamer.backends.embedded.hybrid import hybrid_search
+from dreamer.backends.embedded.hybrid import RESCORE_MARGIN, fusion_depth, recall_hits, search_ahead
 from dreamer.backends.embedded.reads import (
     bank_rows,
     full_text_recall,
@@ -52,13 +53,8 @@ from dreamer.backends.embedded.retain import retain_batch, validate_retain
 from dreamer.backends.embedded.rows import activity_from_rows, blobs, recall_item_from_row, unit_from_row
 from dreamer.backends.embedded.schema import connect, translate_error, write_transaction
 from dreamer.backends.embedded.search import fts_match_expression
-from dreamer.backends.embedded.vector_store import (
-    VectorCache,
-    backlog,
-    drop_vectors,
-    shared_cache,
-    store_vectors,
-)
+from dreamer.backends.embedded.vector_cache import VectorCache, shared_cache
+from dreamer.backends.embedded.vector_store import backlog, drop_vectors, store_vectors
 from dreamer.embeddings import Embedder
 from dreamer.errors import BackendError, PermanentBackendError
 
@@ -84,14 +80,21 @@ class EmbeddedBackend:
     The constructor does no I/O; the file is opened (and created, with its parent directories) on
     first use. ``await EmbeddedBackend.open(path)`` opens it eagerly so a bad path fails at once.
     With an ``embedder`` (owned by the caller, not closed here), retain stores each unit's vector
-    and recall is hybrid; ``backlog_batch`` bounds how many older units one recall embeds.
+    and recall is hybrid; ``backlog_batch`` bounds how many older units one recall embeds;
+    ``vectors`` is the vector cache to search (default: the process's cache of this file, whose
+    banks keep their vectors past one page in segment files beside it).
     """
 
     name = "embedded"
     reflect_uses_llm = False
 
     def __init__(
-        self, path: Path, *, embedder: Embedder | None = None, backlog_batch: int = BACKLOG_BATCH
+        self,
+        path: Path,
+        *,
+        embedder: Embedder | None = None,
+        backlog_batch: int = BACKLOG_BATCH,
+        vectors: VectorCache | None = None,
     ) -> None:
         self.path = Path(path).expanduser()
         self.embedder = embedder
@@ -99,7 +102,7 @@ class EmbeddedBackend:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
-        self._cache: VectorCache | None = None
+        self._cache: VectorCache | None = vectors
 
     @classmethod
     async def open(cls, path: Path, *, embedder: Embedder | None = None) -> EmbeddedBackend:
@@ -187,6 +190,23 @@ class EmbeddedBackend:
             )
 
         return await self._call("recall", run)
+
+    async def prepare_recalls(self, bank_id: str, queries: Sequence[str], limit: int) -> None:
+        """Ready the vector side of the recalls of ``queries`` that follow (each with ``limit``):
+        the queries embedded in one batch and the bank's on-disk segments streamed once for all of
+        them, instead of once a recall. Does nothing without an embedder or segments; a fault is
+        logged and left to the recalls, which search as they would have."""
+        if self.embedder is None or not queries:
+            return
+        query_vectors = await self._embed(list(queries), "recall")
+        if query_vectors is None:
+            return
+        model_id = self.embedder.model_id
+        want = fusion_depth(limit) + RESCORE_MARGIN
+
+        await self._call(
+            "recall", lambda conn: search_ahead(conn, self._vectors(), bank_id, model_id, query_vectors, want)
+        )
 
     async def reflect(
         self,
@@ -376,13 +396,12 @@ class EmbeddedBackend:
         await self._embed_pending(bank_id, self._backlog_batch)
 
         def run(conn: sqlite3.Connection) -> list[RecallItem]:
-            bank = self._vectors().refresh(conn, bank_id, model_id, int(query_vector.shape[0])).bank
-            hits = hybrid_search(
+            hits = recall_hits(
                 conn,
+                self._vectors(),
                 bank_id,
                 match,
                 query_vector,
-                bank,
                 types=types,
                 tags=tags,
                 tags_match=tags_match,

@@ -11,23 +11,43 @@ Why: ``docs/design/embedded-store.md`` (Hybrid recall).
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import structlog
+
 from dreamer.backends.base import TagsMatch
 from dreamer.backends.embedded.schema import UNIT_COLUMNS
 from dreamer.backends.embedded.search import search_bank, tags_filter
-from dreamer.backends.embedded.vector_store import MatrixView, exact_cosines
+from dreamer.backends.embedded.vector_cache import VectorCache
+from dreamer.backends.embedded.vector_matrix import MatrixView
+from dreamer.backends.embedded.vector_store import exact_by_vec_no, exact_cosines
 
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
-__all__ = ["MIN_COSINE", "RRF_K", "HybridHit", "fuse", "fusion_depth", "hybrid_search"]
+__all__ = [
+    "MIN_COSINE",
+    "RRF_K",
+    "HybridHit",
+    "SegmentHits",
+    "fuse",
+    "fusion_depth",
+    "hybrid_search",
+    "recall_hits",
+    "search_ahead",
+]
+
+log = structlog.get_logger("dreamer.backends.embedded")
+
+#: The segments' nearest keys of a query found ahead, when found for at least this many (else None).
+SegmentHits = Callable[[int], "list[tuple[int, float]] | None"]
 
 #: Reciprocal-rank fusion's constant: a hit's share is ``1 / (RRF_K + rank)`` in each ranking.
 RRF_K = 60
@@ -81,9 +101,12 @@ def hybrid_search(
     tags_match: TagsMatch,
     want: int,
     model_id: str,
+    ahead: SegmentHits | None = None,
 ) -> list[HybridHit]:
     """The bank's fused hits, best first (ties newest first, then by id). Every cosine is the
-    stored vector's own (:func:`exact_cosines`), not its code's."""
+    stored vector's own (:func:`exact_cosines`), not its code's. ``ahead`` gives the segments'
+    hits when they were found for a batch of queries at once (:meth:`VectorCache.prefetch`).
+    ``OSError`` when a segment of the bank can no longer be read."""
     depth = fusion_depth(want)
     lexical: list[sqlite3.Row] = []
     rows = search_bank(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match, want=depth)
@@ -92,7 +115,7 @@ def hybrid_search(
             lexical.append(row)
             if len(lexical) >= depth:
                 break
-    semantic = _nearest(conn, bank_id, query_vector, bank, model_id, types, tags, tags_match, depth)
+    semantic = _nearest(conn, bank_id, query_vector, bank, model_id, types, tags, tags_match, depth, ahead)
 
     by_id = {row["id"]: row for row in lexical}
     cosines: dict[str, float] = {}
@@ -100,7 +123,7 @@ def hybrid_search(
         by_id.setdefault(row["id"], row)
         cosines[row["id"]] = cosine
     if bank is not None:
-        unscored = [r for r in lexical if r["id"] not in cosines and bank.row(int(r["seq"])) is not None]
+        unscored = [r for r in lexical if r["id"] not in cosines]
         exact = exact_cosines(conn, model_id, [int(row["seq"]) for row in unscored], query_vector)
         for row in unscored:
             if int(row["seq"]) in exact:
@@ -113,6 +136,60 @@ def hybrid_search(
     return [HybridHit(by_id[unit_id], scores[unit_id], cosines.get(unit_id)) for unit_id in order]
 
 
+def recall_hits(
+    conn: sqlite3.Connection,
+    cache: VectorCache,
+    bank_id: str,
+    match: str,
+    query_vector: NDArray[np.float32],
+    *,
+    types: Sequence[str] | None,
+    tags: Sequence[str] | None,
+    tags_match: TagsMatch,
+    want: int,
+    model_id: str,
+) -> list[HybridHit]:
+    """:func:`hybrid_search` over the bank's vectors as ``cache`` holds them now, with the segment
+    hits it found ahead for this query; a segment removed or cut short since it was opened is
+    logged and the bank read again from the store, once."""
+
+    def search() -> list[HybridHit]:
+        bank = cache.refresh(conn, bank_id, model_id, int(query_vector.shape[0])).bank
+        ahead = (
+            None if bank is None else functools.partial(cache.ahead, bank_id, model_id, bank, query_vector)
+        )
+        return hybrid_search(
+            conn, bank_id, match, query_vector, bank, types=types, tags=tags, tags_match=tags_match,
+            want=want, model_id=model_id, ahead=ahead,
+        )  # fmt: skip
+
+    try:
+        return search()
+    except OSError as exc:
+        log.warning("vector segments lost; reading the bank's vectors again", bank=bank_id, problem=str(exc))
+        cache.forget(bank_id, model_id)
+        return search()
+
+
+def search_ahead(
+    conn: sqlite3.Connection,
+    cache: VectorCache,
+    bank_id: str,
+    model_id: str,
+    queries: NDArray[np.float32],
+    want: int,
+) -> None:
+    """Stream the bank's segments once for all ``queries`` (their ``want`` best hits each), for
+    the recalls of them that follow (:meth:`VectorCache.prefetch`); a lost segment is logged and
+    left to those recalls."""
+    bank = cache.refresh(conn, bank_id, model_id, int(queries.shape[1])).bank
+    if bank is not None and bank.segments:
+        try:
+            cache.prefetch(bank_id, model_id, bank, queries, want)
+        except OSError as exc:
+            log.warning("vector segments lost while searching ahead", bank=bank_id, problem=str(exc))
+
+
 def _nearest(
     conn: sqlite3.Connection,
     bank_id: str,
@@ -123,15 +200,15 @@ def _nearest(
     tags: Sequence[str] | None,
     tags_match: TagsMatch,
     depth: int,
+    ahead: SegmentHits | None = None,
 ) -> list[tuple[sqlite3.Row, float]]:
     """Up to ``depth`` of the nearest units passing the filters, nearest first, with their cosines.
 
     The codes' scores choose the nearest ``k`` (and :data:`RESCORE_MARGIN` more, for the codes'
-    rounding), their stored vectors rescore them exactly. The filters run in SQL on those keys;
-    when they leave too few, ``k`` widens once (×10) and then to the whole bank.
+    rounding), their stored vectors rescore them exactly (a vector dropped since is left out).
+    The filters run in SQL on those units; when they leave too few, ``k`` widens once (×10) and
+    then to the whole bank.
     """
-    import numpy as np
-
     if bank is None or bank.size == 0:
         return []
     tag_sql, tag_params = tags_filter(tags, tags_match)
@@ -145,14 +222,16 @@ def _nearest(
         f"SELECT {UNIT_COLUMNS}, u.seq AS seq FROM json_each(?) k CROSS JOIN units u ON u.seq = k.value"
         f" WHERE {' AND '.join(where)} {tag_sql}"
     )
-    approximate = bank.scores(query_vector)
     k = depth
     while True:
         k = min(k, bank.size)
         taken = min(bank.size, k + RESCORE_MARGIN)
-        rows = np.argpartition(-approximate, taken - 1)[:taken]
-        rows = rows[approximate[rows] >= MIN_COSINE - RESCORE_SLACK]  # none below could reach it
-        exact = exact_cosines(conn, model_id, [int(bank.keys[i]) for i in rows], query_vector)
+        found_ahead = None if ahead is None else ahead(taken)
+        approximate = bank.nearest(query_vector, taken, None if found_ahead is None else [found_ahead])[0]
+        rows = [
+            key for key, score in approximate if score >= MIN_COSINE - RESCORE_SLACK
+        ]  # none below could reach it
+        exact = exact_by_vec_no(conn, model_id, rows, query_vector)
         ranked = sorted(exact.items(), key=lambda kc: (-kc[1], kc[0]))[:k]
         nearest = [(key, cosine) for key, cosine in ranked if cosine >= MIN_COSINE]
         found = {

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.forwarding import ForwardingBackend
 from dreamer.commands.rollup import format_report
 from dreamer.config import Config
+from dreamer.errors import PermanentBackendError
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.state import StateStore
@@ -258,6 +260,36 @@ class TestLedgerSketches:
         finally:
             await backend.inner.aclose()
         assert [p.verdict for p in report.plan] == ["duplicate"], [p.to_json() for p in report.plan]
+
+
+class TestPreparedRecalls:
+    async def test_the_judge_step_tells_the_backend_which_recalls_follow(self, tmp_path: Path) -> None:
+        """Before its recalls, one per card, the judge step hands a backend that can use it
+        (`PreparesRecalls`) the cards' texts of the upstream bank at once, and a backend whose
+        preparation fails still gets every recall and the run its verdicts."""
+        cfg = write_config(tmp_path)
+        await seed(cfg, MEMORIES)
+        calls: list[tuple[str, int, int]] = []
+        recalls: list[str] = []
+
+        class Recording(EmbeddedBackend):
+            async def prepare_recalls(self, bank_id: str, queries: Any, limit: int) -> None:
+                calls.append((bank_id, len(queries), limit))
+                raise PermanentBackendError("the store is read-only", operation="recall")
+
+            async def recall(self, bank_id: str, query: str, **kwargs: Any) -> Any:
+                recalls.append(query)
+                return await super().recall(bank_id, query, **kwargs)
+
+        backend = Recording(cfg.embedded_path)
+        try:
+            with StateStore.open(cfg.state_path) as state, capture_logs() as logs:
+                report = await Rollup(cfg, backend, state).run("research")
+        finally:
+            await backend.aclose()
+        assert calls == [(cfg.upstream_bank_id("research"), report.cards, cfg.rollup.semantic_top_k)]
+        assert len(recalls) == report.cards > 0 and report.promoted > 0
+        assert any("could not prepare the recalls" in entry["event"] for entry in logs)
 
 
 class TestCrashSafety:

@@ -393,7 +393,7 @@ class TestStoredVectors:
         import tracemalloc
 
         from dreamer.backends.embedded.schema import connect
-        from dreamer.backends.embedded.vector_store import VectorCache
+        from dreamer.backends.embedded.vector_cache import VectorCache
 
         embedder = HashingEmbedder()
         embedder.dimension = 384

