@@ -37,9 +37,9 @@ MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 MAX_TOKENS = 256
 #: Tokens (rows times the padded width) in one forward pass, whatever ``batch_size`` says: a
 #: pass's activations grow with its rows times its width (its attention with the width squared),
-#: so 200 texts of 80-400 characters in passes of 32 raised the peak by 180 MiB over the loaded
-#: weights and 256 tokens a pass by 5 MiB, as fast on a run's 20 texts and about 15 % slower on 200
-#: (docs/benchmarks.md, section 4).
+#: so a process that embedded 200 texts of 80-400 characters peaked at 301 MiB in passes of 32
+#: texts and at 118 MiB in passes of 256 tokens, as fast on a run's 20 texts and 10-15 % slower
+#: on the 200 (docs/benchmarks.md, section 4).
 FORWARD_TOKENS = 256
 
 

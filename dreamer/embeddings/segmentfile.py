@@ -140,7 +140,8 @@ class SegmentFile:
                 block = floats[:count]
                 np.copyto(block, codes[: count * dimension].reshape(count, dimension), casting="unsafe")
                 # The rows times the queries, then turned: BLAS's product of a row-major block by
-                # a small query matrix is 2.5x faster than the queries times the block's transpose.
+                # a small query matrix took 0.4-0.7x the time of the queries times the block's
+                # transpose (20 queries, 4,096 rows; two measurements on a loaded 2-core machine).
                 scores = block @ unit.T
                 scores *= self.scales[start : start + count, None]
                 yield start, scores.T
