@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from dreamer.backends.embedded.schema import bank_key_range
 from dreamer.backends.embedded.vector_matrix import BankMatrix, MatrixView
@@ -231,24 +231,31 @@ class VectorCache:
             )
         damaged: list[int] = []
         building = True
-        cursor = conn.execute(sql, (cached.last_vec_no, first_key, last_key, cached.model_id))
-        try:
-            # A chunk no larger than a page, so a segment holds one page (and at most a chunk more).
-            chunk = _LOAD_CHUNK if cached.index is None else min(_LOAD_CHUNK, cached.index.segment_rows)
-            while rows := cursor.fetchmany(chunk):  # bounded transient memory for a large bank
-                damaged.extend(self._load(cached, rows))
-                index = cached.index
-                if building and index is not None and cached.size >= index.segment_rows:
-                    building = self._spill(conn, cached)
-        finally:
-            cursor.close()
+        # A chunk no larger than a page, so a segment holds one page (and at most a chunk more).
+        chunk = _LOAD_CHUNK if cached.index is None else min(_LOAD_CHUNK, cached.index.segment_rows)
+        reading = True
+        while reading:
+            reading = False
+            cursor = conn.execute(sql, (cached.last_vec_no, first_key, last_key, cached.model_id))
+            try:
+                while rows := cursor.fetchmany(chunk):  # bounded transient memory for a large bank
+                    damaged.extend(self._load(cached, rows))
+                    index = cached.index
+                    if building and index is not None and cached.size >= index.segment_rows:
+                        spilled = self._spill(conn, cached)
+                        building = spilled != "kept"
+                        if spilled == "moved":  # read again from where the other process's segments end
+                            reading = True
+                            break
+            finally:
+                cursor.close()
         return damaged
 
     @staticmethod
-    def _spill(conn: sqlite3.Connection, cached: BankMatrix) -> bool:
-        """Hand the rows in memory to the bank's segments as one segment; False when it could not
-        be saved (they stay in memory and are searched there). When another process built
-        meanwhile, the rows are let go and read again from where its segments end."""
+    def _spill(conn: sqlite3.Connection, cached: BankMatrix) -> Literal["built", "kept", "moved"]:
+        """Hand the rows in memory to the bank's segments as one segment (``built``); ``kept`` when
+        it could not be saved (they stay in memory and are searched there); ``moved`` when another
+        process built meanwhile: the rows are let go, to be read again from where its segments end."""
         index = cached.index
         assert index is not None and cached.units is not None
         size = cached.size
@@ -265,10 +272,12 @@ class VectorCache:
         )
         if built:
             cached.clear()
-        elif index.covered != covered:
+            return "built"
+        if index.covered != covered:
             cached.clear()
             cached.last_vec_no = index.covered
-        return built
+            return "moved"
+        return "kept"
 
     @staticmethod
     def _load(cached: BankMatrix, rows: Sequence[tuple[int, int, bytes]]) -> list[int]:

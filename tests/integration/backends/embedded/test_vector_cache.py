@@ -238,3 +238,27 @@ async def test_without_a_folder_every_vector_stays_in_memory(tmp_path: Path, sto
     assert cache._banks[(BANK, HashingEmbedder.model_id)].size == 500
     assert not _folder(tmp_path).exists()
     assert vector_cache.segments_folder(store) == _folder(tmp_path)
+
+
+async def test_a_process_that_finds_another_built_meanwhile_reads_on_from_its_segments(
+    tmp_path: Path,
+) -> None:
+    """Two caches of one folder (two processes) in pages of different sizes: the second reads
+    past the first's segments, then finds the first's newer segment when it tries to write its own.
+    It lets go of its rows and reads again from where that segment ends, so no row falls between
+    the two and its answers stay those of the whole matrix."""
+    path = tmp_path / "memory.sqlite3"
+    await _fill(path, _texts(100))
+    first = VectorCache(folder=_folder(tmp_path), segment_rows=64)
+    await _answers(path, first, limit=8)  # one segment of 64 rows, 36 in memory
+    second = VectorCache(folder=_folder(tmp_path), segment_rows=128)
+    await _answers(path, second, limit=8)  # takes that segment, 36 in memory
+    await _fill(path, _texts(100, seed=5))
+    await _answers(path, first, limit=8)  # another segment: 64 + 72 rows covered, 64 in memory
+    await _fill(path, _texts(100, seed=9))
+    with capture_logs():
+        got = await _answers(path, second, limit=8)
+    assert got == await _answers(path, VectorCache(), limit=8)
+    bank = second._banks[(BANK, HashingEmbedder.model_id)]
+    assert bank.index is not None
+    assert bank.index.rows + bank.size == 300
