@@ -241,7 +241,11 @@ class VectorCache:
                 while rows := cursor.fetchmany(chunk):  # bounded transient memory for a large bank
                     damaged.extend(self._load(cached, rows))
                     index = cached.index
-                    if building and index is not None and cached.size >= index.segment_rows:
+                    if (
+                        building
+                        and index is not None
+                        and cached.size >= max(index.segment_rows, cached.spill_at)
+                    ):
                         spilled = self._spill(conn, cached)
                         building = spilled != "kept"
                         if spilled == "moved":  # read again from where the other process's segments end
@@ -249,6 +253,8 @@ class VectorCache:
                             break
             finally:
                 cursor.close()
+        if not building and cached.index is not None:  # not saved: tried again a page of rows later
+            cached.spill_at = cached.size + cached.index.segment_rows
         return damaged
 
     @staticmethod

@@ -57,6 +57,8 @@ class BankMatrix:
     unit_count: int = 0
     #: The segments holding the rows up to ``index.covered`` (None: every row is in memory).
     index: SegmentIndex | None = None
+    #: The rows in memory at which a segment is next tried, after one could not be saved.
+    spill_at: int = 0
 
     def __post_init__(self) -> None:
         import numpy as np
@@ -137,6 +139,7 @@ class BankMatrix:
         self.units = np.empty(0, dtype=np.int64)
         self.size = 0
         self.row_of_key = {}
+        self.spill_at = 0
 
 
 def quantise(rows: NDArray[np.floating[Any]]) -> tuple[NDArray[np.int8], NDArray[np.float32]]:

@@ -262,3 +262,22 @@ async def test_a_process_that_finds_another_built_meanwhile_reads_on_from_its_se
     bank = second._banks[(BANK, HashingEmbedder.model_id)]
     assert bank.index is not None
     assert bank.index.rows + bank.size == 300
+
+
+async def test_a_file_where_the_folder_should_be_keeps_the_rows_in_memory(
+    tmp_path: Path, store: Path
+) -> None:
+    """A regular file in place of the segments' folder: the bank is searched in memory with the
+    answers of the whole matrix, the file is left as it was, and the failure is logged once a
+    page of rows, not at every recall that finds a few rows more."""
+    _folder(tmp_path).write_text("not a folder")
+    cache = _paged(tmp_path)
+    with capture_logs() as logs:
+        await _answers(store, cache, limit=8)
+        for round_ in range(5):
+            await _fill(store, _texts(10, seed=100 + round_))
+            got = await _answers(store, cache, limit=8)
+    assert got == await _answers(store, VectorCache(), limit=8)
+    assert _folder(tmp_path).read_text() == "not a folder"
+    assert cache._banks[(BANK, HashingEmbedder.model_id)].size == 550
+    assert len([entry for entry in logs if "cannot write its folder" in entry["event"]]) == 1
