@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TextIO
 
 from dreamer.backends.base import BankActivity, MemoryBackend
+from dreamer.backends.embedded.vector_cache import segments_folder
 from dreamer.commands.output import iso
 from dreamer.config import Config
 from dreamer.embeddings.factory import EmbedderChoice, choice_lines, describe_embedder, resolve_embeddings
@@ -149,6 +150,7 @@ def _document(
             "vectors": [{"model_id": m, "dimension": d, "cards": n} for m, d, n in vector_models],
             "vector_storage": state.vector_storage() if state is not None else None,
             "vector_index": _vector_index(config),
+            "store_vector_index": _store_vector_index(config),
         },
         "llm": {
             "summariser": summariser_name(config),
@@ -184,6 +186,12 @@ def _render(config: Config, choice: EmbedderChoice, doc: dict[str, Any], out: Te
         storage += f"; {index['vectors']:,} indexed in {count} on-disk segments ({where})"
     if storage and (stored != "none" or doc["state_backend"] == "postgres"):
         stored += f" ({storage})"
+    in_store = doc["embeddings"]["store_vector_index"]
+    if in_store is not None and in_store["segments"]:
+        stored += (
+            f"; the embedded store's: {in_store['vectors']:,} in {in_store['segments']} on-disk segments"
+            f" ({in_store['folder']})"
+        )
     out.write(f"{embedder}; vectors stored: {stored}\n")
     for line in warnings:
         out.write(line + "\n")
@@ -242,6 +250,16 @@ def _row_line(row: dict[str, Any]) -> str:
             f"for {left:g} s more" if left > 0 else f"(expired {-left:g} s ago)"
         )
     return line
+
+
+def _store_vector_index(config: Config) -> dict[str, Any] | None:
+    """The embedded store's on-disk segments beside its file (docs/design/embedded-store.md);
+    None on Hindsight."""
+    if config.backend.kind != "embedded":
+        return None
+    folder = segments_folder(config.embedded_path)
+    segments, vectors = on_disk(folder)
+    return {"folder": str(folder), "segments": segments, "vectors": vectors}
 
 
 def _vector_index(config: Config) -> dict[str, Any]:

@@ -172,6 +172,11 @@ class TestSemanticDedup:
         index = json.loads(doc.getvalue())["embeddings"]["vector_index"]
         assert index == {"folder": str(cfg.vector_index_dir), "segments": 1, "vectors": 3}
         assert f"3 indexed in 1 on-disk segments ({cfg.vector_index_dir})" in text.getvalue()
+        # The embedded store's recall turned the global bank's three card vectors into a segment too.
+        in_store = json.loads(doc.getvalue())["embeddings"]["store_vector_index"]
+        folder = cfg.embedded_path.with_name(f"{cfg.embedded_path.name}.vectors")
+        assert in_store == {"folder": str(folder), "segments": 1, "vectors": 3}
+        assert f"the embedded store's: 3 in 1 on-disk segments ({folder})" in text.getvalue()
 
     async def test_a_paraphrase_of_one_sentence_of_a_stored_card_reinforces_it(
         self,
