@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from dreamer.backends.embedded.schema import bank_key_range
 
@@ -46,20 +46,26 @@ def unit_ids(conn: sqlite3.Connection, vec_nos: Sequence[int]) -> dict[int, str]
 
 
 def exact_cosines(
-    conn: sqlite3.Connection, model_id: str, keys: Sequence[int], query: NDArray[np.float32]
+    conn: sqlite3.Connection,
+    model_id: str,
+    keys: Sequence[int],
+    query: NDArray[np.float32],
+    *,
+    by: Literal["unit_key", "vec_no"] = "unit_key",
 ) -> dict[int, float]:
-    """The cosine of each listed unit's stored vector of ``model_id`` to ``query``: what a float32
-    matrix of the blobs gave before the codes. A unit without a valid vector is left out."""
-    import json
-
+    """The cosine to ``query`` of the stored vector of ``model_id`` of each listed unit (``by``
+    ``unit_key``), or of each listed stored row (``by`` ``vec_no``: what a search of the codes
+    found), keyed by the unit: what a float32 matrix of the blobs gave before the codes. A unit
+    without a valid vector, or a row dropped or replaced since, is left out."""
     import numpy as np
 
     if not keys:
         return {}
     q = np.asarray(query, dtype=np.float32).reshape(-1)
+    column = "vec_no" if by == "vec_no" else "unit_key"
     rows = conn.execute(
         "SELECT v.unit_key, v.vector FROM json_each(?) AS k"
-        " CROSS JOIN unit_vectors v ON v.unit_key = k.value AND v.model_id = ?",
+        f" CROSS JOIN unit_vectors v ON v.{column} = k.value AND v.model_id = ?",
         (json.dumps(sorted({int(k) for k in keys})), model_id),
     ).fetchall()
     out: dict[int, float] = {}
@@ -74,26 +80,8 @@ def exact_cosines(
 def exact_by_vec_no(
     conn: sqlite3.Connection, model_id: str, vec_nos: Sequence[int], query: NDArray[np.float32]
 ) -> dict[int, float]:
-    """The units whose stored vector of ``model_id`` is one of ``vec_nos`` (what a search of the
-    codes found), each with its vector's exact cosine to ``query``. A row dropped or replaced
-    since, or not a valid vector, is left out."""
-    import numpy as np
-
-    if not vec_nos:
-        return {}
-    q = np.asarray(query, dtype=np.float32).reshape(-1)
-    rows = conn.execute(
-        "SELECT v.unit_key, v.vector FROM json_each(?) AS k"
-        " CROSS JOIN unit_vectors v ON v.vec_no = k.value AND v.model_id = ?",
-        (json.dumps(sorted({int(k) for k in vec_nos})), model_id),
-    ).fetchall()
-    out: dict[int, float] = {}
-    for key, blob in rows:
-        if isinstance(blob, bytes) and len(blob) == 2 * q.shape[0]:
-            vector = np.frombuffer(blob, dtype="<f2").astype(np.float32)
-            if np.isfinite(vector).all():
-                out[int(key)] = float(vector @ q)
-    return out
+    """:func:`exact_cosines` of the stored rows ``vec_nos``, keyed by their units."""
+    return exact_cosines(conn, model_id, vec_nos, query, by="vec_no")
 
 
 def store_vectors(conn: sqlite3.Connection, model_id: str, vectors: Sequence[tuple[int, bytes]]) -> None:
