@@ -32,6 +32,7 @@ from dreamer.backends.embedded.schema import bank_key_range
 from dreamer.backends.embedded.vector_matrix import BankMatrix, MatrixView
 from dreamer.backends.embedded.vector_store import unit_ids
 from dreamer.embeddings import segmentfile
+from dreamer.embeddings.segmentfile import SegmentFile
 from dreamer.embeddings.segments import SegmentIndex
 
 if TYPE_CHECKING:
@@ -76,8 +77,11 @@ class VectorCache:
         self._banks: OrderedDict[tuple[str, str], BankMatrix] = OrderedDict()
         self._lock = threading.Lock()
         #: Segment hits found ahead for a batch of queries (:meth:`prefetch`): (bank, model, query
-        #: bytes) -> (the segments' files, how many hits, the hits).
-        self._ahead: dict[tuple[str, str, bytes], tuple[tuple[str, ...], int, list[tuple[int, float]]]] = {}
+        #: bytes) -> (the opened segments searched, how many hits, the hits). The opened segments
+        #: themselves, not their names: segments built again after a drop reuse the names.
+        self._ahead: dict[
+            tuple[str, str, bytes], tuple[tuple[SegmentFile, ...], int, list[tuple[int, float]]]
+        ] = {}
 
     def refresh(self, conn: sqlite3.Connection, bank_id: str, model_id: str, dimension: int) -> Refreshed:
         """The bank's vectors of ``model_id`` as stored now (None for an unknown bank)."""
@@ -106,11 +110,10 @@ class VectorCache:
         import numpy as np
 
         matrix = np.asarray(queries, dtype=np.float32)
-        names = tuple(str(f.path) for f in view.segments)
         hits = segmentfile.nearest(view.segments, matrix, want) if view.segments else [[] for _ in matrix]
         with self._lock:
             self._ahead = {
-                (bank_id, model_id, np.ascontiguousarray(query).tobytes()): (names, want, found)
+                (bank_id, model_id, np.ascontiguousarray(query).tobytes()): (view.segments, want, found)
                 for query, found in zip(matrix, hits, strict=True)
             }
 
@@ -125,7 +128,7 @@ class VectorCache:
             kept = self._ahead.get(
                 (bank_id, model_id, np.ascontiguousarray(query, dtype=np.float32).tobytes())
             )
-        if kept is None or kept[0] != tuple(str(f.path) for f in view.segments) or kept[1] < want:
+        if kept is None or kept[1] < want or not _same(kept[0], view.segments):
             return None
         return kept[2]
 
@@ -325,6 +328,11 @@ class VectorCache:
 
 _SHARED: dict[tuple[str, int, int], VectorCache] = {}
 _SHARED_LOCK = threading.Lock()
+
+
+def _same(searched: Sequence[SegmentFile], now: Sequence[SegmentFile]) -> bool:
+    """Whether a view's segments are the very ones opened for an earlier search."""
+    return len(searched) == len(now) and all(a is b for a, b in zip(searched, now, strict=True))
 
 
 def segments_folder(path: Path) -> Path:

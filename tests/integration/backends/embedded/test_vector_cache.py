@@ -229,6 +229,13 @@ async def test_recalls_prepared_together_stream_the_segments_once(
         await backend.aclose()
     assert scans == [len(QUERIES)]
     assert got == expected
+    # A vector dropped: the bank's segments are built again under the same file names, and the
+    # hits found ahead in the old ones are not used (each recall streams the new segments).
+    with sqlite3.connect(store) as raw:
+        raw.execute("DELETE FROM unit_vectors WHERE vec_no = (SELECT MAX(vec_no) FROM unit_vectors)")
+    rebuilt = await _answers(store, cache, limit=8)
+    assert scans[1:] == [1] * len(QUERIES)
+    assert rebuilt == await _answers(store, VectorCache(), limit=8)
 
 
 async def test_without_a_folder_every_vector_stays_in_memory(tmp_path: Path, store: Path) -> None:
