@@ -266,7 +266,7 @@ class VectorCache:
         it could not be saved (they stay in memory and are searched there); ``moved`` when another
         process built meanwhile: the rows are let go, to be read again from where its segments end."""
         index = cached.index
-        assert index is not None and cached.units is not None
+        assert index is not None
         size = cached.size
         covered = index.covered
         ends = [int(cached.keys[0]), int(cached.keys[size - 1])]
@@ -312,9 +312,8 @@ class VectorCache:
             if not finite.all():
                 damaged.extend(u for u, ok in zip(units, finite, strict=True) if not ok)
                 keys = [k for k, ok in zip(keys, finite, strict=True) if ok]
-                units = [u for u, ok in zip(units, finite, strict=True) if ok]
                 block = block[finite]
-            cached.append(keys, block, units)
+            cached.append(keys, block)
         return damaged
 
     def _evict(self, keep: tuple[str, str]) -> None:

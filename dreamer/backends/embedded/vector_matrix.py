@@ -15,7 +15,7 @@ Why: ``docs/design/embedded-store.md`` (Hybrid recall, Vectors on disk).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dreamer.embeddings import segmentfile
@@ -37,8 +37,8 @@ _SCORE_CHUNK = 4096
 class BankMatrix:
     """One bank's vectors of one model as the cache holds them: those past its on-disk segments
     (``index``; all of them without one) in memory, row ``i`` of ``codes[:size]`` times
-    ``scales[i]`` being the vector stored as ``vec_no`` ``keys[i]`` for unit ``units[i]``, to
-    within half a step of its int8 code."""
+    ``scales[i]`` being the vector stored as ``vec_no`` ``keys[i]``, to within half a step of its
+    int8 code. Each stored row is read once (``vec_no`` only grows), so rows are only appended."""
 
     bank_id: str
     bank_no: int
@@ -47,9 +47,7 @@ class BankMatrix:
     codes: NDArray[np.int8]
     scales: NDArray[np.float32]
     keys: NDArray[np.int64]
-    units: NDArray[np.int64] | None = None
     size: int = 0
-    row_of_key: dict[int, int] = field(default_factory=dict)
     #: Every row up to this ``vec_no`` has been seen (0: the bank is not loaded yet).
     last_vec_no: int = 0
     drops: int = 0
@@ -60,16 +58,9 @@ class BankMatrix:
     #: The rows in memory at which a segment is next tried, after one could not be saved.
     spill_at: int = 0
 
-    def __post_init__(self) -> None:
-        import numpy as np
-
-        if self.units is None:
-            self.units = np.zeros(self.keys.shape[0], dtype=np.int64)
-
     @property
     def nbytes(self) -> int:
-        assert self.units is not None
-        return int(self.codes.nbytes + self.scales.nbytes + self.keys.nbytes + self.units.nbytes)
+        return int(self.codes.nbytes + self.scales.nbytes + self.keys.nbytes)
 
     @property
     def capacity(self) -> int:
@@ -86,7 +77,6 @@ class BankMatrix:
         """Room for ``capacity`` rows without another allocation."""
         import numpy as np
 
-        assert self.units is not None
         if capacity <= self.capacity:
             return
         codes = np.empty((capacity, self.dimension), dtype=np.int8)
@@ -95,39 +85,18 @@ class BankMatrix:
         scales[: self.size] = self.scales[: self.size]
         key_array = np.empty(capacity, dtype=np.int64)
         key_array[: self.size] = self.keys[: self.size]
-        units = np.zeros(capacity, dtype=np.int64)
-        units[: self.size] = self.units[: self.size]
-        self.codes, self.scales, self.keys, self.units = codes, scales, key_array, units
+        self.codes, self.scales, self.keys = codes, scales, key_array
 
-    def append(
-        self, keys: Sequence[int], rows: NDArray[np.floating[Any]], units: Sequence[int] | None = None
-    ) -> None:
-        """Add rows (a key already present is overwritten in place), growing capacity by an eighth
-        (:func:`grown_capacity`); ``units`` are the rows' unit keys."""
+    def append(self, keys: Sequence[int], rows: NDArray[np.floating[Any]]) -> None:
+        """Add rows after the last, growing capacity by an eighth (:func:`grown_capacity`)."""
         codes, scales = quantise(rows)
-        fresh_keys: list[int] = []
-        fresh_rows: list[int] = []
-        for index, key in enumerate(keys):
-            row = self.row_of_key.get(key)
-            if row is None:
-                fresh_keys.append(key)
-                fresh_rows.append(index)
-            else:
-                self.codes[row], self.scales[row] = codes[index], scales[index]
-        needed = self.size + len(fresh_keys)
-        if needed > self.capacity:
-            self.reserve(grown_capacity(self.capacity, needed))
-        assert self.units is not None
-        if fresh_keys:
-            end = self.size + len(fresh_keys)
-            self.codes[self.size : end] = codes[fresh_rows]
-            self.scales[self.size : end] = scales[fresh_rows]
-            self.keys[self.size : end] = fresh_keys
-            if units is not None:
-                self.units[self.size : end] = [units[i] for i in fresh_rows]
-            for offset, key in enumerate(fresh_keys):
-                self.row_of_key[key] = self.size + offset
-            self.size = end
+        end = self.size + len(keys)
+        if end > self.capacity:
+            self.reserve(grown_capacity(self.capacity, end))
+        self.codes[self.size : end] = codes
+        self.scales[self.size : end] = scales
+        self.keys[self.size : end] = keys
+        self.size = end
 
     def clear(self) -> None:
         """Let go of the rows in memory (they are in a segment now)."""
@@ -136,9 +105,7 @@ class BankMatrix:
         self.codes = np.empty((0, self.dimension), dtype=np.int8)
         self.scales = np.empty(0, dtype=np.float32)
         self.keys = np.empty(0, dtype=np.int64)
-        self.units = np.empty(0, dtype=np.int64)
         self.size = 0
-        self.row_of_key = {}
         self.spill_at = 0
 
 

@@ -98,7 +98,13 @@ async def test_segments_answer_as_the_matrix_in_memory(
     cache = _paged(tmp_path)
     got = await _answers(store, cache, **recall)
     assert got == await _answers(store, VectorCache(), **recall)
-    assert any(hit[2] is not None for hits in got for hit in hits)  # the vector side took part
+    # The vector side took part: the fused answers are not the full-text ones.
+    words_only = EmbeddedBackend(store)
+    try:
+        lexical = [[h.id for h in await words_only.recall(BANK, query, **recall)] for query in QUERIES]
+    finally:
+        await words_only.aclose()
+    assert lexical != [[hit[0] for hit in hits] for hits in got]
     bank = cache._banks[(BANK, HashingEmbedder.model_id)]
     assert bank.index is not None and len(bank.index.segments) == 7 and bank.size < PAGE
     assert bank.size + bank.index.rows == 500

@@ -1,5 +1,5 @@
-"""A bank's vector matrix in the embedded store: rows appended in order, replaced by key, grown
-without losing any, kept as int8 codes within half a step of each row, and scored as its rows'
+"""A bank's vector matrix in the embedded store: rows appended in order, grown without losing any,
+let go once they are in a segment, kept as int8 codes within half a step of each row, and scored as its rows'
 cosines within that rounding."""
 
 from __future__ import annotations
@@ -18,22 +18,24 @@ class TestBankMatrix:
             keys=np.empty(0, dtype=np.int64),
         )  # fmt: skip
 
-    def test_rows_are_appended_in_order_and_found_by_key(self) -> None:
-        """Appended rows fill the view in order; each key maps to its row."""
+    def test_rows_are_appended_in_order(self) -> None:
+        """Appended rows fill the view in order, each with its stored number."""
         bank = self._bank()
         bank.append([10, 11], np.eye(4, dtype=np.float32)[:2])
         bank.append([12], np.eye(4, dtype=np.float32)[2:3])
         assert bank.size == 3
         assert [int(k) for k in bank.keys[:3]] == [10, 11, 12]
-        assert np.array_equal(bank.view()[bank.row_of_key[12]], np.eye(4, dtype=np.float32)[2])
+        assert np.array_equal(bank.view(), np.eye(4, dtype=np.float32)[:3])
 
-    def test_a_key_seen_again_is_overwritten_not_duplicated(self) -> None:
-        """A re-embedded unit replaces its row; the matrix does not grow."""
+    def test_cleared_rows_are_let_go_and_appending_starts_again(self) -> None:
+        """Once its rows are in a segment the bank holds none, and the next rows start at row 0."""
         bank = self._bank()
         bank.append([10, 11], np.eye(4, dtype=np.float32)[:2])
-        bank.append([10], np.full((1, 4), 0.5, dtype=np.float32))
-        assert bank.size == 2
-        assert np.allclose(bank.view()[0], 0.5)
+        bank.spill_at = 5
+        bank.clear()
+        assert (bank.size, bank.capacity, bank.nbytes, bank.spill_at) == (0, 0, 0, 0)
+        bank.append([12], np.eye(4, dtype=np.float32)[2:3])
+        assert [int(k) for k in bank.keys[: bank.size]] == [12]
 
     def test_growth_keeps_every_row(self) -> None:
         """Past its capacity the matrix reallocates and keeps the rows it had."""
