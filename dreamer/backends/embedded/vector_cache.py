@@ -70,10 +70,15 @@ class VectorCache:
         max_bytes: int = DEFAULT_CACHE_BYTES,
         folder: Path | None = None,
         segment_rows: int | None = None,
+        *,
+        writable: bool = True,
     ) -> None:
         self.max_bytes = max_bytes
         self.folder = folder
         self.segment_rows = segment_rows
+        #: Whether this process writes segments (else it searches those there and keeps the rest
+        #: of each bank in memory).
+        self.writable = writable
         self._banks: OrderedDict[tuple[str, str], BankMatrix] = OrderedDict()
         self._lock = threading.Lock()
         #: Segment hits found ahead for a batch of queries (:meth:`prefetch`): (bank, model, query
@@ -152,7 +157,7 @@ class VectorCache:
         name = hashlib.sha256(json.dumps(named, sort_keys=True).encode()).hexdigest()[:24]
         identity = {**named, "drops": int(row["vector_drops"])}
         return SegmentIndex(
-            self.folder / name, identity, dimension, writable=True, segment_rows=self.segment_rows
+            self.folder / name, identity, dimension, writable=self.writable, segment_rows=self.segment_rows
         )
 
     def _refresh(self, conn: sqlite3.Connection, bank_id: str, model_id: str, dimension: int) -> Refreshed:
@@ -341,12 +346,15 @@ def segments_folder(path: Path) -> Path:
 
 def shared_cache(path: Path) -> VectorCache:
     """The process's cache for the store file at ``path`` (which must exist), its segments in
-    :func:`segments_folder`.
+    :func:`segments_folder`, written only by a process of the user who owns the file: an
+    administrator's ``sudo dreamer recall`` on the service's store searches the segments there and
+    writes none its daemon could not read or replace.
 
     Keyed by the file's identity as well as its path: a file replaced at the same path (a restored
     copy, a new store) gets a new cache instead of one that already saw later ``vec_no`` values.
     """
     found = os.stat(path)
     key = (str(Path(path).resolve()), found.st_dev, found.st_ino)
+    owner = found.st_uid == os.geteuid()
     with _SHARED_LOCK:
-        return _SHARED.setdefault(key, VectorCache(folder=segments_folder(Path(path))))
+        return _SHARED.setdefault(key, VectorCache(folder=segments_folder(Path(path)), writable=owner))

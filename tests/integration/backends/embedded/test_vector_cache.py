@@ -10,6 +10,7 @@ store searched through a cache without a folder, which holds every vector in mem
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import sqlite3
@@ -24,7 +25,7 @@ from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded import vector_cache
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.backends.embedded.vector_cache import VectorCache
-from dreamer.embeddings import segmentfile
+from dreamer.embeddings import segmentfile, segments
 from tests.integration.backends.embedded.test_hybrid import HashingEmbedder
 
 pytest.importorskip("numpy")
@@ -294,3 +295,24 @@ async def test_a_file_where_the_folder_should_be_keeps_the_rows_in_memory(
     assert _folder(tmp_path).read_text() == "not a folder"
     assert cache._banks[(BANK, HashingEmbedder.model_id)].size == 550
     assert len([entry for entry in logs if "cannot write its folder" in entry["event"]]) == 1
+
+
+async def test_a_process_of_another_user_than_the_stores_writes_no_segment(
+    tmp_path: Path, store: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The process's own cache of a store another user owns (root's ``dreamer recall`` on the
+    service's store) searches the segments there and writes none: files the daemon could not
+    read or replace. The store's owner writes them."""
+    monkeypatch.setattr(segments, "SEGMENT_ROWS", PAGE)
+    os.chown(store, os.geteuid() + 4242, -1)
+    assert not vector_cache.shared_cache(store).writable
+    assert await _answers(store, vector_cache.shared_cache(store), limit=8) == await _answers(
+        store, VectorCache(), limit=8
+    )
+    assert not _folder(tmp_path).exists()
+    os.chown(store, os.geteuid(), -1)
+    copy = tmp_path / "owned.sqlite3"
+    shutil.copy(store, copy)
+    assert vector_cache.shared_cache(copy).writable
+    await _answers(copy, vector_cache.shared_cache(copy), limit=8)
+    assert list(vector_cache.segments_folder(copy).glob("*/seg-*"))
