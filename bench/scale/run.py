@@ -22,7 +22,7 @@ from bench.scale.files import GLOBAL_BANK, PROFILE, PROFILE_BANK, build, config_
 from bench.scale.ledgers import SYNTHETIC, LedgerSpec
 from bench.scale.measures import longest_gap, vm_hwm_mib
 from bench.scale.pgstate import OnPostgres, on_postgres, schema_mib
-from bench.scale.vectorindex import prebuild
+from bench.scale.vectorindex import fill_gates, prebuild
 from dreamer.backends.embedded import search
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
@@ -223,13 +223,16 @@ def measure(
     With ``dsn`` the daemon's state is the same file copied into a new PostgreSQL schema
     (:mod:`bench.scale.pgstate`); the floor and the gate still read the file. With the embedder,
     the judge's segments are written first as earlier runs would have (not timed; reported as
-    ``index_build_s``), unless ``cold_index``: then the run measured writes them."""
+    ``index_build_s``), unless ``cold_index``: then the run measured writes them. The ledger's
+    gate rows are written first too (``gate_fill_s``; none to write for files built with them)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"dreamer-bench-scale-{size}-"))
     try:
         progress(f"scale {size}: building the global bank and the ledger")
         started = time.monotonic()
         config, config_path, before = asyncio.run(set_up(workdir, size, cache, embedder, spec))
         setup_s = time.monotonic() - started
+        progress(f"scale {size}: giving the ledger's cards their gate rows, as earlier runs would have")
+        gate_fill_s = fill_gates(config)
         index_build_s, index_segments = None, 0
         if embedder != "none" and dsn is None and not cold_index:
             progress(f"scale {size}: writing the judge's on-disk segments, as earlier runs would have")
@@ -260,6 +263,7 @@ def measure(
         "ledger": spec.kind,
         "embedder": embedder,
         "setup_s": setup_s,
+        "gate_fill_s": gate_fill_s,
         "index_build_s": index_build_s,
         "index_segments": index_segments,
         "outcome": record.get("outcome"),

@@ -2,7 +2,9 @@
 built before the measured run: a daemon whose ledger and global bank grew to N cards wrote a
 segment each time a bank's newest vectors filled one, so its run at N cards reads only what is
 past the last segment. Without this step the run measured is the first one after turning the
-embedder on, which writes every segment (that cost is what ``--cold-index`` measures instead)."""
+embedder on, which writes every segment (that cost is what ``--cold-index`` measures instead).
+The ledger's gate rows likewise (:func:`fill_gates`): files built before the state had them would
+otherwise be measured in the runs that backfill them."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from dreamer.backends.embedded.schema import connect
 from dreamer.backends.embedded.vector_cache import VectorCache, segments_folder
 from dreamer.config import Config
 from dreamer.embeddings.segments import on_disk
+from dreamer.rollup.judging import backfill_gates
 from dreamer.rollup.ledgervectors import LedgerVectors
 from dreamer.rollup.semantic import segment_index
 from dreamer.state import StateStore
@@ -39,3 +42,14 @@ def prebuild(config: Config) -> tuple[float, int]:
             VectorCache(folder=folder).refresh(conn, GLOBAL_BANK, str(model), int(dimension))
     written += on_disk(folder)[0] - before
     return time.monotonic() - started, written
+
+
+def fill_gates(config: Config, batch: int = 100_000) -> float:
+    """Give every ledger card its gate row, as the daemon's runs would have by N cards (each run a
+    batch, `dreamer.rollup.judging.GATE_BACKFILL_BATCH`); returns the seconds it took (none for
+    files whose cards were written with theirs)."""
+    started = time.monotonic()
+    with StateStore.open(config.state_path) as state:
+        while not backfill_gates(state, batch):
+            pass
+    return time.monotonic() - started

@@ -7,19 +7,26 @@ details) the conflict threshold. The state file keeps an inverted index (word ->
 card's word-set sizes, and how many cards hold each word); a new card reads, for each of its two
 word sets, the cards of a length-aware prefix of its rarest words, and only those cards are checked
 by the gate. Every card the full gate would let through is among them, so verdicts do not change.
-Why and how: docs/design/dedup.md ("The word index"). Pure: sketches in, words and ranges out.
+Before a card found there is read, its gate row (its word-set sizes and word signature,
+`dreamer.state.signature`) rules it out when even the words its signature may hold cannot pass the
+gate (:class:`GateProbe`): a signature over-counts the shared words, never under-counts them, so a
+card the gate lets through is never ruled out. Why and how: docs/design/dedup.md ("The word
+index"). Pure: sketches in, words and ranges out.
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 from dreamer.rollup.dedup import DedupThresholds
 from dreamer.rollup.dedup_rules import lexical_gate
-from dreamer.rollup.similarity import Sketch, jaccard_index
+from dreamer.rollup.similarity import Sketch, jaccard_of_counts
 from dreamer.state import WordScan
+from dreamer.state.signature import word_bit
 
 # Stand-ins for an empty word set: the Jaccard of two empty sets is 1, so a card without content
 # (or residual) words must find the ledger cards without any either.
@@ -55,12 +62,75 @@ def passes_gate(new: Sketch, old: Sketch, thresholds: DedupThresholds) -> bool:
     """The dedup's cheap gate: whether ``old`` is close enough to ``new`` to be compared in full:
     their Jaccard may reach a lexical rule or the conflict rule, or ``old`` holds enough of
     ``new``'s words to say it, or one of its sentences to repeat it."""
-    common = len(new.content & old.content)
-    return (
-        jaccard_index(new.content, old.content) >= lexical_gate(thresholds)
-        or jaccard_index(new.residual, old.residual) >= thresholds.conflict
-        or (bool(new.content) and common / len(new.content) >= holding_share(thresholds))
+    return _gate_by_counts(
+        (len(new.content), len(old.content), len(new.content & old.content)),
+        (len(new.residual), len(old.residual), len(new.residual & old.residual)),
+        thresholds,
     )
+
+
+def _gate_by_counts(
+    content: tuple[int, int, int], residual: tuple[int, int, int], thresholds: DedupThresholds
+) -> bool:
+    """:func:`passes_gate` from the sizes of the two word sets of each side and the words they
+    share (new, old, shared). It only grows with the shared counts, which is why a bound on
+    them rules out what the gate would (:class:`GateProbe`)."""
+    new_n, old_n, common = content
+    return (
+        jaccard_of_counts(common, new_n, old_n) >= lexical_gate(thresholds)
+        or jaccard_of_counts(residual[2], residual[0], residual[1]) >= thresholds.conflict
+        or (new_n > 0 and common / new_n >= holding_share(thresholds))
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GateProbe:
+    """A new card's side of the gate against stored cards known only by their gate rows: the
+    signature bits of its content and residual words, each side as one mask and, for a bit two of
+    its words share, how many words more that bit stands for."""
+
+    content: tuple[int, int, tuple[tuple[int, int], ...]]
+    residual: tuple[int, int, tuple[tuple[int, int], ...]]
+    thresholds: DedupThresholds
+    #: The gate's answer for each (sizes, bounds) met: a handful of distinct ones per new card.
+    _answers: dict[tuple[int, int, int, int], bool] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def of(cls, sketch: Sketch, thresholds: DedupThresholds) -> GateProbe:
+        return cls(_side(sketch.content), _side(sketch.residual), thresholds)
+
+    def may_pass(self, content_n: int, residual_n: int, signature: int) -> bool:
+        """Whether a stored card of ``content_n`` content and ``residual_n`` residual words whose
+        words have ``signature`` may pass the gate: each side's shared words counted as the new
+        card's words whose bit the signature has (at most the card's own count), which is never
+        fewer than the words the two cards share."""
+        content = min(_held(self.content, signature), content_n)
+        residual = min(_held(self.residual, signature), residual_n)
+        key = (content_n, residual_n, content, residual)
+        answer = self._answers.get(key)
+        if answer is None:
+            answer = self._answers[key] = _gate_by_counts(
+                (self.content[0], content_n, content),
+                (self.residual[0], residual_n, residual),
+                self.thresholds,
+            )
+        return answer
+
+
+def _side(words: frozenset[str]) -> tuple[int, int, tuple[tuple[int, int], ...]]:
+    """One side of a probe: how many words, the mask of their bits, and each bit more than one of
+    them has with the count of words past the first."""
+    bits = Counter(word_bit(word) for word in words)
+    mask = 0
+    for bit in bits:
+        mask |= bit
+    return len(words), mask, tuple((bit, n - 1) for bit, n in sorted(bits.items()) if n > 1)
+
+
+def _held(side: tuple[int, int, tuple[tuple[int, int], ...]], signature: int) -> int:
+    """How many of a side's words have their bit in ``signature``."""
+    _, mask, shared = side
+    return (signature & mask).bit_count() + sum(more for bit, more in shared if signature & bit)
 
 
 def probe_words(sketch: Sketch) -> frozenset[str]:

@@ -14,7 +14,7 @@ from dreamer.backends.base import MemoryBackend, PreparesRecalls
 from dreamer.cardtags import ROLLUP_TAG
 from dreamer.errors import BackendError
 from dreamer.rollup import dedup
-from dreamer.rollup.candidates import index_words, passes_gate, probe_words, scans, word_sizes
+from dreamer.rollup.candidates import GateProbe, index_words, passes_gate, probe_words, scans, word_sizes
 from dreamer.rollup.promote import CARD_FACT_TYPES
 from dreamer.rollup.semantic import BatchVectors
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
@@ -22,16 +22,39 @@ from dreamer.state import StateStore
 
 log = structlog.get_logger("dreamer.rollup")
 
+#: How many cards indexed before gate rows existed a run gives theirs (each run a batch, so a large
+#: ledger's backfill never makes one run long; at 1M cards a batch takes about 0.5 s).
+GATE_BACKFILL_BATCH = 20_000
+
 
 def index_pending(state: StateStore, upstream_id: str) -> None:
     """Index the ledger cards written before the word index (and sketch those from before
-    sketches), once, for every later run."""
+    sketches), once, for every later run; then give a batch of cards indexed before gate rows
+    existed theirs (:func:`backfill_gates`)."""
     state.use_index_version(Sketch.VERSION)
     entries: dict[str, tuple[str, frozenset[str], tuple[int, int]]] = {}
     for card in state.unindexed(upstream_id):
         sketch = Sketch.loads(card.sketch) or sketch_of(profile_text(card.text))
         entries[card.document_id] = (sketch.dumps(), index_words(sketch), word_sizes(sketch))
     state.store_index(entries)
+    backfill_gates(state, GATE_BACKFILL_BATCH)
+
+
+def backfill_gates(state: StateStore, batch: int) -> bool:
+    """Write the gate rows of the next ``batch`` cards indexed before gate rows existed, from
+    their stored sketches (of every bank: the rows are the ledger's); True once none is left. A
+    card whose sketch does not read is skipped: it is read in full as before, never ruled out."""
+    cards = state.gate_backfill(batch)
+    if cards is None:
+        return True
+    entries = {}
+    for document_id, stored in cards:
+        sketch = Sketch.loads(stored)
+        if sketch is not None:
+            entries[document_id] = (index_words(sketch), word_sizes(sketch))
+    done = len(cards) < batch
+    state.store_gates(entries, after=None if done else cards[-1][0])
+    return done
 
 
 def card_candidates(
@@ -46,6 +69,10 @@ def card_candidates(
     its words (:func:`~.candidates.probe_words`)."""
     ranges = scans(sketch, thresholds, counts)
     ids = None if ranges is None else state.scan_index(ranges)
+    if ids:  # a card its gate row rules out is not read (one without a row is)
+        probe = GateProbe.of(sketch, thresholds)
+        gates = state.gate_rows(ids)
+        ids = {i for i in ids if (row := gates.get(i)) is None or probe.may_pass(*row)}
     out = []
     for c in state.ledger_candidates(upstream_id, ids=ids, normalized={sketch.normalized}):
         old = Sketch.loads(c.sketch) or sketch_of(profile_text(c.text))

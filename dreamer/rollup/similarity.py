@@ -31,6 +31,7 @@ __all__ = [
     "content_shingles",
     "covered_by",
     "jaccard_index",
+    "jaccard_of_counts",
     "profile_text",
     "role_swapped",
     "same_doer",
@@ -191,8 +192,13 @@ class Comparison:
 def jaccard_index(a: frozenset[str], b: frozenset[str]) -> float:
     """Shared items over all items of two sets; 1.0 when both are empty."""
     # Counted, not built: the gate calls this for every ledger card of every run.
-    common = len(a & b)
-    union = len(a) + len(b) - common
+    return jaccard_of_counts(len(a & b), len(a), len(b))
+
+
+def jaccard_of_counts(common: int, a: int, b: int) -> float:
+    """The Jaccard index of two sets of ``a`` and ``b`` items sharing ``common``; 1.0 when both
+    are empty."""
+    union = a + b - common
     return common / union if union else 1.0
 
 

@@ -134,6 +134,12 @@ TABLES: tuple[Table, ...] = (
         conflict="ON CONFLICT (word) DO UPDATE SET cards = excluded.cards "
         "WHERE ledger_word_counts.cards IS DISTINCT FROM excluded.cards",
     ),
+    Table(
+        "ledger_gate",
+        (("document_id", "text"), ("content_n", "integer"), ("residual_n", "integer"),
+         ("signature", "bigint")),
+        "document_id",
+    ),
     Table("ledger_rank", _RANK, ", ".join(c for c, _ in _RANK)),
     Table(
         "ledger_vectors",

@@ -18,7 +18,7 @@ from dreamer.errors import StateFileError
 __all__ = ["PG_SCHEMA_VERSION", "check_or_create", "lock_key"]
 
 #: The version of the PostgreSQL tables this code writes; a newer one is refused, never misread.
-PG_SCHEMA_VERSION = 1
+PG_SCHEMA_VERSION = 2
 _CORE = frozenset({"meta", "runs", "watermarks", "ledger", "leases", "hosts"})
 
 # Text compared and ordered byte by byte, as SQLite does, whatever the database's locale.
@@ -77,7 +77,7 @@ CREATE TABLE IF NOT EXISTS ledger_words (
 CREATE INDEX IF NOT EXISTS ledger_words_by_content ON ledger_words (word, content_n);
 CREATE INDEX IF NOT EXISTS ledger_words_by_residual ON ledger_words (word, residual_n);
 CREATE TABLE IF NOT EXISTS ledger_word_counts (word {_T} PRIMARY KEY, cards BIGINT NOT NULL);
-CREATE TABLE IF NOT EXISTS ledger_profiles (
+{{gate}}CREATE TABLE IF NOT EXISTS ledger_profiles (
     profile     {_T} NOT NULL,
     document_id {_T} NOT NULL,
     PRIMARY KEY (profile, document_id)
@@ -142,6 +142,18 @@ CREATE OR REPLACE TRIGGER ledger_words_counted AFTER INSERT ON ledger_words
 """
 
 
+# Version 2: each indexed card's word-set sizes and word signature (`dreamer.state.signature`).
+_GATE = f"""
+CREATE TABLE IF NOT EXISTS ledger_gate (
+    document_id {_T} PRIMARY KEY,
+    content_n   INTEGER NOT NULL,
+    residual_n  INTEGER NOT NULL,
+    signature   BIGINT NOT NULL
+);
+"""
+_TABLES = _TABLES.replace("{gate}", _GATE.strip() + "\n")
+
+
 def lock_key(schema: str) -> int:
     """The schema's transaction lock (``pg_advisory_xact_lock``): one number per schema, so two
     Dreamer schemas in one database never wait for each other."""
@@ -193,3 +205,17 @@ def check_or_create(conn: Any, schema: str, where: str) -> None:
             f"{where}: the state schema is damaged (missing tables: {', '.join(sorted(missing)) or 'none'}"
             f", schema version {version}); restore it from a backup"
         )
+    if version < PG_SCHEMA_VERSION:
+        _upgrade(conn, schema)
+
+
+def _upgrade(conn: Any, schema: str) -> None:
+    """Bring an older Dreamer schema to this version under the schema's lock, keeping every row
+    (version 1: no gate rows; roll-ups write them in bounded batches)."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema),))
+        row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if int(row[0]) >= PG_SCHEMA_VERSION:  # another host upgraded it meanwhile
+            return
+        conn.execute(_GATE)
+        conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(PG_SCHEMA_VERSION),))

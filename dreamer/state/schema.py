@@ -25,7 +25,7 @@ from dreamer.state.ranks import RANKS, fill_ranks
 #: ``PRAGMA application_id`` of a Dreamer state file ("DRMR"): tells it from another program's.
 APPLICATION_ID = 0x44524D52
 #: ``PRAGMA user_version`` this code writes; a file of a newer version is refused, never misread.
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 _TABLES = frozenset({"runs", "watermarks", "ledger"})
 #: Every table a Dreamer state file has ever held: a file with only these is one of ours.
 _KNOWN_TABLES = _TABLES | {
@@ -38,6 +38,7 @@ _KNOWN_TABLES = _TABLES | {
     "decisions",
     "leases",
     "hosts",
+    "ledger_gate",
 }
 
 _SCHEMA = """
@@ -171,6 +172,16 @@ CREATE TABLE IF NOT EXISTS ledger_word_counts (
     cards INTEGER NOT NULL
 ) WITHOUT ROWID;
 """
+# Each indexed card's word-set sizes and word signature (schema 8; `dreamer.state.signature`): the
+# judge rules out most of the cards the word index names by these alone, without reading them.
+_GATE = """
+CREATE TABLE IF NOT EXISTS ledger_gate (
+    document_id TEXT PRIMARY KEY,
+    content_n   INTEGER NOT NULL,
+    residual_n  INTEGER NOT NULL,
+    signature   INTEGER NOT NULL
+) WITHOUT ROWID;
+"""
 _COUNT_TRIGGER = (
     "CREATE TRIGGER IF NOT EXISTS ledger_words_counted AFTER INSERT ON ledger_words BEGIN "
     "INSERT INTO ledger_word_counts (word, cards) VALUES (new.word, 1) "
@@ -225,7 +236,9 @@ def create(path: Path) -> None:
     try:
         conn = sqlite3.connect(tmp)
         try:
-            conn.executescript(_SCHEMA + _INDEXES + _VECTORS + _WORD_RANGES + RANKS + DECISIONS + LEASES)
+            conn.executescript(
+                _SCHEMA + _INDEXES + _VECTORS + _WORD_RANGES + _GATE + RANKS + DECISIONS + LEASES
+            )
             conn.execute(_COUNT_TRIGGER)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -316,6 +329,7 @@ def upgrade(conn: sqlite3.Connection) -> None:
     Version 4: no rank rows for the peer cards; every card's are written from its ledger row.
     Version 5: no decisions table; the trail `dreamer explain` reads starts with the next run.
     Version 6: no leases nor hosts tables; both start empty.
+    Version 7: no gate rows; roll-ups write them in bounded batches (`WordIndex.gate_backfill`).
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -350,6 +364,7 @@ def upgrade(conn: sqlite3.Connection) -> None:
                 fill_ranks(conn)
             _run_script(conn, DECISIONS)
             _run_script(conn, LEASES)
+            _run_script(conn, _GATE)
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")

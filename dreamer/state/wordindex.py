@@ -4,6 +4,9 @@ probes the cards sharing words with a new one instead of reading every card of t
 A card's words are written in the transaction of its row (:meth:`WordIndex._index_card`, a step of
 the commit) or later for cards written before the index existed (:meth:`WordIndex.store_index`).
 The index records the version of the analysis that made its words; a new version empties it.
+Each indexed card also has a gate row (its word-set sizes and :mod:`word signature
+<dreamer.state.signature>`), written with its words; cards indexed before gate rows existed get
+theirs in bounded batches (:meth:`WordIndex.gate_backfill`, :meth:`WordIndex.store_gates`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,18 @@ from dreamer.state.dialect import Dialect
 from dreamer.state.records import CandidateCard, LedgerCard, WordScan
 from dreamer.state.rows import CARD_COLUMNS, card_from_row
 from dreamer.state.schema import state_errors
+from dreamer.state.signature import word_signature
 
 __all__ = ["WordIndex"]
 
+# Where the gate rows' backfill has got to (the last document id done), and whether it is done.
+_GATE_CURSOR = "gate_backfill_after"
+_GATE_DONE = "gate_backfill_done"
+_UPSERT_GATE = (
+    "INSERT INTO ledger_gate (document_id, content_n, residual_n, signature) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (document_id) DO UPDATE SET content_n = excluded.content_n, "
+    "residual_n = excluded.residual_n, signature = excluded.signature"
+)
 
 
 def _scan(dialect: Dialect, side: str) -> str:
@@ -69,6 +81,56 @@ class WordIndex(StoreBase):
         return ids
 
     @state_errors
+    def gate_rows(self, ids: Iterable[str]) -> dict[str, tuple[int, int, int]]:
+        """The gate rows of the cards ``ids``: document id -> (content words, residual words,
+        signature); a card without one (indexed before gate rows, not backfilled yet) is left out."""
+        rows = self._conn.execute(
+            "SELECT document_id, content_n, residual_n, signature FROM ledger_gate WHERE document_id IN "
+            f"(SELECT j.value FROM {self.dialect.json_table})",
+            (json.dumps(sorted(set(ids))),),
+        )
+        return {r[0]: (int(r[1]), int(r[2]), int(r[3])) for r in rows}
+
+    @state_errors
+    def gate_backfill(self, limit: int) -> list[tuple[str, str | None]] | None:
+        """The next ``limit`` indexed cards (document id, sketch) in document-id order after those
+        the backfill has done; None once it is done. Read by the primary key from a cursor, so a
+        batch costs its own rows, however large the ledger."""
+        if self._meta(_GATE_DONE) is not None:
+            return None
+        rows = self._conn.execute(
+            "SELECT document_id, sketch FROM ledger WHERE document_id > ? AND indexed = 1 "
+            "ORDER BY document_id LIMIT ?",
+            (self._meta(_GATE_CURSOR) or "", max(1, int(limit))),
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    @state_errors
+    def store_gates(
+        self, entries: Mapping[str, tuple[Iterable[str], tuple[int, int]]], *, after: str | None
+    ) -> None:
+        """Write the gate rows of a backfill batch (document id -> the card's words and word-set
+        sizes) and move its cursor past ``after`` (None: the backfill is done), in one transaction."""
+        with self._write() as conn:
+            conn.executemany(
+                _UPSERT_GATE,
+                [(doc, sizes[0], sizes[1], word_signature(words)) for doc, (words, sizes) in entries.items()],
+            )
+            key, value = (_GATE_DONE, "1") if after is None else (_GATE_CURSOR, after)
+            self._put_meta(key, value)
+
+    def _meta(self, key: str) -> str | None:
+        row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _put_meta(self, key: str, value: str) -> None:
+        self._conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    @state_errors
     def ledger_candidates(
         self, upstream_bank: str, *, ids: Iterable[str] | None, normalized: Iterable[str]
     ) -> list[CandidateCard]:
@@ -106,8 +168,7 @@ class WordIndex(StoreBase):
     @state_errors
     def index_version(self) -> str | None:
         """The version the word index was built with (None: not named yet)."""
-        row = self._conn.execute("SELECT value FROM meta WHERE key = 'index_version'").fetchone()
-        return None if row is None else str(row[0])
+        return self._meta("index_version")
 
     @state_errors
     def use_index_version(self, version: str) -> None:
@@ -122,12 +183,9 @@ class WordIndex(StoreBase):
             if stored is not None:
                 conn.execute("DELETE FROM ledger_words")
                 conn.execute("DELETE FROM ledger_word_counts")
+                conn.execute("DELETE FROM ledger_gate")  # each card's is written again with its words
                 conn.execute("UPDATE ledger SET indexed = 0 WHERE indexed = 1")
-            conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('index_version', ?) "
-                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                (version,),
-            )
+            self._put_meta("index_version", version)
 
     @state_errors
     def store_index(self, entries: Mapping[str, tuple[str, Iterable[str], tuple[int, int]]]) -> None:
@@ -145,12 +203,15 @@ class WordIndex(StoreBase):
                 self._index_card(document_id, words, sizes)
 
     def _index_card(self, document_id: str, words: Iterable[str], sizes: tuple[int, int]) -> None:
-        """Put a card's words in the index (with its word-set sizes) and mark the card indexed. A
-        card's words never change (its text does not), so words already there are left as they are;
-        a new index version empties the whole index first (:meth:`use_index_version`)."""
+        """Put a card's words in the index (with its word-set sizes), its gate row, and mark the
+        card indexed. A card's words never change (its text does not), so words already there are
+        left as they are; a new index version empties the whole index first
+        (:meth:`use_index_version`)."""
+        words = sorted(set(words))
         self._conn.executemany(
             "INSERT INTO ledger_words (word, document_id, content_n, residual_n) "
             "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [(word, document_id, sizes[0], sizes[1]) for word in sorted(set(words))],
+            [(word, document_id, sizes[0], sizes[1]) for word in words],
         )
+        self._conn.execute(_UPSERT_GATE, (document_id, sizes[0], sizes[1], word_signature(words)))
         self._conn.execute("UPDATE ledger SET indexed = 1 WHERE document_id = ?", (document_id,))

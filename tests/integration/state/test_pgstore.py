@@ -59,6 +59,32 @@ def test_a_newer_dreamers_schema_is_refused_by_version(postgres_url: str, postgr
         open_postgres(config(postgres_url, postgres_schema))
 
 
+def test_a_version_1_schema_gets_the_gate_table_keeping_its_rows(
+    postgres_url: str, postgres_schema: str
+) -> None:
+    """Version 1 had no gate rows: opening it adds the table, empty, and the version; the cards
+    stay, and the backfill then gives them their rows as on SQLite."""
+    from dreamer.rollup.judging import backfill_gates
+    from tests.support.ledger import commit_run, sketched_row
+
+    with open_postgres(config(postgres_url, postgres_schema)) as st:
+        commit_run(st, [sketched_row(f"Card {i} of host atlas{i}.", i) for i in range(12)])
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'DROP TABLE "{postgres_schema}".ledger_gate')
+        conn.execute(f"UPDATE \"{postgres_schema}\".meta SET value = '1' WHERE key = 'schema_version'")
+    with open_postgres(config(postgres_url, postgres_schema)) as st:
+        assert st._conn.execute("SELECT count(*) FROM ledger_gate").fetchone()[0] == 0
+        assert len(st.ledger("global")) == 12
+        while not backfill_gates(st, 5):
+            pass
+        assert st._conn.execute("SELECT count(*) FROM ledger_gate").fetchone()[0] == 12
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        version = conn.execute(
+            f"SELECT value FROM \"{postgres_schema}\".meta WHERE key = 'schema_version'"
+        ).fetchone()
+    assert version == (str(PG_SCHEMA_VERSION),)
+
+
 def test_a_damaged_schema_names_what_is_missing(postgres_url: str, postgres_schema: str) -> None:
     open_postgres(config(postgres_url, postgres_schema)).close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:

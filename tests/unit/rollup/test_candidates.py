@@ -8,10 +8,21 @@ import random
 
 import pytest
 
-from dreamer.rollup.candidates import NO_CONTENT, NO_RESIDUAL, holding_scans, passes_gate, scans, side_scans
+from dreamer.rollup.candidates import (
+    NO_CONTENT,
+    NO_RESIDUAL,
+    GateProbe,
+    holding_scans,
+    index_words,
+    passes_gate,
+    scans,
+    side_scans,
+    word_sizes,
+)
 from dreamer.rollup.dedup import DedupThresholds
 from dreamer.rollup.similarity import Sketch, jaccard_index
 from dreamer.state import WordScan
+from dreamer.state.signature import word_bit, word_signature
 
 
 def covered(found: list[WordScan], other: frozenset[str]) -> bool:
@@ -106,3 +117,59 @@ def test_the_gate_opens_as_low_as_the_stance_rule() -> None:
     assert jaccard_index(new.content, old.content) == pytest.approx(1 / 3)
     assert not passes_gate(new, old, DedupThresholds())
     assert passes_gate(new, old, DedupThresholds(stance_jaccard=0.3))
+
+
+def _probe_allows(new: Sketch, old: Sketch, thresholds: DedupThresholds) -> bool:
+    """The gate row's verdict on ``old``, as the judge reads it: its sizes and signature only."""
+    return GateProbe.of(new, thresholds).may_pass(*word_sizes(old), word_signature(index_words(old)))
+
+
+@pytest.mark.parametrize(
+    "thresholds",
+    [
+        DedupThresholds(),
+        DedupThresholds(stance_jaccard=0.2, conflict=0.3),
+        DedupThresholds(sentence_holding=0.3),
+    ],
+)
+def test_a_gate_row_never_rules_out_a_card_the_gate_lets_through(thresholds: DedupThresholds) -> None:
+    """Random pairs over a small vocabulary (so they share many words, and 63 bits collide), empty
+    sides included: whatever the gate lets through, the signature bound lets through too; and it
+    rules out most of the pairs the gate turns away, or it would save no read."""
+    rng = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(40)]
+    passed = ruled_out = turned_away = 0
+    for _ in range(4000):
+
+        def side(most: int) -> frozenset[str]:
+            return frozenset(rng.sample(vocabulary, rng.randint(0, most)))
+
+        new, old = Sketch("n", side(12), side(8)), Sketch("o", side(14), side(9))
+        allowed = _probe_allows(new, old, thresholds)
+        if passes_gate(new, old, thresholds):
+            passed += 1
+            assert allowed, (new, old)
+        else:
+            turned_away += 1
+            ruled_out += not allowed
+    assert passed > 100 and turned_away > 1000
+    assert ruled_out > turned_away / 3
+
+
+def test_two_words_of_the_new_card_on_one_bit_both_count() -> None:
+    """Two words of a new card sharing a bit are two shared words when a stored card holds that bit:
+    counting the bit once would rule out a card saying exactly the same two words."""
+    first = "w0"
+    second = next(f"w{i}" for i in range(1, 10_000) if word_bit(f"w{i}") == word_bit(first))
+    card = Sketch("n", frozenset({first, second}), frozenset({first, second}))
+    assert passes_gate(card, card, DedupThresholds())
+    assert _probe_allows(card, card, DedupThresholds())
+
+
+def test_a_card_sharing_one_word_of_ten_is_ruled_out_by_its_gate_row() -> None:
+    new = Sketch("n", frozenset(f"new{i}" for i in range(10)), frozenset(f"new{i}" for i in range(6)))
+    old = Sketch(
+        "o", frozenset({"new0", *(f"old{i}" for i in range(9))}), frozenset(f"old{i}" for i in range(5))
+    )
+    assert not passes_gate(new, old, DedupThresholds())
+    assert not _probe_allows(new, old, DedupThresholds())

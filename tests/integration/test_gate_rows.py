@@ -1,0 +1,179 @@
+"""The gate rows (schema 8): each indexed card's word-set sizes and word signature, written with
+its words in the commit; the backfill that gives them, a batch at a time, to the cards of a file
+indexed before they existed; and the judge, which reads a card the word index names only when its
+gate row may pass, and finds exactly the cards it found without them."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from dreamer.rollup import dedup
+from dreamer.rollup.candidates import index_words, probe_words, word_sizes
+from dreamer.rollup.judging import backfill_gates, card_candidates, index_pending, judge_against_ledger
+from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
+from dreamer.state import SCHEMA_VERSION, StateStore
+from dreamer.state.signature import word_signature
+from tests.support.ledger import commit_run, sketched_row
+
+FRAME = "{who} keeps {a} with {b} on {c} at port {port} since {i}."
+PEOPLE = ["Caroline", "Melanie", "John", "Gina", "Nate"]
+
+
+def ledger_texts(n: int) -> list[str]:
+    """Cards of one frame that share its words and differ in the rest: most share one or two
+    words with a new card, a few nearly all."""
+    return [
+        FRAME.format(
+            who=PEOPLE[i % 5],
+            a=f"alpha{i % 37}x",
+            b=f"beta{i % 11}x",
+            c=f"gamma{i % 13}x",
+            port=1000 + i % 7,
+            i=i,
+        )
+        for i in range(n)
+    ]
+
+
+NEW = [
+    FRAME.format(who="Gina", a="alpha3x", b="beta3x", c="gamma3x", port=1003, i=3),
+    FRAME.format(who="Nate", a="alpha9x", b="beta9x", c="gamma9x", port=1002, i=9999),
+    "Caroline keeps alpha1x.",
+    "Something else entirely, about beta5x only.",
+]
+
+
+def gate_rows(state: StateStore) -> dict[str, tuple[int, int, int]]:
+    rows = state._conn.execute("SELECT document_id, content_n, residual_n, signature FROM ledger_gate")
+    return {r[0]: (r[1], r[2], r[3]) for r in rows}
+
+
+def expected_rows(state: StateStore) -> dict[str, tuple[int, int, int]]:
+    """Each indexed card's gate row as its stored sketch gives it."""
+    out = {}
+    for doc, stored in state._conn.execute("SELECT document_id, sketch FROM ledger WHERE indexed = 1"):
+        sketch = Sketch.loads(stored)
+        assert sketch is not None
+        out[doc] = (*word_sizes(sketch), word_signature(index_words(sketch)))
+    return out
+
+
+def candidates(state: StateStore, text: str) -> list[tuple[str, str]]:
+    sketch = sketch_of(profile_text(text))
+    counts = state.word_counts(probe_words(sketch))
+    found = card_candidates(state, "global", sketch, dedup.DedupThresholds(), counts)
+    return [(c.card_id, c.text) for c in found]
+
+
+def as_schema_7(path: Path) -> None:
+    """The file as schema 7 left it: no gate rows, no backfill begun."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP TABLE ledger_gate")
+        conn.execute("DELETE FROM meta WHERE key LIKE 'gate_backfill%'")
+        conn.execute("PRAGMA user_version = 7")
+
+
+def test_a_committed_card_has_its_gate_row(tmp_path: Path) -> None:
+    with StateStore.open(tmp_path / "state.sqlite3") as state:
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(60))])
+        assert len(gate_rows(state)) == 60
+        assert gate_rows(state) == expected_rows(state)
+
+
+def test_a_schema_7_file_upgrades_keeping_every_row_and_is_backfilled_batch_by_batch(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    with StateStore.open(path) as state:
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(45))])
+        written = gate_rows(state)
+    as_schema_7(path)
+    with sqlite3.connect(path) as conn:
+        ledger_before = conn.execute("SELECT * FROM ledger ORDER BY document_id").fetchall()
+        words_before = conn.execute("SELECT * FROM ledger_words ORDER BY 1, 2").fetchall()
+    with StateStore.open(path) as state:
+        assert gate_rows(state) == {}
+        found_before = {t: candidates(state, t) for t in NEW}  # read in full, as before gate rows
+        sizes, done = [], False
+        while not done:
+            done = backfill_gates(state, 10)
+            sizes.append(len(gate_rows(state)))
+        assert sizes == [10, 20, 30, 40, 45]
+        assert gate_rows(state) == written
+        changes = state._conn.total_changes
+        assert backfill_gates(state, 10) is True
+        assert state._conn.total_changes == changes, "a finished backfill writes nothing more"
+        assert {t: candidates(state, t) for t in NEW} == found_before
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("SELECT * FROM ledger ORDER BY document_id").fetchall() == ledger_before
+        assert conn.execute("SELECT * FROM ledger_words ORDER BY 1, 2").fetchall() == words_before
+
+
+def test_a_card_whose_sketch_does_not_read_gets_no_gate_row_and_is_still_found(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    texts = ledger_texts(30)
+    with StateStore.open(path) as state:
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(texts)])
+        found = candidates(state, NEW[0])
+        assert found
+    as_schema_7(path)
+    with StateStore.open(path) as state:
+        damaged = found[0][0]
+        state._conn.execute("UPDATE ledger SET sketch = 'not a sketch' WHERE document_id = ?", (damaged,))
+        while not backfill_gates(state, 7):
+            pass
+        assert damaged not in gate_rows(state) and len(gate_rows(state)) == 29
+        assert damaged in {doc for doc, _ in candidates(state, NEW[0])}
+
+
+def test_the_judge_reads_fewer_cards_and_finds_the_same_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With gate rows, the cards the word index names and the gate rows rule out are not read from
+    the ledger; the candidates found are the very same as with no gate row at all."""
+    read: list[int] = []
+    real = StateStore.ledger_candidates
+
+    def counting(self: StateStore, upstream_bank: str, **kwargs: object) -> object:
+        ids = kwargs["ids"]
+        read.append(len(ids))  # type: ignore[arg-type]
+        return real(self, upstream_bank, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(StateStore, "ledger_candidates", counting)
+    with StateStore.open(tmp_path / "state.sqlite3") as state:
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(400))])
+        with_rows = {t: candidates(state, t) for t in NEW}
+        read_with = sum(read)
+        state._conn.execute("DELETE FROM ledger_gate")
+        read.clear()
+        assert {t: candidates(state, t) for t in NEW} == with_rows
+        read_without = sum(read)
+    assert any(with_rows.values())
+    assert read_with * 3 < read_without, (read_with, read_without)
+
+
+def test_a_new_index_version_writes_the_gate_rows_again(tmp_path: Path) -> None:
+    with StateStore.open(tmp_path / "state.sqlite3") as state:
+        state.use_index_version(Sketch.VERSION)
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(25))])
+        written = gate_rows(state)
+        state.use_index_version("an older analysis")
+        assert gate_rows(state) == {}
+        index_pending(state, "global")
+        assert gate_rows(state) == written
+
+
+def test_a_dry_run_writes_no_gate_row(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite3"
+    with StateStore.open(path) as state:
+        state.use_index_version(Sketch.VERSION)
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(25))])
+    as_schema_7(path)
+    with StateStore.open(path) as state:
+        batch = [dedup.CardText("new-0", NEW[0])]
+        judge_against_ledger(state, "global", batch, [[]], None, dry_run=True)
+        assert gate_rows(state) == {}
+        judge_against_ledger(state, "global", batch, [[]], None, dry_run=False)
+        assert len(gate_rows(state)) == 25
