@@ -24,6 +24,7 @@ another text. Why these symbols: ``docs/design/dedup.md`` ("What normalisation k
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import itertools
 import re
@@ -247,9 +248,23 @@ def without_leading_date_clause(text: str) -> str:
 
 def normalize_text_keeping_dates(text: str) -> str:
     """Like `normalize_text`, but a leading date clause is kept."""
+    # Remembered: analysing one text normalises it whole three times and each of its words once,
+    # and the same words recur from card to card. Words in a bounded cache, whole texts in a few.
+    if len(text) <= _WORD_CACHED:
+        return _normalize_word(text)
+    return _normalize_recent(text)
+
+
+def _normalize(text: str) -> str:
     # The second fold/clean pass makes the result a fixed point even for characters whose
     # case-folded form contains something punctuation-like.
     return _words_only(_fold(_words_only(_fold(text))))
+
+
+#: The longest text remembered among the words (at most 8,192 of them, so under a MiB).
+_WORD_CACHED = 40
+_normalize_word = functools.lru_cache(maxsize=8192)(_normalize)
+_normalize_recent = functools.lru_cache(maxsize=8)(_normalize)
 
 
 def tokens(text: str) -> list[str]:

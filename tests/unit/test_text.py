@@ -421,3 +421,20 @@ class TestCardDocumentId:
             return
         same_id = card_document_id("p", first) == card_document_id("p", second)
         assert same_id == (normalize_text(first) == normalize_text(second))
+
+
+def test_normalising_remembers_words_and_recent_texts_and_answers_the_same() -> None:
+    """The caches of `normalize_text_keeping_dates` give what the normaliser computes, for words
+    and for texts of any length, and a text analysed again is not normalised again."""
+    from dreamer import text as module
+
+    samples = ["Evan’s", "C++", "−5", "On 8 May 2023, Evan’s  NEW job—at ACME!", "x" * 41, "word " * 2000, ""]
+    for sample in samples:
+        assert module.normalize_text_keeping_dates(sample) == module._normalize(sample)
+    long_text = "Caroline went to the LGBTQ support group on 7 May 2023 and felt accepted there."
+    module.normalize_text_keeping_dates(long_text)
+    hits = module._normalize_recent.cache_info().hits
+    module.normalize_text_keeping_dates(long_text)
+    assert module._normalize_recent.cache_info().hits == hits + 1
+    assert module._normalize_word.cache_info().maxsize == 8192
+    assert module._normalize_recent.cache_info().maxsize == 8
