@@ -161,19 +161,23 @@ def nearest(
     unit = np.ascontiguousarray(queries / np.where(norms > 0, norms, 1.0), dtype=np.float32)
     codes = np.empty(CHUNK_ROWS * dimension, dtype=np.int8)
     floats = np.empty((CHUNK_ROWS, dimension), dtype=np.float32)
-    best_scores = np.full((len(unit), 0), -np.inf, dtype=np.float32)
-    best_keys = np.zeros((len(unit), 0), dtype=np.uint64)
+    # Each query's best so far (-inf: a slot not filled yet), and the lowest of them: only a row at
+    # or above it can enter, so past the first rows a comparison leaves a handful a chunk to rank.
+    best_scores = np.full((len(unit), want), -np.inf, dtype=np.float32)
+    best_keys = np.zeros((len(unit), want), dtype=np.uint64)
+    floor = np.full((len(unit), 1), -np.inf, dtype=np.float32)
     for opened in files:
         for start, scores in opened.scan(unit, codes, floats):
-            top = min(want, scores.shape[1])
-            picked = np.argpartition(-scores, top - 1, axis=1)[:, :top]
-            best_scores = np.concatenate([best_scores, np.take_along_axis(scores, picked, 1)], axis=1)
-            best_keys = np.concatenate([best_keys, opened.keys[start + picked]], axis=1)
-            if best_scores.shape[1] > want:
-                keep = np.argpartition(-best_scores, want - 1, axis=1)[:, :want]
-                best_scores = np.take_along_axis(best_scores, keep, 1)
-                best_keys = np.take_along_axis(best_keys, keep, 1)
+            hit_queries, hit_rows = np.nonzero(scores >= floor)
+            for query in np.unique(hit_queries).tolist():
+                rows = hit_rows[hit_queries == query]
+                pool_scores = np.concatenate([best_scores[query], scores[query, rows]])
+                pool_keys = np.concatenate([best_keys[query], opened.keys[start + rows]])
+                keep = np.argpartition(-pool_scores, want - 1)[:want]
+                best_scores[query], best_keys[query] = pool_scores[keep], pool_keys[keep]
+                floor[query, 0] = best_scores[query].min()
+    filled = best_scores > -np.inf
     return [
-        list(zip(keys.tolist(), scores.tolist(), strict=True))
-        for keys, scores in zip(best_keys, best_scores, strict=True)
+        list(zip(keys[held].tolist(), scores[held].tolist(), strict=True))
+        for keys, scores, held in zip(best_keys, best_scores, filled, strict=True)
     ]

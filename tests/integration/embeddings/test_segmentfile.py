@@ -42,6 +42,23 @@ def test_the_nearest_keys_across_files_are_the_exact_ones(
             assert score == pytest.approx(float(exact[key - 1]), abs=0.01)
 
 
+def test_rows_better_than_every_earlier_one_still_enter_and_a_short_bank_gives_every_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan ranks only the rows at or above a query's best so far: rows ordered worst first
+    (each chunk beats the last) still give the exact best, and asking for more rows than the
+    files hold gives each of them once."""
+    monkeypatch.setattr(segmentfile, "CHUNK_ROWS", 4)
+    query = unit_rows(1, 5)[0]
+    rows = unit_rows(40, 6)
+    rows = rows[np.argsort(rows @ query)]  # worst first
+    files = [written(tmp_path / "a.i8", rows[:25], 1), written(tmp_path / "b.i8", rows[25:], 26)]
+    (best,) = segmentfile.nearest(files, query[None, :], 6)
+    assert {key for key, _ in best} == set(range(35, 41))
+    (every,) = segmentfile.nearest(files, query[None, :], 100)
+    assert sorted(key for key, _ in every) == list(range(1, 41))
+
+
 def test_a_file_cut_short_after_it_was_opened_fails_the_scan(tmp_path: Path) -> None:
     opened = written(tmp_path / "a.i8", unit_rows(20, 1), 1)
     data = (tmp_path / "a.i8").read_bytes()
