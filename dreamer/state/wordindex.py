@@ -19,7 +19,7 @@ from dreamer.state.dialect import Dialect
 from dreamer.state.records import CandidateCard, LedgerCard, WordScan
 from dreamer.state.rows import CARD_COLUMNS, card_from_row
 from dreamer.state.schema import state_errors
-from dreamer.state.signature import word_signature
+from dreamer.state.signature import SIGNATURE_BITS, word_signature
 
 __all__ = ["WordIndex"]
 
@@ -55,6 +55,18 @@ def _candidates(dialect: Dialect) -> tuple[str, str, str]:
     )
 
 
+def _readable_gate(values: tuple[object, ...]) -> bool:
+    """Whether a gate row's sizes and signature are what one is written with: a damaged row (text,
+    a fraction, a negative size, a signature past its 63 bits) is left out, so its card is read
+    as without one."""
+    sizes, signature = values[:2], values[2]
+    return (
+        all(type(v) is int and v >= 0 for v in sizes)
+        and type(signature) is int
+        and 0 <= signature < 1 << SIGNATURE_BITS
+    )
+
+
 class WordIndex(StoreBase):
     """The word index's reads (counts, ranges, a probe's candidates) and writes."""
 
@@ -83,13 +95,14 @@ class WordIndex(StoreBase):
     @state_errors
     def gate_rows(self, ids: Iterable[str]) -> dict[str, tuple[int, int, int]]:
         """The gate rows of the cards ``ids``: document id -> (content words, residual words,
-        signature); a card without one (indexed before gate rows, not backfilled yet) is left out."""
+        signature); a card without one (indexed before gate rows, not backfilled yet) or with a
+        damaged one is left out."""
         rows = self._conn.execute(
             "SELECT document_id, content_n, residual_n, signature FROM ledger_gate WHERE document_id IN "
             f"(SELECT j.value FROM {self.dialect.json_table})",
             (json.dumps(sorted(set(ids))),),
         )
-        return {r[0]: (int(r[1]), int(r[2]), int(r[3])) for r in rows}
+        return {r[0]: (r[1], r[2], r[3]) for r in rows if _readable_gate(r[1:])}
 
     @state_errors
     def gate_backfill(self, limit: int) -> list[tuple[str, str | None]] | None:

@@ -177,3 +177,19 @@ def test_a_dry_run_writes_no_gate_row(tmp_path: Path) -> None:
         assert gate_rows(state) == {}
         judge_against_ledger(state, "global", batch, [[]], None, dry_run=False)
         assert len(gate_rows(state)) == 25
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["signature = 'garbage'", "content_n = -3", "signature = -1", "residual_n = 2.5"],
+)
+def test_a_damaged_gate_row_is_left_out_and_its_card_still_found(tmp_path: Path, damage: str) -> None:
+    """A gate row that is not what one is written with (text, a negative size or signature,
+    a fraction) is ignored: the card is read in full, the run does not fail."""
+    with StateStore.open(tmp_path / "state.sqlite3") as state:
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(40))])
+        found = candidates(state, NEW[0])
+        assert found
+        state._conn.execute(f"UPDATE ledger_gate SET {damage}")
+        assert state.gate_rows([doc for doc, _ in found]) == {}
+        assert candidates(state, NEW[0]) == found
