@@ -103,6 +103,22 @@ class Vectors(StoreBase):
         return [CandidateCard(r[0], r[1], r[2]) for r in rows]
 
     @state_errors
+    def stale_vectors_after(
+        self, model_id: str, dimension: int, after: str, limit: int
+    ) -> list[CandidateCard]:
+        """Up to ``limit`` cards of any bank with no vector of this model and length, in document-id
+        order after ``after``: a pass over the whole ledger a batch at a time, each batch read from
+        where the last ended by the primary key (`dreamer state reembed`)."""
+        rows = self._conn.execute(
+            "SELECT l.document_id, l.text, l.sketch FROM ledger l "
+            "LEFT JOIN ledger_vectors v ON v.document_id = l.document_id "
+            "WHERE l.document_id > ? AND (v.document_id IS NULL OR v.model_id != ? OR v.dimension != ?) "
+            "ORDER BY l.document_id LIMIT ?",
+            (after, model_id, dimension, max(1, int(limit))),
+        )
+        return [CandidateCard(r[0], r[1], r[2]) for r in rows]
+
+    @state_errors
     def store_vectors(self, vectors: Mapping[str, StoredVector]) -> None:
         """Replace the vectors of these ledger cards (document id -> vector), in one transaction.
         A card the ledger does not hold is skipped; a replaced vector gets a new ``seq``."""

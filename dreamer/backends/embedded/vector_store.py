@@ -115,9 +115,15 @@ def drop_other_models(conn: sqlite3.Connection, bank_no: int, model_id: str) -> 
     return int(cursor.rowcount)
 
 
-def backlog(conn: sqlite3.Connection, bank_no: int, model_id: str, limit: int) -> list[tuple[int, str]]:
-    """Up to ``limit`` of the bank's units without a vector of ``model_id``, newest first: (key, text)."""
+def backlog(
+    conn: sqlite3.Connection, bank_no: int, model_id: str, limit: int, *, below: int | None = None
+) -> list[tuple[int, str]]:
+    """Up to ``limit`` of the bank's units without a vector of ``model_id``, newest first: (key,
+    text); only those with a key below ``below``, when given (a pass that goes on from where its
+    last batch ended)."""
     first_key, last_key = bank_key_range(bank_no)
+    if below is not None:
+        last_key = min(last_key, below - 1)
     rows = conn.execute(
         """
         SELECT u.seq, u.text FROM units u
