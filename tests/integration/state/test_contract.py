@@ -202,6 +202,12 @@ def test_vectors_by_model_with_a_new_seq_when_replaced(store: StateStore) -> Non
     assert [c.document_id for c in store.stale_vectors("global", "other", None, 10)] == ["d1", "d2"]
     assert store.stale_vectors("global", "m", 4, 10) == []
     assert [c.document_id for c in store.stale_vectors("global", "m", 8, 1)] == ["d1"]
+    # A pass over the whole ledger by document id, from where the last batch ended.
+    commit(store, "r2", promoted=[card("d0", "zero"), card("d3", "three")])
+    assert [c.document_id for c in store.stale_vectors_after("m", 4, "", 10)] == ["d0", "d3"]
+    assert [c.document_id for c in store.stale_vectors_after("m", 4, "d0", 10)] == ["d3"]
+    assert [c.document_id for c in store.stale_vectors_after("other", 4, "d0", 2)] == ["d1", "d2"]
+    assert [c.document_id for c in store.stale_vectors_after("m", 8, "d1", 5)] == ["d2", "d3"]
     where = "(bytea)" if store.dialect.name == "postgres" else "in the state file"
     assert store.vector_storage().startswith("float16 bytes ") and where in store.vector_storage()
     # Listed lookups, by card and by seq: only the listed cards' current vectors, in seq order,
