@@ -249,10 +249,13 @@ def without_leading_date_clause(text: str) -> str:
 def normalize_text_keeping_dates(text: str) -> str:
     """Like `normalize_text`, but a leading date clause is kept."""
     # Remembered: analysing one text normalises it whole three times and each of its words once,
-    # and the same words recur from card to card. Words in a bounded cache, whole texts in a few.
+    # and the same words recur from card to card. Words in a bounded cache, a few whole texts of
+    # up to a card's length in another (under a MiB together, for the life of the process).
     if len(text) <= _WORD_CACHED:
         return _normalize_word(text)
-    return _normalize_recent(text)
+    if len(text) <= _TEXT_CACHED:
+        return _normalize_recent(text)
+    return _normalize(text)
 
 
 def _normalize(text: str) -> str:
@@ -261,9 +264,10 @@ def _normalize(text: str) -> str:
     return _words_only(_fold(_words_only(_fold(text))))
 
 
-#: The longest text remembered among the words (at most 8,192 of them, so under a MiB).
+#: The longest text remembered among the words (at most 4,096 of them), and among the recent texts.
 _WORD_CACHED = 40
-_normalize_word = functools.lru_cache(maxsize=8192)(_normalize)
+_TEXT_CACHED = 2_000
+_normalize_word = functools.lru_cache(maxsize=4096)(_normalize)
 _normalize_recent = functools.lru_cache(maxsize=8)(_normalize)
 
 

@@ -22,7 +22,7 @@ __all__ = ["SIGNATURE_BITS", "word_bit", "word_signature"]
 SIGNATURE_BITS = 63
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=4096)  # the common words; about 0.5 MB held
 def word_bit(word: str) -> int:
     """The signature bit of ``word`` (a mask with one bit set)."""
     # "surrogatepass": a lone surrogate left in a word by a hostile text still hashes, never raises.

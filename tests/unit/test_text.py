@@ -436,5 +436,8 @@ def test_normalising_remembers_words_and_recent_texts_and_answers_the_same() -> 
     hits = module._normalize_recent.cache_info().hits
     module.normalize_text_keeping_dates(long_text)
     assert module._normalize_recent.cache_info().hits == hits + 1
-    assert module._normalize_word.cache_info().maxsize == 8192
+    assert module._normalize_word.cache_info().maxsize == 4096
     assert module._normalize_recent.cache_info().maxsize == 8
+    held = module._normalize_recent.cache_info().currsize
+    module.normalize_text_keeping_dates("word " * 2000)  # longer than a card: computed, not kept
+    assert module._normalize_recent.cache_info().currsize == held
