@@ -193,6 +193,11 @@ def _render(config: Config, choice: EmbedderChoice, doc: dict[str, Any], out: Te
             f" ({in_store['folder']})"
         )
     out.write(f"{embedder}; vectors stored: {stored}\n")
+    if len(doc["embeddings"]["vectors"]) > 1:
+        out.write(
+            "  the ledger holds vectors of several models: after a model change each run re-embeds "
+            "reembed_batch cards; `dreamer state reembed` embeds the rest now\n"
+        )
     for line in warnings:
         out.write(line + "\n")
     caps = [

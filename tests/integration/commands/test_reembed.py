@@ -153,7 +153,7 @@ def test_after_a_model_change_every_card_and_unit_gets_a_vector_once(
 def test_an_embedder_failing_partway_keeps_what_was_stored_and_the_next_run_goes_on(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config, _ = configured(tmp_path)
+    config, path = configured(tmp_path)
     anyio.run(filled, config)
     cards, units = counts(config)
     change_model(config)
@@ -164,9 +164,12 @@ def test_an_embedder_failing_partway_keeps_what_was_stored_and_the_next_run_goes
     ledger, _ = models(config)
     current = next(m for m in ledger if m != OLD_MODEL)
     assert ledger[current] == 4
+    hint = "`dreamer state reembed` embeds the rest now"
+    assert hint in run_dreamer(path, "status").stdout, "two models' vectors: status says what to do"
     monkeypatch.undo()
     doc = reembed(config, batch=2)
     assert doc["ledger_cards"] == cards - 4 and sum(doc["store_units"].values()) == units
+    assert hint not in run_dreamer(path, "status").stdout
 
 
 def test_the_command_line_prints_json_and_refuses_without_an_embedder(tmp_path: Path) -> None:
