@@ -113,8 +113,14 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
             ) from None
         if not sizes or min(sizes) < 1:
             raise BenchError(f"--sizes needs positive card counts: {args.sizes!r}")
-    if args.embedder == "none" and (args.cold_index or args.vectors != "seeded"):
-        given = "--cold-index" if args.cold_index else f"--vectors {args.vectors}"
+    if args.embedder == "none" and (args.cold_index or args.model_change or args.vectors != "seeded"):
+        given = (
+            "--cold-index"
+            if args.cold_index
+            else "--model-change"
+            if args.model_change
+            else f"--vectors {args.vectors}"
+        )
         raise BenchError(f"{given} is about the judge's vectors: it needs --embedder local")
     spec = ledger_spec(args.ledger, args.data, args.vectors)
     spec.open()  # a missing LoCoMo directory is said before anything is built
@@ -123,7 +129,10 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
     dsn = None
     if args.state == "postgres":
         dsn = loopback(args.dsn or os.environ.get(DSN_ENV, ""))
-    rows = [measure(size, cache, args.embedder, spec, dsn, args.cold_index) for size in sorted(sizes)]
+    rows = [
+        measure(size, cache, args.embedder, spec, dsn, args.cold_index, args.model_change)
+        for size in sorted(sizes)
+    ]
     return {
         "benchmark": "scale",
         "quick": args.quick,
@@ -132,6 +141,7 @@ def run_benchmark(args: argparse.Namespace) -> dict[str, Any]:
         "vectors": spec.vectors,
         "state": args.state,
         "cold_index": args.cold_index,
+        "model_change": args.model_change,
         "new_units": NEW_UNITS,
         "rows": rows,
         "targets": targets(rows),
@@ -189,6 +199,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="with --embedder local, measure the first run after turning the embedder on, which "
         "writes the judge's on-disk segments (by default they are written before the run, untimed, "
         "as earlier runs would have)",
+    )
+    parser.add_argument(
+        "--model-change",
+        action="store_true",
+        help="with --embedder local, measure the first run after a model change: every stored "
+        "vector is made another model's before it (no segment of the running model exists yet)",
     )
     parser.add_argument(
         "--dsn",

@@ -22,7 +22,7 @@ from bench.scale.files import GLOBAL_BANK, PROFILE, PROFILE_BANK, build, config_
 from bench.scale.ledgers import SYNTHETIC, LedgerSpec
 from bench.scale.measures import longest_gap, vm_hwm_mib
 from bench.scale.pgstate import OnPostgres, on_postgres, schema_mib
-from bench.scale.vectorindex import fill_gates, prebuild
+from bench.scale.vectorindex import change_model, fill_gates, prebuild
 from dreamer.backends.embedded import search
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
@@ -216,6 +216,7 @@ def measure(
     spec: LedgerSpec = SYNTHETIC,
     dsn: str | None = None,
     cold_index: bool = False,
+    model_change: bool = False,
 ) -> dict[str, Any]:
     """One row of the table: set up N cards (not timed; with ``cache``, built once into
     ``cache/N`` (``cache/N-local`` with the local embedder, ``cache/N-realistic[-local]`` for the
@@ -223,7 +224,9 @@ def measure(
     With ``dsn`` the daemon's state is the same file copied into a new PostgreSQL schema
     (:mod:`bench.scale.pgstate`); the floor and the gate still read the file. With the embedder,
     the judge's segments are written first as earlier runs would have (not timed; reported as
-    ``index_build_s``), unless ``cold_index``: then the run measured writes them. The ledger's
+    ``index_build_s``), unless ``cold_index``: then the run measured writes them; with
+    ``model_change`` every stored vector is made another model's instead (``model_change_s``), so the
+    run measured is the first after a model change. The ledger's
     gate rows are written first too (``gate_fill_s``; none to write for files built with them)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"dreamer-bench-scale-{size}-"))
     try:
@@ -234,7 +237,13 @@ def measure(
         progress(f"scale {size}: giving the ledger's cards their gate rows, as earlier runs would have")
         gate_fill_s = fill_gates(config)
         index_build_s, index_segments = None, 0
-        if embedder != "none" and dsn is None and not cold_index:
+        model_change_s = None
+        if model_change:
+            progress(
+                f"scale {size}: every stored vector made another model's, as a model upgrade leaves them"
+            )
+            model_change_s = change_model(config)
+        elif embedder != "none" and dsn is None and not cold_index:
             progress(f"scale {size}: writing the judge's on-disk segments, as earlier runs would have")
             index_build_s, index_segments = prebuild(config)
         progress(f"scale {size}: set up in {setup_s:.1f} s; the recalls, then the daemon")
@@ -264,6 +273,7 @@ def measure(
         "embedder": embedder,
         "setup_s": setup_s,
         "gate_fill_s": gate_fill_s,
+        "model_change_s": model_change_s,
         "index_build_s": index_build_s,
         "index_segments": index_segments,
         "outcome": record.get("outcome"),

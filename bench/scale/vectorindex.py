@@ -53,3 +53,19 @@ def fill_gates(config: Config, batch: int = 100_000) -> float:
         while not backfill_gates(state, batch):
             pass
     return time.monotonic() - started
+
+
+#: The model id every stored vector is given by :func:`change_model`: a model the daemon never runs.
+EARLIER_MODEL = "local:an-earlier-model:000000000000"
+
+
+def change_model(config: Config) -> float:
+    """Every vector of the state and of the embedded store made "by another model", as a model
+    upgrade leaves them: the run measured next is the first after a model change (with no segment
+    of its model, which no earlier run of it wrote). Returns the seconds it took."""
+    started = time.monotonic()
+    with StateStore.open(config.state_path) as state, state._write() as conn:
+        conn.execute("UPDATE ledger_vectors SET model_id = ?", (EARLIER_MODEL,))
+    with closing(connect(config.embedded_path)) as conn:
+        conn.execute("UPDATE unit_vectors SET model_id = ?", (EARLIER_MODEL,))
+    return time.monotonic() - started

@@ -60,8 +60,7 @@ class TestCommand:
         assert str(missing) in err and "--data DIR" in err
         assert "Traceback" not in err and "building" not in err
 
-
-    @pytest.mark.parametrize("flags", [["--cold-index"], ["--vectors", "model"]])
+    @pytest.mark.parametrize("flags", [["--cold-index"], ["--model-change"], ["--vectors", "model"]])
     def test_vector_options_without_the_embedder_are_refused(
         self, flags: list[str], capsys: pytest.CaptureFixture[str]
     ) -> None:

