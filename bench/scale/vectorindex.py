@@ -8,6 +8,7 @@ otherwise be measured in the runs that backfill them."""
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from contextlib import closing
 
@@ -64,8 +65,7 @@ def change_model(config: Config) -> float:
     upgrade leaves them: the run measured next is the first after a model change (with no segment
     of its model, which no earlier run of it wrote). Returns the seconds it took."""
     started = time.monotonic()
-    with StateStore.open(config.state_path) as state, state._write() as conn:
-        conn.execute("UPDATE ledger_vectors SET model_id = ?", (EARLIER_MODEL,))
-    with closing(connect(config.embedded_path)) as conn:
-        conn.execute("UPDATE unit_vectors SET model_id = ?", (EARLIER_MODEL,))
+    for path, table in ((config.state_path, "ledger_vectors"), (config.embedded_path, "unit_vectors")):
+        with closing(sqlite3.connect(path)) as conn, conn:
+            conn.execute(f"UPDATE {table} SET model_id = ?", (EARLIER_MODEL,))
     return time.monotonic() - started

@@ -113,7 +113,10 @@ def _state(args: argparse.Namespace) -> int:
     if args.state_action == "reembed":
         from dreamer.commands.reembed import reembed_command
 
-        return run_async(args, lambda config: reembed_command(config, batch=args.batch, as_json=args.json))
+        return run_async(
+            args,
+            lambda config: reembed_command(config, config_path(args), batch=args.batch, as_json=args.json),
+        )
     from dreamer.commands.state import copy_command
 
     return run_sync(

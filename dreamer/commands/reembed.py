@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 import anyio
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
 
+    from dreamer.backends.embedded.reembed import Embed
     from dreamer.embeddings import Embedder
 
 __all__ = ["BATCH", "ReembedError", "reembed_command"]
@@ -41,6 +43,7 @@ class ReembedError(DreamerError):
 
 async def reembed_command(
     config: Config,
+    config_file: Path | str,
     *,
     batch: int = BATCH,
     as_json: bool,
@@ -53,7 +56,7 @@ async def reembed_command(
     async with open_for(config, state="write", judging=True) as opened:
         embedder, state = opened.embedder, opened.ledger
         if embedder is None:
-            raise ConfigError([_NO_EMBEDDER])
+            raise ConfigError([f"{config_file}: {_NO_EMBEDDER}"])
         assert state is not None  # state="write" opens it
         embed = _checked(embedder)
         probe = await embed(["dimension"])  # the model's length, which the ledger's rows are kept with
@@ -95,7 +98,7 @@ _FAILED = (
 )
 
 
-def _checked(embedder: Embedder) -> Any:
+def _checked(embedder: Embedder) -> Embed:
     from dreamer.backends.embedded.embedding import checked_vectors
 
     async def embed(texts: Sequence[str]) -> NDArray[np.float32] | None:
@@ -105,7 +108,7 @@ def _checked(embedder: Embedder) -> Any:
 
 
 async def _ledger(
-    state: StateStore, model_id: str, dimension: int, embed: Any, batch: int, ticker: _Ticker
+    state: StateStore, model_id: str, dimension: int, embed: Embed, batch: int, ticker: _Ticker
 ) -> int:
     """Every ledger card without a vector of this model and length, embedded and stored."""
     from dreamer.embeddings.vectors import to_blob

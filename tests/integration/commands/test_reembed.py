@@ -11,7 +11,7 @@ import json
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import anyio
 import pytest
@@ -88,7 +88,9 @@ def counts(config: Config) -> tuple[int, int]:
 
 def reembed(config: Config, batch: int = 3) -> dict[str, Any]:
     out, err = io.StringIO(), io.StringIO()
-    code = anyio.run(lambda: reembed_command(config, batch=batch, as_json=True, out=out, err=err))
+    code = anyio.run(
+        lambda: reembed_command(config, "config.toml", batch=batch, as_json=True, out=out, err=err)
+    )
     assert code == 0, err.getvalue()
     doc: dict[str, Any] = json.loads(out.getvalue())
     return doc
@@ -130,14 +132,29 @@ def spying(monkeypatch: pytest.MonkeyPatch, fail_after: int | None = None) -> li
     return made
 
 
-def test_after_a_model_change_every_card_and_unit_gets_a_vector_once(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    config, _ = configured(tmp_path)
+class Changed(NamedTuple):
+    """A filled state and store whose vectors a model change left to another model."""
+
+    config: Config
+    path: Path
+    cards: int
+    units: int
+
+
+@pytest.fixture
+def changed(tmp_path: Path) -> Changed:
+    config, path = configured(tmp_path)
     anyio.run(filled, config)
     cards, units = counts(config)
     assert cards >= 5 and units == len(TEXTS) + cards  # the cards were promoted into the global bank
     change_model(config)
+    return Changed(config, path, cards, units)
+
+
+def test_after_a_model_change_every_card_and_unit_gets_a_vector_once(
+    changed: Changed, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config, _, cards, units = changed
     made = spying(monkeypatch)
     doc = reembed(config)
     assert doc["ledger_cards"] == cards
@@ -151,16 +168,13 @@ def test_after_a_model_change_every_card_and_unit_gets_a_vector_once(
 
 
 def test_an_embedder_failing_partway_keeps_what_was_stored_and_the_next_run_goes_on(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    changed: Changed, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    config, path = configured(tmp_path)
-    anyio.run(filled, config)
-    cards, units = counts(config)
-    change_model(config)
+    config, path, cards, units = changed
     spying(monkeypatch, fail_after=3)  # the probe and two batches of the ledger
     out, err = io.StringIO(), io.StringIO()
     with pytest.raises(ReembedError, match=r"failed in the ledger.*run `dreamer state reembed` again"):
-        anyio.run(lambda: reembed_command(config, batch=2, as_json=True, out=out, err=err))
+        anyio.run(lambda: reembed_command(config, "config.toml", batch=2, as_json=True, out=out, err=err))
     ledger, _ = models(config)
     current = next(m for m in ledger if m != OLD_MODEL)
     assert ledger[current] == 4
@@ -172,18 +186,18 @@ def test_an_embedder_failing_partway_keeps_what_was_stored_and_the_next_run_goes
     assert hint not in run_dreamer(path, "status").stdout
 
 
-def test_the_command_line_prints_json_and_refuses_without_an_embedder(tmp_path: Path) -> None:
-    config, path = configured(tmp_path)
-    anyio.run(filled, config)
-    change_model(config)
+def test_the_command_line_prints_json_and_refuses_without_an_embedder(
+    changed: Changed, tmp_path: Path
+) -> None:
+    _, path, cards, _ = changed
     done = run_dreamer(path, "state", "reembed", "--json", "--batch", "4")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["ledger_cards"] == counts(config)[0]
+    assert json.loads(done.stdout)["ledger_cards"] == cards
     text = run_dreamer(path, "state", "reembed")
     assert text.returncode == 0 and "ledger cards embedded: 0" in text.stdout
     _, none_path = configured(tmp_path / "none", provider="none")
     refused = run_dreamer(none_path, "state", "reembed")
-    assert refused.returncode == 78 and "embeddings.provider" in refused.stderr
+    assert refused.returncode == 78 and f"{none_path}: embeddings.provider" in refused.stderr
     assert "Traceback" not in refused.stderr + done.stderr + text.stderr
     bad = run_dreamer(path, "state", "reembed", "--batch", "0")
     assert bad.returncode == 2 and "at least 1" in bad.stderr
