@@ -15,7 +15,7 @@ from dreamer.details.dates import MONTHS, WEEKDAYS
 from dreamer.details.kinds import NameRole
 from dreamer.text import NUMBER_WORDS, STOPWORDS, normalize_text, stem
 
-__all__ = ["find_names"]
+__all__ = ["ACT_STEMS", "find_names"]
 
 # A name is one normalised word (`dreamer.text`): a "." between digits, a leading "@" or "#" and a
 # trailing "+" or "#" belong to it, so "C++", "C#" and "@Alice" are not "C" and "Alice".
@@ -113,7 +113,7 @@ _SENTENCE_END = re.compile(r"[.!?:;]\s*$")
 _ROLE_MARKERS = {"by": "agent", "from": "agent", "with": "partner"}
 #: Stems of nouns of an act one person does for another: "Evan's support" is Evan's doing, so
 #: "Sam is grateful for Evan's support" and "Evan supports Sam" tell of one act by Evan.
-_ACT_STEMS = frozenset(
+ACT_STEMS = frozenset(
     stem(word)
     for word in (
         "support", "supportive", "encouragement", "encouraging", "help", "offer", "suggestion",
@@ -144,7 +144,7 @@ def find_names(
         raw = match.group(0)
         word = _POSSESSIVE_SUFFIX.sub("", raw)
         folded = _fold_word(word)
-        if possessor is not None and stem(folded) in _ACT_STEMS:
+        if possessor is not None and stem(folded) in ACT_STEMS:
             roles[possessor].add(NameRole.DOER)
         possessor = None
         # Only the gap since the previous word can end a sentence (words hold no punctuation).

@@ -18,7 +18,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dreamer.details import VALUE_DETAILS, Detail, NameRole, ProtectedDetails, protected_details
+from dreamer.details import VALUE_DETAILS, Detail, ProtectedDetails, protected_details
+from dreamer.rollup.roles import FAMILY, STANCE_FAMILIES, role_swapped, same_doer
 from dreamer.text import content_tokens, normalize_text
 
 __all__ = [
@@ -40,22 +41,9 @@ __all__ = [
     "stance_topic",
 ]
 
-#: Stems of one feeling or stance, read as one content word: "Jon is grateful for Gina's support" /
-#: "Jon expressed gratitude for Gina's support" / "Jon appreciates Gina's encouragement" say one
-#: fact that a stance told in many sessions repeats. On the labelled pairs (`bench.pairs`) the two
-#: families add 10 true duplicates and no false one on the lexical route, 8 and none with MiniLM.
-_FAMILIES = {
-    "grateful": ("grateful", "gratitud", "thankful", "thank", "appreciat", "appreciation", "appreciativ"),
-    "support": ("support", "supportiv", "encourag", "encouragement"),
-}
-_FAMILY = {stem: family for family, stems in _FAMILIES.items() for stem in stems}
-#: The families' own words, as a text's content words hold them: a card about a stance has one.
-STANCE_FAMILIES = frozenset(_FAMILIES)
-
-
 def _content_words(text: str) -> list[str]:
     """The content words similarity counts: `text.content_tokens`, a stance family as one word."""
-    return [_FAMILY.get(word, word) for word in content_tokens(text)]
+    return [FAMILY.get(word, word) for word in content_tokens(text)]
 
 
 def stance_topic(profile: TextProfile) -> frozenset[str]:
@@ -202,126 +190,6 @@ def jaccard_of_counts(common: int, a: int, b: int) -> float:
     return common / union if union else 1.0
 
 
-#: Words of a stance (a feeling or a judgement): "X values her friendship with Y" is X's stance,
-#: not an event X and Y share, so "with" does not make it a joint telling.
-_STANCE_WORDS = frozenset(
-    {
-        "grateful", "thankful", "appreciate", "appreciates", "appreciated", "appreciative", "values",
-        "value", "valued", "loves", "love", "loved", "admires", "admire", "admired", "proud", "trusts",
-        "trust", "trusted", "misses", "miss", "missed", "cares", "care", "believes", "believe",
-        "believed", "respects", "respect", "respected", "enjoys", "enjoyed", "likes", "liked",
-        "feels", "felt", "happy", "glad", "thanks", "thanked", "inspired", "inspires", "impressed",
-        "excited", "excitement", "eager", "interested", "wants", "wanted", "hopes", "hoped",
-    }
-)  # fmt: skip
-
-
-def _agents(profile: TextProfile, common: set[str]) -> frozenset[str]:
-    """Names after "by" or "from" ("helped by Maria", "advice from James"), among `common`."""
-    return frozenset(
-        name for name, played in profile.details.name_roles if name in common and NameRole.AGENT in played
-    )
-
-
-def _acting(profile: TextProfile, common: set[str]) -> frozenset[str]:
-    """Who acts in the event, among the names both texts share.
-
-    A name after "by" or "from", else the possessor of an act outside the subject ("grateful for
-    Evan's support", "Tim's suggestion"; not "supportive of Joanna's writing"), else the subject.
-    """
-    agents = _agents(profile, common)
-    if agents:
-        return agents
-    subject = profile.details.subject_names & common
-    doers = frozenset(
-        name
-        for name, played in profile.details.name_roles
-        if name in common and NameRole.DOER in played and name not in subject
-    )
-    return doers or subject
-
-
-#: Words of a directed act: "Caroline shared with Melanie that ..." goes from one to the other.
-_DIRECTED_WORDS = frozenset(
-    {
-        "share", "shares", "shared", "sharing", "offer", "offers", "offered", "give", "gives", "gave",
-        "sent", "send", "sends", "show", "shows", "showed", "told", "tells", "tell", "asked", "asks",
-        "ask", "help", "helps", "helped", "helping", "thanked", "recommended", "introduced",
-    }
-)  # fmt: skip
-
-
-def _joint_party(profile: TextProfile, common: set[str]) -> frozenset[str] | None:
-    """Everyone in a joint event, or None if it is not one.
-
-    "Sam plans a painting session with Evan", "Sam and Evan discussed ...": the subject and the
-    names after "with", or two names joined by "and" as the subject. A stance or a directed act
-    ("values her friendship with", "shared with") is no joint event.
-    """
-    if profile.words & (_STANCE_WORDS | _DIRECTED_WORDS):
-        return None
-    subject = profile.details.subject_names & common
-    partners = frozenset(
-        name for name, played in profile.details.name_roles if name in common and NameRole.PARTNER in played
-    )
-    if partners:
-        return partners | subject
-    return subject if len(subject) >= 2 else None
-
-
-def _role_swapped(new: TextProfile, old: TextProfile) -> bool:
-    """Whether the two texts tell of different people acting on each other (who did what to whom).
-
-    One event told from two sides is no swap: a joint event ("Sam plans a painting session with
-    Evan" / "Evan plans a painting session with Sam"), or the same person acting in another voice
-    ("Maria offered to help John" / "John appreciated Maria's offer"). Why: docs/design/dedup.md.
-    """
-    new_names, old_names = new.details.names, old.details.names
-    common = set(new_names) & set(old_names)
-    if len(common) >= 2:
-        new_subject, old_subject = new.details.subject_names & common, old.details.subject_names & common
-        new_stance, old_stance = bool(new.words & _STANCE_WORDS), bool(old.words & _STANCE_WORDS)
-        if new_stance and old_stance and new_subject and old_subject and new_subject != old_subject:
-            # Each holds a stance of their own: "Sam is grateful for Evan's support" / "Evan
-            # appreciates Sam's support", "Caroline values her friendship with Melanie" / the reverse.
-            return True
-        new_party, old_party = _joint_party(new, common), _joint_party(old, common)
-        if new_party is not None and old_party is not None:
-            return new_party != old_party
-        new_acting, old_acting = _acting(new, common), _acting(old, common)
-        if new_acting and old_acting and new_acting != old_acting:
-            return True
-        if _agents(new, common) or _agents(old, common):
-            # The voice changed ("Jon was encouraged by Gina"): word order no longer tells who acts.
-            return False
-    same_words = Counter(new.content) == Counter(old.content)
-    if not same_words or new.content == old.content:
-        return False
-    # Same words, other order: "Evan gave Ben's dog to Sam" / "Evan gave Sam's dog to Ben".
-    if common:
-        new_groups = [group & common for group in new.details.name_groups if group & common]
-        old_groups = [group & common for group in old.details.name_groups if group & common]
-        return new_groups != old_groups
-    # No names: "the dog bit the man" / "the man bit the dog".
-    return new.content[:1] != old.content[:1]
-
-
-def same_doer(new: TextProfile, old: TextProfile) -> bool:
-    """Whether two texts naming the same two people tell of one act by the same one of them, each
-    from its own side: "Joanna appreciates Nate's support" / "Nate supports Joanna's writing" (Nate
-    acts in both). Who acts is read as `_role_swapped` reads it; a swap is never the same doer."""
-    common = set(new.details.names) & set(old.details.names)
-    if len(common) < 2 or _role_swapped(new, old):
-        return False
-    new_acting = _acting(new, common)
-    return bool(new_acting) and new_acting == _acting(old, common)
-
-
-def role_swapped(new: TextProfile, old: TextProfile) -> bool:
-    """Whether the two texts tell of different people acting on each other (who did what to whom)."""
-    return _role_swapped(new, old)
-
-
 def _changed_details(new: TextProfile, old: TextProfile) -> tuple[Detail, ...]:
     changed: set[Detail] = set()
     for kind in VALUE_DETAILS - {Detail.NEGATION}:
@@ -329,7 +197,7 @@ def _changed_details(new: TextProfile, old: TextProfile) -> tuple[Detail, ...]:
             changed.add(kind)
     if new.details.negated != old.details.negated:  # another count, or another negated word
         changed.add(Detail.NEGATION)
-    if _role_swapped(new, old):
+    if role_swapped(new, old):
         changed.add(Detail.ROLE)
     # A name in one text that the other never mentions: another person, place or thing -- unless
     # the other text has a third-person pronoun where the name would stand and no name of its own
@@ -394,7 +262,7 @@ def _negations_held(part: TextProfile, whole: TextProfile) -> bool:
         return False
     said = part.content_set
     return not any(
-        count > 0 and (not word or word in said or _FAMILY.get(word, word) in said)
+        count > 0 and (not word or word in said or FAMILY.get(word, word) in said)
         for word, count in extra.items()
     )
 
@@ -419,7 +287,7 @@ def covered_by(part: TextProfile, whole: TextProfile) -> float | None:
             return None
     if not _negations_held(part, whole):
         return None
-    if any(name not in whole.words for name in part.details.names) or _role_swapped(part, whole):
+    if any(name not in whole.words for name in part.details.names) or role_swapped(part, whole):
         return None
     return len(part.content_set & whole.content_set) / len(part.content_set)
 

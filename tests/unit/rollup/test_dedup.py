@@ -782,6 +782,29 @@ class TestSaidByAFullerCard:
         assert verdict_of("Jon never thanked Gina for her support.", stored).kind is not VerdictKind.DUPLICATE
         assert verdict_of("Gina thanked Jon for his support.", stored).kind is not VerdictKind.DUPLICATE
 
+    @pytest.mark.parametrize(
+        ("new", "stored"),
+        [
+            (  # the doer behind "his" is the one the new card names
+                "Joanna watches the Lord of the Rings trilogy movies based on Nate's recommendation "
+                "and enjoys it.",
+                "Joanna told Nate she enjoyed watching the Lord of the Rings trilogy on his "
+                "recommendation, and Nate agreed it's a great trilogy.",
+            ),
+            (  # a stance held towards each other tells each one's
+                "Caroline expresses appreciation for her friendship with Melanie.",
+                "Melanie values friendship with Caroline and expresses appreciation for it. "
+                "They express appreciation for each other's friendship and support.",
+            ),
+        ],
+    )
+    def test_one_side_told_by_a_card_of_both_sides_repeats_it(self, new: str, stored: str) -> None:
+        """Two pairs of the dev conversations the role reading kept apart (`roles`): the stored
+        card tells the new one's fact from the other side, so the new card reinforces it."""
+        verdict = verdict_of(new, stored)
+        assert verdict.kind is VerdictKind.DUPLICATE and verdict.matched_id == "old"
+        assert "role" not in verdict.changed
+
     def test_a_looser_said_by_never_reinforces_below_the_reinforce_share(self) -> None:
         """With `said_by` at 0.5 a stored card holding 4 of the new card's 7 words (0.57) does not
         tell it: a reinforcement keeps the stored text, which must hold `reinforce_containment`."""
@@ -878,7 +901,7 @@ class TestOneStanceRetold:
 
     def test_one_support_told_by_each_side_repeats_it(self) -> None:
         """ "Joanna appreciates Nate's support" and "Nate is supportive of Joanna's writing" tell of
-        one act by Nate (`similarity.same_doer`), in either order (labelled pairs, two_sided)."""
+        one act by Nate (`roles.same_doer`), in either order (labelled pairs, two_sided)."""
         told_by_her = "Joanna appreciates Nate's support for her writing projects."
         assert verdict_of(told_by_her, self.TOLD_BY_THE_DOER).kind is VerdictKind.DUPLICATE
         assert verdict_of(self.TOLD_BY_THE_DOER, told_by_her).kind is VerdictKind.DUPLICATE
