@@ -13,14 +13,16 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import anyio
-import httpx
 
 from dreamer.config import RetryConfig
 from dreamer.errors import PermanentBackendError, RetriesExhausted, TransientBackendError
 from dreamer.slot import SlotLock
+
+if TYPE_CHECKING:
+    import httpx
 
 T = TypeVar("T")
 
@@ -101,6 +103,8 @@ class ServerCalls:
     async def post(self, client: httpx.AsyncClient, body: Any) -> httpx.Response:
         """POST ``body`` to the endpoint; a transport failure raised as transient, a status >= 300
         as :meth:`refused` says."""
+        import httpx  # with its client: a run that calls no server never imports it
+
         try:
             # httpx bounds each read, not the answer: a server trickling a byte at a time would hold
             # the call for ever. timeout_s bounds the whole request.
@@ -178,6 +182,8 @@ def redirect_origin(location: str | None, redact: Callable[[str], str]) -> str:
     put anything there, the API key in any encoding among it (``?token=Bearer%20<key>``), and an
     error message reaches the terminal, the journal, the run records and an agent's log.
     """
+    import httpx
+
     if not location:
         return "an address it did not name"
     try:

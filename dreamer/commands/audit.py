@@ -13,9 +13,10 @@ import structlog
 
 from dreamer.config import Config
 from dreamer.errors import AuditError, MemoryFileError, MemoryTextError, UsageError
-from dreamer.hermes import AmbiguousMatchError, MemoryStore, MemoryStoreError, OverBudgetError, Target
 from dreamer.hermes.audit.canary import CANARY_MARKER
 from dreamer.hermes.audit.init import AgentInit, init_agent
+from dreamer.hermes.memory.entries import Target
+from dreamer.hermes.memory.store import AmbiguousMatchError, MemoryStore, MemoryStoreError, OverBudgetError
 from dreamer.jobs.audit import ALARMING, agent_files, audit_once, audit_settings, rotate_once
 from dreamer.outcomes import Outcome, ending, exit_code
 

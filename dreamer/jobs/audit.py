@@ -17,11 +17,13 @@ import structlog
 from dreamer.backends import MemoryBackend
 from dreamer.config import Config
 from dreamer.errors import UnknownAgentError
-from dreamer.hermes import AgentFiles, AuditReport, AuditSettings, audit_agent, needs_audit
 from dreamer.hermes.audit.compress import Compressor
 from dreamer.hermes.audit.compress_reflect import ReflectCompressor, reflect_compress
+from dreamer.hermes.audit.report import AuditReport
 from dreamer.hermes.audit.rotation import CanaryRotation, rotate_canaries
-from dreamer.hermes.audit.settings import with_hermes_limits
+from dreamer.hermes.audit.run import audit_agent
+from dreamer.hermes.audit.settings import AgentFiles, AuditSettings, with_hermes_limits
+from dreamer.hermes.audit.trigger import needs_audit
 from dreamer.hermes.memory.limits import MemoryLimitsError
 from dreamer.jobs.open import open_for
 from dreamer.jobs.spec import JobOutcome, JobSpec

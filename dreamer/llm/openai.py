@@ -15,9 +15,8 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dreamer.config.llm import LLMConfig
@@ -25,6 +24,9 @@ from dreamer.errors import ProtocolError
 from dreamer.llm.usage import TokenUsage, usage_from
 from dreamer.log import SecretRedactor
 from dreamer.retry import ServerCalls
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["ChatAnswer", "OpenAIChat", "open_chat"]
 
@@ -87,6 +89,8 @@ class OpenAIChat:
         headers = {"Accept": "application/json", "User-Agent": "dreamer"}
         if secret:
             headers["Authorization"] = f"Bearer {secret}"
+        import httpx  # loaded with the first model: a run without [llm] never imports it
+
         self._client = httpx.AsyncClient(
             headers=headers,
             timeout=httpx.Timeout(config.timeout_s, connect=min(config.timeout_s, 10.0)),

@@ -415,3 +415,17 @@ class TestStartupImports:
         )
         done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
         assert done.stdout.strip() == ""
+
+    def test_a_runs_modules_on_the_embedded_store_load_no_http_client_nor_the_audit(self) -> None:
+        """What a run imports on the embedded store without ``[llm]`` (`run_modules`): no httpx (its
+        client loads with a model or a server to call) and no Hermes audit (the peer card needs one
+        constant of the Hermes package)."""
+        probe = (
+            "import sys, dreamer.service.daemon, dreamer.jobs.rollup as r\n"
+            "from dreamer.config import Config\n"
+            "[__import__(m) for m in r.run_modules(Config())]\n"
+            "heavy = ['httpx', 'dreamer.hermes.audit.run', 'dreamer.hermes.memory.store']\n"
+            "print(' '.join(m for m in heavy if m in sys.modules))\n"
+        )
+        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+        assert done.stdout.strip() == ""

@@ -41,7 +41,7 @@ WITHOUT_OWN_FILE: dict[str, tuple[str, tuple[str, ...]]] = {
     "dreamer.backends.hindsight": ("no logic: the room's docstring", ()),
     "dreamer.commands": ("no logic: the room's docstring", ()),
     "dreamer.embeddings": ("no logic: re-exports the Embedder protocol", ()),
-    "dreamer.hermes": ("no logic: re-exports the store's and the audit's entry points", ()),
+    "dreamer.hermes": ("no logic: the room's docstring", ()),
     "dreamer.hermes.audit": ("no logic: the room's docstring", ()),
     "dreamer.hermes.memory": ("no logic: the room's docstring", ()),
     "dreamer.hermes_provider": ("no logic: the room's docstring", ()),
