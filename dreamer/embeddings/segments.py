@@ -57,9 +57,13 @@ log = get_logger("dreamer.embeddings")
 #: Version of the folder's layout; a folder of another version (format 1: usearch HNSW files) is
 #: set aside and rebuilt.
 FORMAT = 2
-#: Rows per segment: 16,384 vectors of 384 dimensions are 6.5 MB of codes, written in a few tens of
-#: milliseconds; below it the owner's exact search in memory is the cheaper one.
-SEGMENT_ROWS = 16_384
+#: Rows per segment: 4,096 vectors of 384 dimensions are 1.6 MB of int8 codes, written in a few
+#: milliseconds. Rows below a segment's worth stay in memory, read from their owner's file by each
+#: new process: at 16,384 a 10k bank was read whole by every daemon's first run (bench.scale, 10k
+#: cards with the local model: 1.12-1.19 s and 171 MiB at 16,384, 1.03-1.06 s and 155 MiB at 4,096,
+#: the same at 100k and 1M). The size is not part of a folder's identity: segments written at
+#: another size are kept.
+SEGMENT_ROWS = 4_096
 #: Extra neighbours asked of the segments, so keys the owner no longer knows (a replaced vector)
 #: still leave ``k`` it does, and the codes' rounding cannot push out a true neighbour.
 SLACK = 8

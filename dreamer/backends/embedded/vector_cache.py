@@ -2,7 +2,7 @@
 the rows added since it last looked, each bank's vectors past one page kept on disk.
 
 Each bank's vectors of one model are read in ``vec_no`` order (it only grows); once the rows in
-memory (:class:`~.vector_matrix.BankMatrix`) fill a page (`SEGMENT_ROWS`, 16,384), they become an
+memory (:class:`~.vector_matrix.BankMatrix`) fill a page (`SEGMENT_ROWS`, 4,096), they become an
 immutable segment file in the bank's folder beside the store (:func:`segments_folder`,
 :class:`dreamer.embeddings.segments.SegmentIndex`) and leave memory, so a process holds at most a
 page of a bank whatever its size, and the next process reads only the rows past the segments. A

@@ -58,6 +58,20 @@ def test_segments_add_up_and_keys_past_covered_are_refused(tmp_path: Path) -> No
     assert 108 in [key for key, _ in found]
 
 
+def test_segments_written_at_another_page_size_are_kept(tmp_path: Path) -> None:
+    """The page size (`SEGMENT_ROWS`) is not part of what the folder was built for: an index built
+    with larger pages (an upgrade lowered 16,384 to 4,096) keeps its segments and adds smaller ones,
+    and both are searched, so no run after the upgrade builds them again."""
+    built(tmp_path / "ix", 200)
+    again = SegmentIndex(tmp_path / "ix", IDENTITY, 16, writable=True, segment_rows=50)
+    assert (again.covered, again.rows, again.segment_rows) == (200, 200, 50)
+    more = unit_rows(50, seed=1)
+    assert again.add_segment(list(range(201, 251)), more, last_key=250, probes=[(201, "d200")], damaged={})
+    assert [s.rows for s in again.segments] == [200, 50]
+    (found,) = again.search(more[3:4], 1)
+    assert found[0][0] == 204
+
+
 def test_a_read_only_index_builds_nothing(tmp_path: Path) -> None:
     index = SegmentIndex(tmp_path / "ix", IDENTITY, 16, writable=False)
     assert not index.add_segment([1, 2], unit_rows(2), last_key=2, probes=[], damaged={})
@@ -76,9 +90,7 @@ def test_a_read_only_index_builds_nothing(tmp_path: Path) -> None:
         "missing file",
     ],
 )
-def test_a_damaged_or_foreign_folder_is_set_aside_with_a_warning(
-    tmp_path: Path, damage: str
-) -> None:
+def test_a_damaged_or_foreign_folder_is_set_aside_with_a_warning(tmp_path: Path, damage: str) -> None:
     """Whatever is wrong with the folder, opening it gives an empty index (the owner then searches
     exactly and builds again) and one warning naming the problem; a writable index clears it."""
     index, _ = built(tmp_path / "ix")
@@ -231,9 +243,23 @@ def test_a_folder_of_the_older_format_is_set_aside_and_its_files_removed(tmp_pat
     folder = tmp_path / "ix"
     folder.mkdir()
     (folder / "seg-1-200.usearch").write_bytes(b"\0" * 64)
-    body = {"format": 1, "identity": IDENTITY, "dimension": 16, "covered": 200, "damaged": {},
-            "segments": [{"file": "seg-1-200.usearch", "first_key": 1, "last_key": 200, "rows": 200,
-                          "sha256": "0" * 64, "probes": []}]}
+    body = {
+        "format": 1,
+        "identity": IDENTITY,
+        "dimension": 16,
+        "covered": 200,
+        "damaged": {},
+        "segments": [
+            {
+                "file": "seg-1-200.usearch",
+                "first_key": 1,
+                "last_key": 200,
+                "rows": 200,
+                "sha256": "0" * 64,
+                "probes": [],
+            }
+        ],
+    }
     (folder / "manifest.json").write_text(json.dumps(body))
     with capture_logs() as logs:
         index = SegmentIndex(folder, IDENTITY, 16, writable=True)
