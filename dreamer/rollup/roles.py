@@ -67,6 +67,8 @@ _ANSWERING = frozenset({"on", "for", "after", "following", "upon"})
 def _acts_held_by_pronoun(profile: TextProfile) -> frozenset[str]:
     """The stems of the acts a possessive pronoun holds after "on", "for", ... ("on his
     recommendation" -> recommendation)."""
+    if profile.words.isdisjoint(_ANSWERING) or profile.words.isdisjoint(_POSSESSIVE_PRONOUNS):
+        return frozenset()  # the cheap test first: the judge asks this of every pair it compares
     words = tokens(profile.text)
     held = frozenset(
         stem(act)
@@ -110,15 +112,19 @@ def _acting(profile: TextProfile, common: set[str], other: TextProfile) -> froze
 
 #: "each other", "one another": a stance both people hold towards one another.
 _MUTUAL = re.compile(r"\b(?:each other|one another)\b")
+_MUTUAL_WORDS = frozenset({"each", "another"})
 #: The stems of stance words, a stance family's included: what makes a sentence a stance.
 _STANCE_STEMS = frozenset(FAMILY) | frozenset(stem(word) for word in _STANCE_WORDS)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
-def _tells_mutual_stance(profile: TextProfile, held: frozenset[str]) -> bool:
+def _tells_mutual_stance(profile: TextProfile, other: TextProfile) -> bool:
     """Whether a sentence of the text tells a stance both its people hold towards each other
     ("They express appreciation for each other's friendship and support"), in a word of the
-    stance `held` (stems): it says each one's stance, either way round."""
+    stance the other text tells: it says each one's stance, either way round."""
+    if profile.words.isdisjoint(_MUTUAL_WORDS):
+        return False  # the cheap test first: the judge asks this of every pair it compares
+    held = _stance_of(other)
     for sentence in _SENTENCE_END.split(profile.text):
         if _MUTUAL.search(" ".join(tokens(sentence))):
             said = {FAMILY.get(word, word) for word in content_tokens(sentence)}
@@ -172,7 +178,7 @@ def role_swapped(new: TextProfile, old: TextProfile) -> bool:
     new_names, old_names = new.details.names, old.details.names
     common = set(new_names) & set(old_names)
     if len(common) >= 2:
-        if _tells_mutual_stance(old, _stance_of(new)) or _tells_mutual_stance(new, _stance_of(old)):
+        if _tells_mutual_stance(old, new) or _tells_mutual_stance(new, old):
             # One says the two hold this stance towards each other: it tells each one's.
             return False
         new_subject, old_subject = new.details.subject_names & common, old.details.subject_names & common
