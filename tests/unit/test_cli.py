@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
-import sys
 
 import pytest
 
 from dreamer.cli import build_parser
+from tests.support.imports import JOB_BODIES, loaded_after
 
 
 def _command_names(parser: argparse.ArgumentParser) -> list[str]:
@@ -44,15 +43,8 @@ class TestParser:
 class TestImports:
     def test_importing_the_cli_leaves_command_bodies_unimported(self) -> None:
         """`import dreamer.cli` loads no pipeline, backend, Hermes store, command body or httpx."""
-        probe = (
-            "import sys, dreamer.cli\n"
-            "heavy = ['dreamer.rollup.pipeline', 'dreamer.backends.hindsight.backend', 'dreamer.hermes', "
-            "'dreamer.commands', 'dreamer.peercard.card', 'dreamer.service.daemon', 'dreamer.service.start', "
-            "'httpx']\n"
-            "print(' '.join(m for m in heavy if m in sys.modules))\n"
-        )
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-        assert done.stdout.strip() == ""
+        heavy = [*JOB_BODIES, "dreamer.service.daemon", "dreamer.service.start"]
+        assert loaded_after("import dreamer.cli", heavy) == []
 
 
 class TestLastResort:

@@ -7,8 +7,6 @@ import dataclasses
 import io
 import json
 import logging
-import subprocess
-import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +27,7 @@ from dreamer.service.plan import PLANNERS, diff_plans, plan_jobs
 from dreamer.service.runner import KindDispatcher, execute_job
 from dreamer.state import StateStore
 from tests.support.configs import config_data, parsed
+from tests.support.imports import JOB_BODIES, loaded_after
 
 
 def make_config(**sections: Any) -> Config:
@@ -328,7 +327,7 @@ class TestKindDispatcher:
         result = await execute_job(make_config(), spec("audit:x", kind="audit", key="x"), dispatch)
         assert result.outcome.outcome == "failed"
         assert result.outcome.detail.startswith("UnknownJobKind: no runner for job kind 'audit'")
-        assert "\"exc_type\": \"UnknownJobKind\"" in logs.getvalue()
+        assert '"exc_type": "UnknownJobKind"' in logs.getvalue()
 
     async def test_default_runner_runs_the_rollup_pipeline(self, logs: io.StringIO, tmp_path: Path) -> None:
         """The default roll-up runner is the real pipeline: an empty embedded bank ends `idle`."""
@@ -407,25 +406,15 @@ class TestErrorsAsOutcomes:
 class TestStartupImports:
     def test_daemon_start_leaves_job_bodies_unimported(self) -> None:
         """Importing the daemon does not load the roll-up pipeline, backends or audit: READY comes first."""
-        probe = (
-            "import sys, dreamer.service.daemon\n"
-            "heavy = ['dreamer.rollup.pipeline', 'dreamer.backends.hindsight.backend', 'dreamer.hermes', "
-            "'dreamer.commands', 'dreamer.peercard.card', 'httpx']\n"
-            "print(' '.join(m for m in heavy if m in sys.modules))\n"
-        )
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-        assert done.stdout.strip() == ""
+        assert loaded_after("import dreamer.service.daemon", JOB_BODIES) == []
 
     def test_a_runs_modules_on_the_embedded_store_load_no_http_client_nor_the_audit(self) -> None:
         """What a run imports on the embedded store without ``[llm]`` (`run_modules`): no httpx (its
         client loads with a model or a server to call) and no Hermes audit (the peer card needs one
         constant of the Hermes package)."""
-        probe = (
-            "import sys, dreamer.service.daemon, dreamer.jobs.rollup as r\n"
+        run = (
+            "import dreamer.service.daemon, dreamer.jobs.rollup as r\n"
             "from dreamer.config import Config\n"
-            "[__import__(m) for m in r.run_modules(Config())]\n"
-            "heavy = ['httpx', 'dreamer.hermes.audit.run', 'dreamer.hermes.memory.store']\n"
-            "print(' '.join(m for m in heavy if m in sys.modules))\n"
+            "[__import__(m) for m in r.run_modules(Config())]"
         )
-        done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-        assert done.stdout.strip() == ""
+        assert loaded_after(run, ["httpx", "dreamer.hermes.audit.run", "dreamer.hermes.memory.store"]) == []
