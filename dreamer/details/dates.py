@@ -52,23 +52,23 @@ def _month(name: str) -> int:
 
 
 def extract_dates(text: str, found: dict[Detail, list[str]]) -> str:
-    matches, text = collect(_ISO_DATE, text)
+    matches, text = collect(_ISO_DATE, text, needs_digit=True)
     found[Detail.DATE] += [_date_value(m[1], int(m[2]), m[3]) for m in matches]
-    matches, text = collect(_NUMERIC_DATE, text)
+    matches, text = collect(_NUMERIC_DATE, text, needs_digit=True)
     found[Detail.DATE] += [f"{m[1]}/{m[2]}/{m[3]}" for m in matches]  # day/month order is ambiguous
-    matches, text = collect(_DAY_MONTH, text)
+    matches, text = collect(_DAY_MONTH, text, needs_digit=True)
     found[Detail.DATE] += [_date_value(m[3], _month(m[2]), m[1]) for m in matches]
-    matches, text = collect(_MONTH_DAY, text)
+    matches, text = collect(_MONTH_DAY, text, needs_digit=True)
     found[Detail.DATE] += [_date_value(m[3], _month(m[1]), m[2]) for m in matches]
-    matches, text = collect(_MONTH_YEAR, text)
+    matches, text = collect(_MONTH_YEAR, text, needs_digit=True)
     found[Detail.DATE] += [_date_value(m[2], _month(m[1]), None) for m in matches]
     matches, text = collect(_LONE_MONTH, text)
     found[Detail.DATE] += [_date_value(None, _month(m[1]), None) for m in matches]
     matches, text = collect(_WEEKDAY, text)
     found[Detail.DATE] += [m[1].casefold() for m in matches]
-    matches, text = collect(_LONE_YEAR, text)
+    matches, text = collect(_LONE_YEAR, text, needs_digit=True)
     found[Detail.DATE] += [m[1] for m in matches]
-    matches, text = collect(_CLOCK_TIME, text)
+    matches, text = collect(_CLOCK_TIME, text, needs_digit=True)
     for m in matches:
         if m[1] is not None:
             hour = int(m[1]) % 12 + (12 if m[3].casefold() == "p" else 0)

@@ -52,7 +52,7 @@ def extract_locations(text: str, found: dict[Detail, list[str]]) -> str:
             text = cut(text, match.span())
     matches, text = collect(_FILE_NAME, text)
     found[Detail.PATH] += [m.group(0) for m in matches]
-    matches, text = collect(_IPV4, text)
+    matches, text = collect(_IPV4, text, needs_digit=True)
     found[Detail.HOST] += [m.group(0) for m in matches]
     matches, text = collect(_HOST_NAME, text)
     found[Detail.HOST] += [m.group(0).casefold() for m in matches]

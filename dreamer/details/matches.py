@@ -11,6 +11,8 @@ import re
 
 __all__ = ["collect", "cut"]
 
+_DIGIT = re.compile(r"\d")
+
 
 def cut(text: str, span: tuple[int, int]) -> str:
     # Replace rather than delete, so offsets of later matches stay valid.
@@ -18,7 +20,14 @@ def cut(text: str, span: tuple[int, int]) -> str:
     return text[:start] + " " * (end - start) + text[end:]
 
 
-def collect(pattern: re.Pattern[str], text: str) -> tuple[list[re.Match[str]], str]:
+def collect(
+    pattern: re.Pattern[str], text: str, *, needs_digit: bool = False
+) -> tuple[list[re.Match[str]], str]:
+    """``pattern``'s matches in ``text``, and the text with them blanked. ``needs_digit``: the
+    pattern matches nothing without a digit (``\\d``, the same test), so a text without one is not
+    scanned; most memory text has none, and the scans were a third of the extraction's time."""
+    if needs_digit and _DIGIT.search(text) is None:
+        return [], text
     matches = list(pattern.finditer(text))
     for match in matches:
         text = cut(text, match.span())

@@ -39,7 +39,7 @@ def _number_value(match: re.Match[str]) -> str:
 
 
 def extract_numbers(text: str, found: dict[Detail, list[str]]) -> str:
-    matches, text = collect(_NUMBER, text)
+    matches, text = collect(_NUMBER, text, needs_digit=True)
     found[Detail.NUMBER] += [_number_value(m) for m in matches]
     matches, text = collect(_NUMBER_WORD, text)
     found[Detail.NUMBER] += [NUMBER_WORDS[m[1].casefold()] for m in matches]

@@ -20,7 +20,7 @@ _VERSION_WORDS = frozenset({"version", "release", "ver", "rev", "revision", "bui
 
 def extract_versions(text: str, found: dict[Detail, list[str]]) -> str:
     for pattern in (_PREFIXED_VERSION, _DOTTED_VERSION):
-        matches, text = collect(pattern, text)
+        matches, text = collect(pattern, text, needs_digit=True)
         found[Detail.VERSION] += [m.group(0).casefold().lstrip("v") for m in matches]
     for match in list(_DECIMAL.finditer(text)):
         before = text[: match.start()].split()

@@ -2,9 +2,28 @@
 
 from __future__ import annotations
 
-import pytest
+import re
 
-from dreamer.details import Detail, NameRole, protected_details
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from dreamer.details import Detail, NameRole, dates, locations, matches, numbers, protected_details, versions
+
+#: The patterns the finders scan only in a text holding a digit (`matches.collect`'s `needs_digit`).
+NEEDS_DIGIT = (
+    dates._ISO_DATE,
+    dates._NUMERIC_DATE,
+    dates._DAY_MONTH,
+    dates._MONTH_DAY,
+    dates._MONTH_YEAR,
+    dates._LONE_YEAR,
+    dates._CLOCK_TIME,
+    numbers._NUMBER,
+    locations._IPV4,
+    versions._PREFIXED_VERSION,
+    versions._DOTTED_VERSION,
+)
 
 # Numbers a sign, currency, "%", trailing "+" or decimal point makes different values.
 NUMBERS_APART = [
@@ -172,3 +191,47 @@ class TestProtectedDetails:
         roles = dict(protected_details(text).name_roles)
         possessor = next(name for name, played in roles.items() if NameRole.POSSESSOR in played)
         assert (NameRole.DOER in roles[possessor]) is doer
+
+
+class TestTextsWithoutDigits:
+    """A pattern marked `needs_digit` is not run on a text without a digit: the same details."""
+
+    TEXTS = (
+        "Caroline attended an LGBTQ support group on 7 May 2023 and found it powerful.",
+        "Nate won his 4th tournament last Friday at 3 pm, earning $1,200.",
+        "Melanie went camping with her family in June and loves the outdoors.",
+        "Upgraded Nextcloud to version 28.0.4 on host atlas (10.0.0.5:8080), see /etc/nc/config.php.",
+        "Sam will see the doctor on the ٣ of March, at ١٠:٣٠.",  # Arabic-Indic digits are digits too
+        "Joanna's screenplay got two callbacks; she is thankful to Nate.",
+        "Evan plans a trip to Paris on Monday, May the 5th, 2025.",
+        "Nothing here but words and an email, jo@example.org, and www.example.com/path.",
+    )
+
+    def test_skipping_a_scan_changes_no_detail(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """Every text read with the digit test as shipped and with a test that always says "a digit
+        here" (every pattern scanned, as before the test existed) gives the same details."""
+        guarded = [protected_details(text) for text in self.TEXTS]
+        monkeypatch.setattr(matches, "_DIGIT", re.compile(""))
+        assert [protected_details(text) for text in self.TEXTS] == guarded
+        assert any(d.of_kind(Detail.DATE) for d in guarded) and any(d.of_kind(Detail.NUMBER) for d in guarded)
+
+    #: Words and marks the date, time, number and version patterns are made of, digits left out.
+    PIECES = (
+        "May", "may", "March", "the", "of", "first", "Monday", "pm", "am", "p.m.", "v", "V", "version",
+        "$", "€", "%", "+", "-", "−", ".", ",", ":", "/", "T", "Z", "st", "th", "2nd", "Ⅻ", "½", "²",
+    )  # fmt: skip
+
+    @given(
+        st.one_of(
+            st.text(alphabet=st.characters(blacklist_categories=("Nd", "Cs")), max_size=80),
+            st.lists(st.sampled_from(PIECES), max_size=12).map(" ".join),
+            st.lists(st.sampled_from(PIECES), max_size=12).map("".join),
+        )
+    )
+    def test_no_pattern_marked_so_matches_without_a_digit(self, text: str) -> None:
+        """The patterns marked `needs_digit` at their call sites find nothing in digit-free text
+        (nor in Roman numerals, fractions or superscripts, which are not decimal digits)."""
+        if re.search(r"\d", text):
+            return  # "2nd" and the like: a digit, so scanned
+        for pattern in NEEDS_DIGIT:
+            assert pattern.search(text) is None
