@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from dreamer.details.kinds import Detail
-from dreamer.details.matches import collect
+from dreamer.details.matches import collect, digit_pattern
 
 __all__ = ["MONTHS", "WEEKDAYS", "extract_dates"]
 
@@ -24,20 +24,22 @@ _WEEKDAY_RE = "|".join(WEEKDAYS)
 _DAY_RE = r"[0-3]?\d(?:st|nd|rd|th)?"
 _YEAR_RE = r"(?:1[89]|2[01])\d\d"
 
-_ISO_DATE = re.compile(
+_ISO_DATE = digit_pattern(
     r"\b(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ]\d{1,2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+\-]\d{2}:?\d{2})?)?\b"
 )
-_NUMERIC_DATE = re.compile(r"\b(\d{1,2})/(\d{1,2})/(\d{2,4})\b")
-_DAY_MONTH = re.compile(rf"(?i)\b(?:the\s+)?({_DAY_RE})\s+(?:of\s+)?({_MONTH_RE})\.?(?:,?\s+({_YEAR_RE}))?\b")
-_MONTH_DAY = re.compile(rf"(?i)\b({_MONTH_RE})\.?\s+(?:the\s+)?({_DAY_RE})(?!\d)(?:,?\s+({_YEAR_RE}))?\b")
-_MONTH_YEAR = re.compile(rf"(?i)\b({_MONTH_RE})\.?,?\s+({_YEAR_RE})\b")
+_NUMERIC_DATE = digit_pattern(r"\b(\d{1,2})/(\d{1,2})/(\d{2,4})\b")
+_DAY_MONTH = digit_pattern(
+    rf"(?i)\b(?:the\s+)?({_DAY_RE})\s+(?:of\s+)?({_MONTH_RE})\.?(?:,?\s+({_YEAR_RE}))?\b"
+)
+_MONTH_DAY = digit_pattern(rf"(?i)\b({_MONTH_RE})\.?\s+(?:the\s+)?({_DAY_RE})(?!\d)(?:,?\s+({_YEAR_RE}))?\b")
+_MONTH_YEAR = digit_pattern(rf"(?i)\b({_MONTH_RE})\.?,?\s+({_YEAR_RE})\b")
 # A month name alone only when capitalised: "may" and "march" are also verbs.
 _LONE_MONTH = re.compile(
     r"\b(January|February|March|April|May|June|July|August|September|October|November|December)\b"
 )
 _WEEKDAY = re.compile(rf"(?i)\b({_WEEKDAY_RE})s?\b")
-_LONE_YEAR = re.compile(rf"\b({_YEAR_RE})\b")
-_CLOCK_TIME = re.compile(r"(?i)\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\b\.?|\b(\d{1,2}):(\d{2})\b")
+_LONE_YEAR = digit_pattern(rf"\b({_YEAR_RE})\b")
+_CLOCK_TIME = digit_pattern(r"(?i)\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\b\.?|\b(\d{1,2}):(\d{2})\b")
 
 
 def _date_value(year: str | None, month: int | None, day: str | None) -> str:
@@ -52,23 +54,23 @@ def _month(name: str) -> int:
 
 
 def extract_dates(text: str, found: dict[Detail, list[str]]) -> str:
-    matches, text = collect(_ISO_DATE, text, needs_digit=True)
+    matches, text = collect(_ISO_DATE, text)
     found[Detail.DATE] += [_date_value(m[1], int(m[2]), m[3]) for m in matches]
-    matches, text = collect(_NUMERIC_DATE, text, needs_digit=True)
+    matches, text = collect(_NUMERIC_DATE, text)
     found[Detail.DATE] += [f"{m[1]}/{m[2]}/{m[3]}" for m in matches]  # day/month order is ambiguous
-    matches, text = collect(_DAY_MONTH, text, needs_digit=True)
+    matches, text = collect(_DAY_MONTH, text)
     found[Detail.DATE] += [_date_value(m[3], _month(m[2]), m[1]) for m in matches]
-    matches, text = collect(_MONTH_DAY, text, needs_digit=True)
+    matches, text = collect(_MONTH_DAY, text)
     found[Detail.DATE] += [_date_value(m[3], _month(m[1]), m[2]) for m in matches]
-    matches, text = collect(_MONTH_YEAR, text, needs_digit=True)
+    matches, text = collect(_MONTH_YEAR, text)
     found[Detail.DATE] += [_date_value(m[2], _month(m[1]), None) for m in matches]
     matches, text = collect(_LONE_MONTH, text)
     found[Detail.DATE] += [_date_value(None, _month(m[1]), None) for m in matches]
     matches, text = collect(_WEEKDAY, text)
     found[Detail.DATE] += [m[1].casefold() for m in matches]
-    matches, text = collect(_LONE_YEAR, text, needs_digit=True)
+    matches, text = collect(_LONE_YEAR, text)
     found[Detail.DATE] += [m[1] for m in matches]
-    matches, text = collect(_CLOCK_TIME, text, needs_digit=True)
+    matches, text = collect(_CLOCK_TIME, text)
     for m in matches:
         if m[1] is not None:
             hour = int(m[1]) % 12 + (12 if m[3].casefold() == "p" else 0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from dreamer.details.kinds import Detail
-from dreamer.details.matches import collect, cut
+from dreamer.details.matches import collect, cut, digit_pattern
 
 __all__ = ["extract_locations"]
 
@@ -23,7 +23,7 @@ _FILE_EXTENSIONS = (
     "|js|ts|rs|go|c|h|cpp|java|rb|sql|xml|pdf|png|jpe?g|gz|tgz|zip|tar"
 )
 _FILE_NAME = re.compile(rf"(?i)\b[\w\-]+(?:\.[\w\-]+)*\.(?:{_FILE_EXTENSIONS})\b")
-_IPV4 = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
+_IPV4 = digit_pattern(r"\b\d{1,3}(?:\.\d{1,3}){3}(?::\d+)?\b")
 _TLDS = (
     "com|org|net|io|dev|ai|app|co|uk|de|fr|nl|eu|us|ca|au|jp|info|biz|edu|gov|me|sh|tech|cloud"
     "|local|lan|internal|home|arpa|localdomain|test|example|invalid"
@@ -52,7 +52,7 @@ def extract_locations(text: str, found: dict[Detail, list[str]]) -> str:
             text = cut(text, match.span())
     matches, text = collect(_FILE_NAME, text)
     found[Detail.PATH] += [m.group(0) for m in matches]
-    matches, text = collect(_IPV4, text, needs_digit=True)
+    matches, text = collect(_IPV4, text)
     found[Detail.HOST] += [m.group(0) for m in matches]
     matches, text = collect(_HOST_NAME, text)
     found[Detail.HOST] += [m.group(0).casefold() for m in matches]

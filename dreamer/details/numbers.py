@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from dreamer.details.kinds import Detail
-from dreamer.details.matches import collect
+from dreamer.details.matches import collect, digit_pattern
 from dreamer.text import CURRENCY_SYMBOLS, NUMBER_WORDS
 
 __all__ = ["extract_numbers"]
@@ -19,7 +19,7 @@ __all__ = ["extract_numbers"]
 # "100 €", "12%", "5+". A sign counts where it cannot be a hyphen or a range ("COVID-19", "5-10"),
 # and a "+" after a letter ("UTC+5", where "UTC-5" is read as a hyphen, as the normaliser does).
 _SIGNS = "+\\-\u2212"
-_NUMBER = re.compile(
+_NUMBER = digit_pattern(
     rf"(?:(?<![\w.,{_SIGNS}])(?P<sign>[{_SIGNS}])|(?<=[^\W\d_])(?P<joined>\+))?"
     rf"(?:(?P<cur>[{CURRENCY_SYMBOLS}])\s?(?P<signed>[{_SIGNS}])?)?"
     r"(?<![\w.])(?P<digits>\d+(?:[.,]\d+)*[A-Za-z]{0,3})(?![\w])"
@@ -39,7 +39,7 @@ def _number_value(match: re.Match[str]) -> str:
 
 
 def extract_numbers(text: str, found: dict[Detail, list[str]]) -> str:
-    matches, text = collect(_NUMBER, text, needs_digit=True)
+    matches, text = collect(_NUMBER, text)
     found[Detail.NUMBER] += [_number_value(m) for m in matches]
     matches, text = collect(_NUMBER_WORD, text)
     found[Detail.NUMBER] += [NUMBER_WORDS[m[1].casefold()] for m in matches]

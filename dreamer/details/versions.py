@@ -8,19 +8,19 @@ from __future__ import annotations
 import re
 
 from dreamer.details.kinds import Detail
-from dreamer.details.matches import collect, cut
+from dreamer.details.matches import collect, cut, digit_pattern
 
 __all__ = ["extract_versions"]
 
-_PREFIXED_VERSION = re.compile(r"(?i)\bv\d+(?:\.\d+)*(?:[\-+][\w.]+)?\b")
-_DOTTED_VERSION = re.compile(r"\b\d+(?:\.\d+){2,}(?:[\-+][\w.]+)?\b")
+_PREFIXED_VERSION = digit_pattern(r"(?i)\bv\d+(?:\.\d+)*(?:[\-+][\w.]+)?\b")
+_DOTTED_VERSION = digit_pattern(r"\b\d+(?:\.\d+){2,}(?:[\-+][\w.]+)?\b")
 _DECIMAL = re.compile(r"\b\d+\.\d+\b")
 _VERSION_WORDS = frozenset({"version", "release", "ver", "rev", "revision", "build", "update"})
 
 
 def extract_versions(text: str, found: dict[Detail, list[str]]) -> str:
     for pattern in (_PREFIXED_VERSION, _DOTTED_VERSION):
-        matches, text = collect(pattern, text, needs_digit=True)
+        matches, text = collect(pattern, text)
         found[Detail.VERSION] += [m.group(0).casefold().lstrip("v") for m in matches]
     for match in list(_DECIMAL.finditer(text)):
         before = text[: match.start()].split()
