@@ -113,8 +113,8 @@ def _acting(profile: TextProfile, common: set[str], other: TextProfile) -> froze
 #: "each other", "one another": a stance both people hold towards one another.
 _MUTUAL = re.compile(r"\b(?:each other|one another)\b")
 _MUTUAL_WORDS = frozenset({"each", "another"})
-#: The stems of stance words, a stance family's included: what makes a sentence a stance.
-_STANCE_STEMS = frozenset(FAMILY) | frozenset(stem(word) for word in _STANCE_WORDS)
+#: The stems of stance words and the stance families' names, as `_stance_of` reads a text.
+_STANCE_STEMS = STANCE_FAMILIES | frozenset(stem(word) for word in _STANCE_WORDS)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -135,9 +135,7 @@ def _tells_mutual_stance(profile: TextProfile, other: TextProfile) -> bool:
 
 def _stance_of(profile: TextProfile) -> frozenset[str]:
     """The stance words of a text as stems, a stance family as its name."""
-    return frozenset(FAMILY.get(word, word) for word in content_tokens(profile.text)) & (
-        _STANCE_STEMS | STANCE_FAMILIES
-    )
+    return frozenset(FAMILY.get(word, word) for word in content_tokens(profile.text)) & _STANCE_STEMS
 
 
 #: Words of a directed act: "Caroline shared with Melanie that ..." goes from one to the other.
