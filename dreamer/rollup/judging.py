@@ -68,11 +68,11 @@ def card_candidates(
     found through the word index, in ledger order; ``counts`` are the word index's card counts of
     its words (:func:`~.candidates.probe_words`)."""
     ranges = scans(sketch, thresholds, counts)
-    ids = None if ranges is None else state.scan_index(ranges)
-    if ids:  # a card its gate row rules out is not read (one without a row is)
+    ids = None
+    if ranges is not None:  # a card its gate row rules out is not read (one without a row is)
         probe = GateProbe.of(sketch, thresholds)
-        gates = state.gate_rows(ids)
-        ids = {i for i in ids if (row := gates.get(i)) is None or probe.may_pass(*row)}
+        found = state.scan_index(ranges)
+        ids = {i for i, row in found.items() if row is None or probe.may_pass(*row)}
     out = []
     for c in state.ledger_candidates(upstream_id, ids=ids, normalized={sketch.normalized}):
         old = Sketch.loads(c.sketch) or sketch_of(profile_text(c.text))

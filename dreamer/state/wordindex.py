@@ -12,7 +12,7 @@ theirs in bounded batches (:meth:`WordIndex.gate_backfill`, :meth:`WordIndex.sto
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from dreamer.state.base import StoreBase
 from dreamer.state.dialect import Dialect
@@ -39,6 +39,10 @@ def _scan(dialect: Dialect, side: str) -> str:
     return f"SELECT document_id FROM ledger_words{index} WHERE word = ? AND {side}_n BETWEEN ? AND ?"
 
 
+# How many ranges one query of `WordIndex.scan_index` reads: far below SQLite's limit of 500 terms of
+# a compound SELECT (a card of the 400-character cap has fewer words than this on each side).
+_SCANS_PER_QUERY = 200
+
 # A probe's cards, each read through its own key: three queries, as SQLite reads the whole bank for
 # an OR of them, and (the unary +) for the ids unless told not to use the bank's index.
 _CANDIDATE = "SELECT document_id, promoted_at, text, sketch FROM ledger WHERE "
@@ -55,16 +59,24 @@ def _candidates(dialect: Dialect) -> tuple[str, str, str]:
     )
 
 
-def _readable_gate(values: tuple[object, ...]) -> bool:
-    """Whether a gate row's sizes and signature are what one is written with: a damaged row (text,
-    a fraction, a negative size, a signature past its 63 bits) is left out, so its card is read
-    as without one."""
-    sizes, signature = values[:2], values[2]
-    return (
-        all(type(v) is int and v >= 0 for v in sizes)
+#: A signature is below this (`dreamer.state.signature`).
+_SIGNATURE_END = 1 << SIGNATURE_BITS
+
+
+def _gate_row(content_n: object, residual_n: object, signature: object) -> tuple[int, int, int] | None:
+    """A gate row's sizes and signature when they are what one is written with; None for a damaged
+    row (text, a fraction, a negative size, a signature past its 63 bits) or none (the NULLs of a
+    card without one), so its card is read as without one."""
+    if (
+        type(content_n) is int
+        and type(residual_n) is int
         and type(signature) is int
-        and 0 <= signature < 1 << SIGNATURE_BITS
-    )
+        and content_n >= 0
+        and residual_n >= 0
+        and 0 <= signature < _SIGNATURE_END
+    ):
+        return content_n, residual_n, signature
+    return None
 
 
 class WordIndex(StoreBase):
@@ -81,28 +93,26 @@ class WordIndex(StoreBase):
         return {r[0]: int(r[1]) for r in rows}
 
     @state_errors
-    def scan_index(self, scans: Iterable[WordScan]) -> set[str]:
-        """The document ids in the word index's ranges ``scans`` (of every bank). Each range is
-        read through the index on (word, set size) of its side, so a common word costs only its
-        cards of the sizes asked for."""
-        ids: set[str] = set()
-        for scan in scans:
-            sql = _scan(self.dialect, scan.side)
-            rows = self._conn.execute(sql, (scan.word, scan.shortest, scan.longest))
-            ids.update(r[0] for r in rows)
-        return ids
+    def scan_index(self, scans: Sequence[WordScan]) -> dict[str, tuple[int, int, int] | None]:
+        """The document ids in the word index's ranges ``scans`` (of every bank), each once, with
+        its gate row: (content words, residual words, signature), or None for a card without one
+        (indexed before gate rows, not backfilled yet) or with a damaged one.
 
-    @state_errors
-    def gate_rows(self, ids: Iterable[str]) -> dict[str, tuple[int, int, int]]:
-        """The gate rows of the cards ``ids``: document id -> (content words, residual words,
-        signature); a card without one (indexed before gate rows, not backfilled yet) or with a
-        damaged one is left out."""
-        rows = self._conn.execute(
-            "SELECT document_id, content_n, residual_n, signature FROM ledger_gate WHERE document_id IN "
-            f"(SELECT j.value FROM {self.dialect.json_table})",
-            (json.dumps(sorted(set(ids))),),
-        )
-        return {r[0]: (r[1], r[2], r[3]) for r in rows if _readable_gate(r[1:])}
+        Each range is read through the index on (word, set size) of its side, so a common word
+        costs only its cards of the sizes asked for; the ranges are read as one union joined to the
+        gate rows, so an id is neither sent back to the database nor looked up twice."""
+        found: dict[str, tuple[int, int, int] | None] = {}
+        for start in range(0, len(scans), _SCANS_PER_QUERY):
+            chunk = scans[start : start + _SCANS_PER_QUERY]
+            union = " UNION ".join(_scan(self.dialect, scan.side) for scan in chunk)
+            sql = (
+                f"SELECT w.document_id, g.content_n, g.residual_n, g.signature FROM ({union}) AS w "
+                "LEFT JOIN ledger_gate AS g ON g.document_id = w.document_id"
+            )
+            params = [value for scan in chunk for value in (scan.word, scan.shortest, scan.longest)]
+            for doc, content_n, residual_n, signature in self._conn.execute(sql, params):
+                found[doc] = _gate_row(content_n, residual_n, signature)
+        return found
 
     @state_errors
     def gate_backfill(self, limit: int) -> list[tuple[str, str | None]] | None:

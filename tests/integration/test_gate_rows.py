@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from dreamer.rollup import dedup
-from dreamer.rollup.candidates import index_words, probe_words, word_sizes
+from dreamer.rollup.candidates import index_words, probe_words, scans, word_sizes
 from dreamer.rollup.judging import backfill_gates, card_candidates, index_pending, judge_against_ledger
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.state import SCHEMA_VERSION, StateStore
@@ -191,5 +191,7 @@ def test_a_damaged_gate_row_is_left_out_and_its_card_still_found(tmp_path: Path,
         found = candidates(state, NEW[0])
         assert found
         state._conn.execute(f"UPDATE ledger_gate SET {damage}")
-        assert state.gate_rows([doc for doc, _ in found]) == {}
+        asked = scans(sketch_of(profile_text(NEW[0])), dedup.DedupThresholds(), {})
+        assert asked is not None
+        assert set(state.scan_index(asked).values()) == {None}
         assert candidates(state, NEW[0]) == found

@@ -57,7 +57,7 @@ def test_a_common_word_is_read_only_for_cards_short_enough_to_pass_through_it(tm
         sketch = sketch_of(profile_text(new))
         asked = scans(sketch, thresholds, state.word_counts(probe_words(sketch)))
         assert asked is not None
-        found = state.scan_index(asked)
+        found = set(state.scan_index(asked))
         ids = {card_document_id("p", t): t for t in texts}
         passing = {d for d, t in ids.items() if passes_gate(sketch, sketch_of(profile_text(t)), thresholds)}
         assert card_document_id("p", short) in passing and card_document_id("p", near) in passing
@@ -115,7 +115,7 @@ def test_wrong_word_counts_cost_reads_but_lose_no_card(tmp_path: Path) -> None:
         sketch = sketch_of(profile_text(new))
         asked = scans(sketch, thresholds, state.word_counts(probe_words(sketch)))
         assert asked is not None
-        found = state.scan_index(asked)
+        found = set(state.scan_index(asked))
         passing = {
             card_document_id("p", t)
             for t in frame_cards

@@ -24,6 +24,7 @@ from dreamer.state import (
     Watermark,
     WordScan,
 )
+from dreamer.state.signature import word_signature
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -172,8 +173,12 @@ def test_the_word_index_finds_cards_by_word_and_size(store: StateStore) -> None:
     commit(store, "r1", promoted=[a])
     store.store_index({"da": ("sk", ["tea", "time"], (2, 1))})
     assert store.word_counts(["tea", "coffee"]) == {"tea": 1}
-    assert store.scan_index([WordScan("tea", "content", 1, 3)]) == {"da"}
-    assert store.scan_index([WordScan("tea", "content", 3, 5)]) == set()
+    # Each id once, with its gate row: word-set sizes and signature.
+    both = [WordScan("tea", "content", 1, 3), WordScan("time", "content", 0, 9)]
+    assert store.scan_index(both) == {"da": (2, 1, word_signature(["tea", "time"]))}
+    # More ranges than one query may hold (SQLite: 500 terms of a compound SELECT) still read each id once.
+    assert store.scan_index(both * 600).keys() == {"da"}
+    assert store.scan_index([WordScan("tea", "content", 3, 5)]) == {}
     found = store.ledger_candidates("global", ids=["da"], normalized=["nothing"])
     assert [(c.document_id, c.sketch) for c in found] == [("da", "sk")]
     assert store.unindexed("global") == []
