@@ -116,6 +116,40 @@ class GateProbe:
             )
         return answer
 
+    def passing(self, found: Mapping[str, tuple[int, int, int] | None]) -> set[str]:
+        """The ids of ``found`` (id -> gate row, None for a card without one) whose card may pass
+        the gate: :meth:`may_pass` of each row, the loop kept tight, as it meets every card the word
+        index names (about 13,000 a card at a million cards)."""
+        _, content_mask, content_shared = self.content
+        _, residual_mask, residual_shared = self.residual
+        answers, may_pass = self._answers, self.may_pass
+        out = set()
+        for doc, row in found.items():
+            if row is None:
+                out.add(doc)
+                continue
+            content_n, residual_n, signature = row
+            content = (signature & content_mask).bit_count()
+            for bit, more in content_shared:
+                if signature & bit:
+                    content += more
+            residual = (signature & residual_mask).bit_count()
+            for bit, more in residual_shared:
+                if signature & bit:
+                    residual += more
+            key = (
+                content_n,
+                residual_n,
+                content if content < content_n else content_n,
+                residual if residual < residual_n else residual_n,
+            )
+            answer = answers.get(key)
+            if answer is None:
+                answer = may_pass(content_n, residual_n, signature)
+            if answer:
+                out.add(doc)
+        return out
+
 
 def _side(words: frozenset[str]) -> tuple[int, int, tuple[tuple[int, int], ...]]:
     """One side of a probe: how many words, the mask of their bits, and each bit more than one of

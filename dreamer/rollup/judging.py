@@ -70,9 +70,7 @@ def card_candidates(
     ranges = scans(sketch, thresholds, counts)
     ids = None
     if ranges is not None:  # a card its gate row rules out is not read (one without a row is)
-        probe = GateProbe.of(sketch, thresholds)
-        found = state.scan_index(ranges)
-        ids = {i for i, row in found.items() if row is None or probe.may_pass(*row)}
+        ids = GateProbe.of(sketch, thresholds).passing(state.scan_index(ranges))
     out = []
     for c in state.ledger_candidates(upstream_id, ids=ids, normalized={sketch.normalized}):
         old = Sketch.loads(c.sketch) or sketch_of(profile_text(c.text))

@@ -173,3 +173,28 @@ def test_a_card_sharing_one_word_of_ten_is_ruled_out_by_its_gate_row() -> None:
     )
     assert not passes_gate(new, old, DedupThresholds())
     assert not _probe_allows(new, old, DedupThresholds())
+
+
+def test_passing_is_may_pass_row_by_row() -> None:
+    """The judge's loop over the word index's rows (`GateProbe.passing`) lets through exactly the
+    rows `may_pass` does, and every card without a gate row; for new cards with words sharing a
+    bit and without, over random rows (sizes past the shared counts and below them)."""
+    rng = random.Random(11)
+    vocabulary = [f"w{i}" for i in range(40)]
+    kinds = set()
+    for _ in range(300):
+        new = Sketch(
+            "n",
+            frozenset(rng.sample(vocabulary, rng.randint(0, 12))),
+            frozenset(rng.sample(vocabulary, rng.randint(0, 8))),
+        )
+        probe = GateProbe.of(new, DedupThresholds())
+        kinds.add(bool(probe.content[2] or probe.residual[2]))
+        found: dict[str, tuple[int, int, int] | None] = {
+            f"d{i}": (rng.randint(0, 15), rng.randint(0, 10), rng.getrandbits(63)) for i in range(60)
+        }
+        found.update({f"none{i}": None for i in range(3)})
+        expected = {d for d, row in found.items() if row is None or probe.may_pass(*row)}
+        assert probe.passing(found) == expected
+        assert {f"none{i}" for i in range(3)} <= expected
+    assert kinds == {True, False}, "both kinds of probe must be met"
