@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from dreamer.details.kinds import Detail
-from dreamer.details.matches import collect, digit_pattern
+from dreamer.details.matches import collect, digit_pattern, needing, one_of_words
 
 __all__ = ["MONTHS", "WEEKDAYS", "extract_dates"]
 
@@ -20,7 +20,6 @@ MONTHS = {
 }  # fmt: skip
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _MONTH_RE = "|".join(sorted(MONTHS, key=len, reverse=True))
-_WEEKDAY_RE = "|".join(WEEKDAYS)
 _DAY_RE = r"[0-3]?\d(?:st|nd|rd|th)?"
 _YEAR_RE = r"(?:1[89]|2[01])\d\d"
 
@@ -35,9 +34,16 @@ _MONTH_DAY = digit_pattern(rf"(?i)\b({_MONTH_RE})\.?\s+(?:the\s+)?({_DAY_RE})(?!
 _MONTH_YEAR = digit_pattern(rf"(?i)\b({_MONTH_RE})\.?,?\s+({_YEAR_RE})\b")
 # A month name alone only when capitalised: "may" and "march" are also verbs.
 _LONE_MONTH = re.compile(
-    r"\b(January|February|March|April|May|June|July|August|September|October|November|December)\b"
+    r"\b("
+    + one_of_words(
+        [
+            *("January", "February", "March", "April", "May", "June", "July", "August"),
+            *("September", "October", "November", "December"),
+        ]
+    )
+    + r")\b"
 )
-_WEEKDAY = re.compile(rf"(?i)\b({_WEEKDAY_RE})s?\b")
+_WEEKDAY = needing(rf"(?i)\b({one_of_words(WEEKDAYS)})s?\b", "(?i)day")
 _LONE_YEAR = digit_pattern(rf"\b({_YEAR_RE})\b")
 _CLOCK_TIME = digit_pattern(r"(?i)\b(\d{1,2})(?::(\d{2}))?\s*([ap])\.?m\b\.?|\b(\d{1,2}):(\d{2})\b")
 

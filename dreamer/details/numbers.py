@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from dreamer.details.kinds import Detail
-from dreamer.details.matches import collect, digit_pattern
+from dreamer.details.matches import collect, digit_pattern, one_of_words
 from dreamer.text import CURRENCY_SYMBOLS, NUMBER_WORDS
 
 __all__ = ["extract_numbers"]
@@ -26,7 +26,7 @@ _NUMBER = digit_pattern(
     rf"(?(cur)|(?:(?P<post>[{CURRENCY_SYMBOLS}])|\s(?P<spaced>[{CURRENCY_SYMBOLS}])(?!\s?[{_SIGNS}]?\d))?)"
     r"(?:\s?(?P<percent>%))?(?P<plus>\++(?![\w+]))?"
 )
-_NUMBER_WORD = re.compile(r"(?i)\b(" + "|".join(NUMBER_WORDS) + r")\b")
+_NUMBER_WORD = re.compile(r"(?i)\b(" + one_of_words(NUMBER_WORDS) + r")\b")
 
 
 def _number_value(match: re.Match[str]) -> str:

@@ -178,8 +178,9 @@ class TestProtectedDetails:
         assert (NameRole.DOER in roles[possessor]) is doer
 
 
-class TestTextsWithoutDigits:
-    """A pattern made by `digit_pattern` is not run on a text without a digit: the same details."""
+class TestTextsWithoutAMark:
+    """A pattern marked with what every match of it holds (`matches.needing`: a digit, "@", "/",
+    "://") is not run on a text without it: the same details."""
 
     TEXTS = (
         "Caroline attended an LGBTQ support group on 7 May 2023 and found it powerful.",
@@ -190,34 +191,79 @@ class TestTextsWithoutDigits:
         "Joanna's screenplay got two callbacks; she is thankful to Nate.",
         "Evan plans a trip to Paris on Monday, May the 5th, 2025.",
         "Nothing here but words and an email, jo@example.org, and www.example.com/path.",
+        "The backup of C:\\Users\\sam\\notes.txt runs on SUNDAYS from LOCALHOST via src/cli.py.",
+        "She read the twentieth chapter twice, then the first and second FIFTEEN pages, half of it.",
+        "Config lives in settings.toml; the site is HTTPS://Example.COM and the tag is ~/bin/run.",
     )
 
     def test_skipping_a_scan_changes_no_detail(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        """Every text read with the digit test as shipped and with a test that always says "a digit
-        here" (every pattern scanned, as before the test existed) gives the same details."""
+        """Every text read with the marks as shipped and with none (every pattern scanned, as
+        before the marks existed) gives the same details."""
         guarded = [protected_details(text) for text in self.TEXTS]
-        monkeypatch.setattr(matches, "_DIGIT", re.compile(""))
+        monkeypatch.setattr(matches, "NEEDS", {})
         assert [protected_details(text) for text in self.TEXTS] == guarded
-        assert any(d.of_kind(Detail.DATE) for d in guarded) and any(d.of_kind(Detail.NUMBER) for d in guarded)
+        for kind in (Detail.DATE, Detail.NUMBER, Detail.PATH, Detail.URL, Detail.HOST):
+            assert any(d.of_kind(kind) for d in guarded), kind
 
-    #: Words and marks the date, time, number and version patterns are made of, digits left out.
+    #: Words and marks the patterns are made of, digits left out.
     PIECES = (
         "May", "may", "March", "the", "of", "first", "Monday", "pm", "am", "p.m.", "v", "V", "version",
         "$", "€", "%", "+", "-", "−", ".", ",", ":", "/", "T", "Z", "st", "th", "2nd", "Ⅻ", "½", "²",
+        "http", "HTTP", "://", "www", "WWW", "@", "~", "\\", "C:", "localhost", "LOCALHOST", "K",
+        "\u212a", "\u017f", "src", "cli", "py", "toml", "com", "example", "day", "DAY", "sun", "_",
     )  # fmt: skip
 
     @given(
         st.one_of(
-            st.text(alphabet=st.characters(blacklist_categories=("Nd", "Cs")), max_size=80),
+            st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=80),
             st.lists(st.sampled_from(PIECES), max_size=12).map(" ".join),
             st.lists(st.sampled_from(PIECES), max_size=12).map("".join),
         )
     )
-    def test_no_pattern_marked_so_matches_without_a_digit(self, text: str) -> None:
-        """The patterns marked as needing a digit (`matches.NEEDS_DIGIT`) find nothing in digit-free text
-        (nor in Roman numerals, fractions or superscripts, which are not decimal digits)."""
-        if re.search(r"\d", text):
-            return  # "2nd" and the like: a digit, so scanned
-        assert len(matches.NEEDS_DIGIT) >= 11  # dates, times, numbers, versions, IPv4
-        for pattern in matches.NEEDS_DIGIT:
-            assert pattern.search(text) is None
+    def test_no_marked_pattern_matches_without_its_mark(self, text: str) -> None:
+        """A marked pattern (`matches.NEEDS`) finds nothing in a text where its mark finds nothing
+        (a digit: not in Roman numerals, fractions or superscripts, which are no decimal digits;
+        the Kelvin sign and the long s, which case-folding reads as "k" and "s")."""
+        assert len(matches.NEEDS) >= 20  # dates, times, numbers, versions, IPv4, the locations
+        for pattern, mark in matches.NEEDS.items():
+            if mark.search(text) is None:
+                assert pattern.search(text) is None, (pattern.pattern, mark.pattern)
+
+
+class TestOneOfWords:
+    """`matches.one_of_words`: the tree of words' common beginnings matches what the plain
+    alternation does, between word boundaries, in any case."""
+
+    WORDS = ("six", "sixty", "sixth", "seven", "a", "ab", "abc", "b", "Monday", "mon")
+
+    @pytest.mark.parametrize("flags", ["", "(?i)"])
+    @given(
+        st.one_of(
+            st.text(max_size=60),
+            st.lists(
+                st.sampled_from([*WORDS, "SIXTY", "Six", "\u017fix", "x", "-", " ", "_", "é", "1"]),
+                max_size=10,
+            ).map(lambda parts: "".join(parts) if len(parts) % 2 else " ".join(parts)),
+        )
+    )
+    def test_the_same_matches_as_the_plain_alternation(self, flags: str, text: str) -> None:
+        plain = re.compile(rf"{flags}\b({'|'.join(self.WORDS)})\b")
+        tree = re.compile(rf"{flags}\b({matches.one_of_words(self.WORDS)})\b")
+        assert [m.span(1) for m in tree.finditer(text)] == [m.span(1) for m in plain.finditer(text)]
+
+    def test_the_shipped_lists_match_as_their_plain_alternations(self) -> None:
+        """The number words, weekdays and month names, each word alone and inside a sentence."""
+        from dreamer.details.dates import MONTHS, WEEKDAYS
+        from dreamer.text import NUMBER_WORDS
+
+        for words in (NUMBER_WORDS, WEEKDAYS, MONTHS):
+            plain = re.compile(rf"(?i)\b({'|'.join(words)})\b")
+            tree = re.compile(rf"(?i)\b({matches.one_of_words(words)})\b")
+            for word in words:
+                for text in (word, word.upper(), f"It was {word.title()}, then {word}s and {word}."):
+                    assert tree.findall(text) == plain.findall(text), text
+
+    @pytest.mark.parametrize("words", [[], ["a", ""]])
+    def test_no_words_or_an_empty_one_is_refused(self, words: list[str]) -> None:
+        with pytest.raises(ValueError, match="one_of_words"):
+            matches.one_of_words(words)
