@@ -39,8 +39,8 @@ def _scan(dialect: Dialect, side: str) -> str:
     return f"SELECT document_id FROM ledger_words{index} WHERE word = ? AND {side}_n BETWEEN ? AND ?"
 
 
-# How many ranges one query of `WordIndex.scan_index` reads: far below SQLite's limit of 500 terms of
-# a compound SELECT (a card of the 400-character cap has fewer words than this on each side).
+# How many ranges one query of `WordIndex.scan_index` reads: below SQLite's limit of 500 terms of a
+# compound SELECT. A card of the 400-character cap reads fewer ranges than this but for a few.
 _SCANS_PER_QUERY = 200
 
 # A probe's cards, each read through its own key: three queries, as SQLite reads the whole bank for
