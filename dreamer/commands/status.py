@@ -20,6 +20,7 @@ from dreamer.errors import BackendError, ExitCode
 from dreamer.jobs.leases import PROFILE_LEASE
 from dreamer.jobs.open import missing_state, open_for, state_name
 from dreamer.jobs.spec import rollup_job_id
+from dreamer.rollup.judging import GATE_BACKFILL_BATCH
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.promote import INPUT_FACT_TYPES
 from dreamer.rollup.summarise import day_start, summariser_name
@@ -142,6 +143,8 @@ def _document(
         "backend": config.backend.kind,
         "activity_error": activity_error,
         "ledger_cards": state.ledger_size() if state is not None else 0,
+        # Cards indexed before gate rows existed and not backfilled yet (`judging.backfill_gates`).
+        "gate_rows_missing": state.gate_backfill_left() if state is not None else 0,
         "embeddings": {
             **choice.to_json(),
             "model": (embeddings.model_name or None) if choice.provider != "none" else None,
@@ -174,6 +177,12 @@ def _render(config: Config, choice: EmbedderChoice, doc: dict[str, Any], out: Te
     )
     if doc["state_missing"]:
         out.write(doc["state_missing"] + "\n")
+    if doc["gate_rows_missing"]:
+        out.write(
+            f"gate rows: {doc['gate_rows_missing']:,} ledger cards have none yet; each roll-up writes "
+            f"{GATE_BACKFILL_BATCH:,} more, and until then such a card is read in full when a new "
+            "card's words name it\n"
+        )
     if doc["hosts"]:
         names = ", ".join(f"{h['host']} ({h['label']})" for h in doc["hosts"])
         out.write(f"hosts alive: {names}\n")

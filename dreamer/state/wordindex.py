@@ -129,6 +129,20 @@ class WordIndex(StoreBase):
         return [(r[0], r[1]) for r in rows]
 
     @state_errors
+    def gate_backfill_left(self) -> int:
+        """How many indexed cards the backfill has still to give a gate row, among those it has not
+        gone over yet (0 once it is done). Until then a run reads each such card in full when a new
+        card's words name it. A count over the ledger: for `dreamer status`, not for a run."""
+        if self._meta(_GATE_DONE) is not None:
+            return 0
+        row = self._conn.execute(
+            "SELECT count(*) FROM ledger l WHERE l.document_id > ? AND l.indexed = 1 AND NOT EXISTS "
+            "(SELECT 1 FROM ledger_gate g WHERE g.document_id = l.document_id)",
+            (self._meta(_GATE_CURSOR) or "",),
+        ).fetchone()
+        return int(row[0])
+
+    @state_errors
     def store_gates(
         self, entries: Mapping[str, tuple[Iterable[str], tuple[int, int]]], *, after: str | None
     ) -> None:

@@ -5,17 +5,25 @@ gate row may pass, and finds exactly the cards it found without them."""
 
 from __future__ import annotations
 
+import io
+import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
+from dreamer.commands.status import status_command
+from dreamer.config import Config, load_config
 from dreamer.rollup import dedup
 from dreamer.rollup.candidates import index_words, probe_words, scans, word_sizes
 from dreamer.rollup.judging import backfill_gates, card_candidates, index_pending, judge_against_ledger
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.state import SCHEMA_VERSION, StateStore
 from dreamer.state.signature import word_signature
+from tests.support.cli import run_dreamer
+from tests.support.configs import config_data, write_toml
 from tests.support.ledger import commit_run, sketched_row
 
 FRAME = "{who} keeps {a} with {b} on {c} at port {port} since {i}."
@@ -74,6 +82,44 @@ def as_schema_7(path: Path) -> None:
         conn.execute("DROP TABLE ledger_gate")
         conn.execute("DELETE FROM meta WHERE key LIKE 'gate_backfill%'")
         conn.execute("PRAGMA user_version = 7")
+
+
+def test_status_says_how_many_cards_have_no_gate_row_until_the_backfill_is_done(tmp_path: Path) -> None:
+    """`dreamer status` counts the cards still without a gate row after an upgrade (each is read
+    in full until the backfill reaches it), batch by batch, and says nothing once none is left; a
+    file whose cards were written with theirs has nothing to say before its first backfill pass."""
+    config, path = status_config(tmp_path)
+    with StateStore.open(config.state_path) as state:
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(45))])
+    assert status_doc(config)["gate_rows_missing"] == 0, "written with their rows"
+    as_schema_7(config.state_path)
+    with StateStore.open(config.state_path):
+        pass  # the upgrade
+    assert status_doc(config)["gate_rows_missing"] == 45
+    line = "gate rows: 45 ledger cards have none yet"
+    assert line in run_dreamer(path, "status").stdout
+    with StateStore.open(config.state_path) as state:
+        backfill_gates(state, 10)
+    assert status_doc(config)["gate_rows_missing"] == 35
+    with StateStore.open(config.state_path) as state:
+        while not backfill_gates(state, 10):
+            pass
+    assert status_doc(config)["gate_rows_missing"] == 0
+    assert "gate rows:" not in run_dreamer(path, "status").stdout
+
+
+def status_config(tmp_path: Path) -> tuple[Config, Path]:
+    banks = {"global": {}, "shared": {}, "homelab": {"access": "read_write"}}
+    data = config_data(banks, ("homelab",), state_dir=str(tmp_path))
+    path = write_toml(tmp_path / "config.toml", data)
+    return load_config(path), path
+
+
+def status_doc(config: Config) -> dict[str, Any]:
+    out = io.StringIO()
+    anyio.run(lambda: status_command(config, as_json=True, out=out))
+    doc: dict[str, Any] = json.loads(out.getvalue())
+    return doc
 
 
 def test_a_committed_card_has_its_gate_row(tmp_path: Path) -> None:

@@ -178,6 +178,7 @@ def test_the_word_index_finds_cards_by_word_and_size(store: StateStore) -> None:
     assert store.scan_index(both) == {"da": (2, 1, word_signature(["tea", "time"]))}
     # More ranges than one query may hold (SQLite: 500 terms of a compound SELECT) still read each id once.
     assert store.scan_index(both * 600).keys() == {"da"}
+    assert store.gate_backfill_left() == 0, "indexed with its gate row: nothing for the backfill"
     assert store.scan_index([WordScan("tea", "content", 3, 5)]) == {}
     found = store.ledger_candidates("global", ids=["da"], normalized=["nothing"])
     assert [(c.document_id, c.sketch) for c in found] == [("da", "sk")]
