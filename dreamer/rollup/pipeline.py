@@ -36,17 +36,12 @@ from dreamer.errors import DreamerError
 from dreamer.llm.openai import open_chat
 from dreamer.outcomes import COMMITTED, Outcome, classify, describe
 from dreamer.retry import RetryPolicy, RetryStats, backoff_logger, call_holding_slot, call_with_retry
-from dreamer.rollup import dedup
+from dreamer.rollup import dedup, judging
 from dreamer.rollup.batches import Batch, batch_size, cut_stream
 from dreamer.rollup.context import RunContext, iso
 from dreamer.rollup.gate import GateDecision, gate
-from dreamer.rollup.judging import judge_against_ledger, prepare_recalls, upstream_candidates
 from dreamer.rollup.planning import account, batch_decisions, plan_cards, settle_outcome
-from dreamer.rollup.promote import (
-    INPUT_FACT_TYPES,
-    ROLLUP_TAG,
-    ledger_row,
-)
+from dreamer.rollup.promote import INPUT_FACT_TYPES, ROLLUP_TAG, ledger_row
 from dreamer.rollup.report import RollupReport
 from dreamer.rollup.salience import SalienceInput
 from dreamer.rollup.semantic import BatchVectors, EmbedCall, SemanticJudge, retrying_embed
@@ -289,25 +284,30 @@ class Rollup:
             # one query each) and the judge's own embedding then find them in the embedder's cache
             # instead of embedding one text per call.
             await self._embed_call(ctx, semantic)([d.text for d in ctx.drafts])
-        await prepare_recalls(
-            self.backend, ctx.upstream_id, [d.text for d in ctx.drafts], cfg.rollup.semantic_top_k
-        )
-        candidates: list[list[dedup.UpstreamCandidate]] = []
-        for draft in ctx.drafts:
-            candidates.append(
+        texts = [d.text for d in ctx.drafts]
+        await judging.prepare_recalls(self.backend, ctx.upstream_id, texts, cfg.rollup.semantic_top_k)
+
+        async def recalls() -> list[list[dedup.UpstreamCandidate]]:
+            return [
                 await self._call(
                     ctx,
                     "recall",
-                    lambda d=draft: upstream_candidates(  # type: ignore[misc]
+                    lambda d=draft: judging.upstream_candidates(  # type: ignore[misc]
                         self.backend, ctx.upstream_id, d.text, cfg.rollup.semantic_top_k
                     ),
                     needs_slot=False,
                 )
-            )
+                for draft in ctx.drafts
+            ]
+
+        # The ledger's side of the judge reads the state file while the recalls read the store.
+        probe, candidates = await judging.probe_beside(
+            self.state, ctx.upstream_id, texts, dry_run=ctx.dry_run, during=recalls
+        )
         cards = [dedup.CardText(card_document_id(ctx.profile, d.text), d.text) for d in ctx.drafts]
         if semantic is not None:
             ctx.vectors = await self._embed(ctx, semantic, cards, candidates)
-        ctx.verdicts = await anyio.to_thread.run_sync(self._judge_cards, ctx, cards, candidates)
+        ctx.verdicts = await anyio.to_thread.run_sync(self._judge_cards, ctx, cards, candidates, probe)
         self._step("judged", ctx.profile)
         plan_cards(ctx)
 
@@ -316,10 +316,11 @@ class Rollup:
         ctx: RunContext,
         cards: Sequence[dedup.CardText],
         upstream: Sequence[Sequence[dedup.UpstreamCandidate]],
+        probe: judging.LedgerProbe,
     ) -> list[dedup.Verdict]:
         """The verdicts (in a worker thread: analysing texts must not stall the event loop)."""
-        verdicts = judge_against_ledger(
-            self.state, ctx.upstream_id, cards, upstream, ctx.vectors, dry_run=ctx.dry_run
+        verdicts = judging.judge_against_ledger(
+            self.state, ctx.upstream_id, cards, upstream, ctx.vectors, dry_run=ctx.dry_run, probe=probe
         )
         ctx.ledger_ids = frozenset(self.state.existing_documents(card.card_id for card in cards))
         return verdicts

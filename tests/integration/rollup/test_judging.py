@@ -4,13 +4,16 @@ verdicts, on generated cards that share words, numbers, dates and hosts in every
 from __future__ import annotations
 
 import random
+import threading
 from pathlib import Path
+from typing import Any
 
+import anyio
 import pytest
 
-from dreamer.rollup import dedup
+from dreamer.rollup import dedup, judging
 from dreamer.rollup.candidates import NO_CONTENT, index_words, probe_words, scans
-from dreamer.rollup.judging import card_candidates, judge_against_ledger
+from dreamer.rollup.judging import LedgerProbe, card_candidates, judge_against_ledger, probe_beside
 from dreamer.rollup.similarity import jaccard_index, profile_text, sketch_of
 from dreamer.state import StateStore
 from tests.support.ledger import commit_run, sketched_row
@@ -172,3 +175,126 @@ def test_asking_for_unindexed_cards_does_not_read_the_indexed_ones(tmp_path: Pat
             )
             steps.append(_unindexed_steps(state))
     assert steps[1] == steps[0], steps
+
+
+def _ledger(tmp_path: Path) -> tuple[StateStore, list[dedup.CardText]]:
+    rng = random.Random(5)
+    rows = [sketched_row(text, i, suffix=f"-{i}") for i, text in enumerate(synthetic_cards(rng, 150))]
+    state = StateStore.open(tmp_path / "state.sqlite3")
+    commit_run(state, rows)
+    batch = [dedup.CardText(f"new-{i}", text) for i, text in enumerate(synthetic_cards(rng, 12))]
+    return state, batch
+
+
+def test_the_probe_read_beside_the_recalls_gives_the_same_verdicts(tmp_path: Path) -> None:
+    """The run's order: the ledger probed while the recalls run, then the verdicts from that probe;
+    they equal the verdicts of the judge reading its own candidates."""
+    state, batch = _ledger(tmp_path)
+    with state:
+        own = judge_against_ledger(state, "global", batch, [[] for _ in batch], None, dry_run=False)
+
+        async def recalls() -> str:
+            await anyio.sleep(0)
+            return "recalled"
+
+        async def run() -> tuple[LedgerProbe, str]:
+            return await probe_beside(state, "global", [c.text for c in batch], dry_run=False, during=recalls)
+
+        probe, recalled = anyio.run(run)
+        assert recalled == "recalled" and len(probe.ids) == len(batch) and probe.whole is None
+        beside = judge_against_ledger(
+            state, "global", batch, [[] for _ in batch], None, dry_run=False, probe=probe
+        )
+    assert [(v.kind, v.matched_id, v.reason) for v in beside] == [
+        (v.kind, v.matched_id, v.reason) for v in own
+    ]
+    assert {v.kind for v in own} >= {dedup.VerdictKind.NEW, dedup.VerdictKind.DUPLICATE}
+
+
+def test_the_probe_runs_while_the_recalls_do(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each side waits for the other to have started: read one after the other, they would wait
+    for ever (bounded here by a deadline). The probe is replaced by a stand-in to hold it open."""
+    probe_started, recalls_started = threading.Event(), threading.Event()
+
+    def stand_in(*args: object, **kwargs: object) -> LedgerProbe:
+        probe_started.set()
+        assert recalls_started.wait(10), "the recalls never ran while the probe did"
+        return LedgerProbe([])
+
+    monkeypatch.setattr(judging, "probe_ledger", stand_in)
+
+    async def recalls() -> int:
+        recalls_started.set()
+        assert await anyio.to_thread.run_sync(probe_started.wait, 10), "the probe never started"
+        return 7
+
+    async def run() -> tuple[LedgerProbe, int]:
+        with anyio.fail_after(20):
+            return await probe_beside(None, "global", [], dry_run=True, during=recalls)  # type: ignore[arg-type]
+
+    assert anyio.run(run) == (LedgerProbe([]), 7)
+
+
+def test_a_failing_recall_waits_for_the_probe_and_is_raised_not_the_probes_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The state is the probe's until it is done: a recall that fails (or a run cancelled) does not
+    hand the state back before then. The recall's error is the run's, even when the probe failed
+    too; a probe's own error is raised when the recalls succeed."""
+    finished: list[str] = []
+    release = threading.Event()
+
+    def slow_failing_probe(*args: object, **kwargs: object) -> LedgerProbe:
+        release.wait(10)
+        finished.append("probe")
+        raise RuntimeError("the probe's error")
+
+    monkeypatch.setattr(judging, "probe_ledger", slow_failing_probe)
+
+    async def failing_recalls() -> None:
+        raise ConnectionError("the store is down")
+
+    async def run(during: Any) -> object:
+        return await probe_beside(None, "global", [], dry_run=True, during=during)  # type: ignore[arg-type]
+
+    async def failing_beside_a_ticker() -> int:
+        """The loop goes on (a watchdog's pings) while the probe is waited for."""
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await anyio.sleep(0.01)
+                ticks += 1
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(ticker)
+            with pytest.raises(ConnectionError, match="the store is down"):
+                await run(failing_recalls)
+            group.cancel_scope.cancel()
+        return ticks
+
+    threading.Timer(0.3, release.set).start()
+    assert anyio.run(failing_beside_a_ticker) >= 3, "the event loop was blocked while the probe finished"
+    assert finished == ["probe"], "the probe was done before the error came out"
+
+    async def fine_recalls() -> int:
+        release.set()
+        return 1
+
+    with pytest.raises(RuntimeError, match="the probe's error"):
+        anyio.run(run, fine_recalls)
+
+    async def cancelled() -> None:
+        with anyio.move_on_after(0.05):
+            await run(hanging_recalls)
+        finished.append("cancelled")
+
+    async def hanging_recalls() -> None:
+        await anyio.sleep(60)
+
+    release.clear()
+    finished.clear()
+    threading.Timer(0.3, release.set).start()
+    anyio.run(cancelled)
+    assert finished == ["probe", "cancelled"], "a cancelled run waits for the probe too"
