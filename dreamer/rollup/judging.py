@@ -6,6 +6,7 @@ Runs in a worker thread (analysing texts is a run's CPU work). Why: docs/design/
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -144,7 +145,7 @@ async def probe_beside(
     while it reads, so on two cores a run waits for the longer of them, not their sum (at 1M
     cards, 2.3 -> 1.4 s). The state is the probe's until it is done: ``during`` must not use it,
     and the probe is waited for whatever ``during`` does (fail, be cancelled); its own error is
-    raised only when ``during`` succeeded."""
+    raised when ``during`` succeeded, and logged when ``during``'s error is the one raised."""
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dreamer-probe") as pool:
         future = pool.submit(probe_ledger, state, upstream_id, texts, dry_run=dry_run)
         try:
@@ -153,6 +154,8 @@ async def probe_beside(
             # Off the event loop (leaving the pool would block it); run_sync waits for its thread
             # even when the run is cancelled.
             await anyio.to_thread.run_sync(wait, [future])
+            if sys.exc_info()[0] is not None and (hidden := future.exception()) is not None:
+                log.warning("the ledger's probe failed as well", error=str(hidden))
         return future.result(), result
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import anyio
 import pytest
+from structlog.testing import capture_logs
 
 from dreamer.rollup import dedup, judging
 from dreamer.rollup.candidates import NO_CONTENT, index_words, probe_words, scans
@@ -275,8 +276,11 @@ def test_a_failing_recall_waits_for_the_probe_and_is_raised_not_the_probes_error
         return ticks
 
     threading.Timer(0.3, release.set).start()
-    assert anyio.run(failing_beside_a_ticker) >= 3, "the event loop was blocked while the probe finished"
+    with capture_logs() as logs:
+        assert anyio.run(failing_beside_a_ticker) >= 3, "the event loop was blocked while the probe finished"
     assert finished == ["probe"], "the probe was done before the error came out"
+    hidden = [e for e in logs if e["event"] == "the ledger's probe failed as well"]
+    assert [e["error"] for e in hidden] == ["the probe's error"], "the probe's own error is not lost"
 
     async def fine_recalls() -> int:
         release.set()
