@@ -144,10 +144,6 @@ WITHOUT_OWN_FILE: dict[str, tuple[str, tuple[str, ...]]] = {
         "the Embedder protocol and require_numpy",
         ("tests/integration/backends/embedded/test_hybrid.py", "tests/unit/embeddings/test_cache.py"),
     ),
-    "dreamer.embeddings.minilm": (
-        "the numpy encoder LocalEmbedder runs",
-        ("tests/unit/embeddings/test_local.py",),
-    ),
     "dreamer.errors": (
         "the error tree; the table from an error to an outcome and an exit code is tested",
         ("tests/unit/test_outcomes.py",),
