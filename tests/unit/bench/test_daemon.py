@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+import bench.daemon
 from bench.daemon import (
     CLOCK_TICKS,
     config_text,
     cpu_seconds,
+    installed_environment,
     parse_args,
     parse_cpu_seconds,
     rss_mib,
@@ -71,3 +78,37 @@ class TestTargets:
         """Slow start, big RSS, RSS growth and busy idle are each reported as missed."""
         lines = targets(result(ready=2.0, rss=70.0, growth=3.0, cpu_pct=1.0))
         assert [line.startswith("MISSED") for line in lines] == [True, True, True, True]
+
+
+class TestInstalledBytecode:
+    def test_the_daemon_imports_bytecode_compiled_before_it_starts(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """As from a pip install: the package's modules are compiled before the child starts, so
+        it compiles none of them, even where the parent's environment says not to write bytecode."""
+        package = Path(__file__).resolve().parents[3] / "dreamer"
+        pipeline = Path(importlib.util.cache_from_source(str(package / "rollup" / "pipeline.py")))
+        pipeline.unlink(missing_ok=True)
+        monkeypatch.setattr(bench.daemon, "_COMPILED", [])
+        env = installed_environment({**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+        assert "PYTHONDONTWRITEBYTECODE" not in env
+        assert pipeline.exists()
+        compiled = {p: p.stat().st_mtime_ns for p in package.rglob("__pycache__/*.pyc")}
+        sources = list(package.rglob("*.py"))
+        assert len(compiled) >= len(sources)
+        code = (
+            "import importlib.util, sys, dreamer.rollup.pipeline as m\n"
+            "print(sys.dont_write_bytecode, importlib.util.cache_from_source(m.__file__))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            cwd=package.parent,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        dont_write, cached = done.stdout.split()
+        assert dont_write == "False"
+        assert Path(cached) in compiled
+        assert {p: p.stat().st_mtime_ns for p in package.rglob("__pycache__/*.pyc")} == compiled
