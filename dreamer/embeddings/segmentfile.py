@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CHUNK_ROWS", "HEADER", "SUFFIX", "Quantised", "SegmentFile", "fresh", "nearest", "write"]
 
-#: Rows read and scored at a time: the buffers a search holds (codes and their float32 copy).
-CHUNK_ROWS = 4096
+#: Rows read and scored at a time: the buffers a search holds (codes and their float32 copy),
+#: 1.9 MiB at 384 dimensions. 4,096 held 7.9 MiB, and searched 244 segments (1M rows) for 20
+#: queries in the same time (0.31-0.40 s for 1,024, 2,048 and 4,096 rows alike).
+CHUNK_ROWS = 1024
 MAGIC = b"DRMSEG02"
 HEADER = struct.Struct("<8sQI")
 SUFFIX = ".i8"
