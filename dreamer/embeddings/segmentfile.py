@@ -93,13 +93,14 @@ def _quantised(given: NDArray[np.float32]) -> tuple[NDArray[np.int8], NDArray[np
 
 @dataclass(frozen=True)
 class SegmentFile:
-    """A checked segment file: its keys and scales in memory, its codes read as a search needs them."""
+    """A checked segment file. Nothing of it is held: a scan reads each chunk's keys, scales and
+    codes as it goes (at 1M ledger cards the keys and scales of every segment held in memory took
+    24 MB of a run's peak)."""
 
     path: Path
     rows: int
-    keys: NDArray[np.uint64]
-    scales: NDArray[np.float32]
-    codes_at: int
+    first_key: int
+    last_key: int
 
     @classmethod
     def open(cls, path: Path, rows: int, dimension: int, first_key: int, last_key: int) -> SegmentFile:
@@ -115,38 +116,61 @@ class SegmentFile:
             scales = np.fromfile(handle, dtype="<f4", count=rows)
         if path.stat().st_size != HEADER.size + rows * (12 + dimension) or len(scales) != rows:
             raise ValueError(f"{path.name} is not {rows} rows of {dimension} dimensions long")
-        if rows and (
-            int(keys[0]) < first_key
-            or int(keys[-1]) > last_key
-            or bool(np.any(keys[1:] <= keys[:-1]))
-            or not bool(np.all(np.isfinite(scales)))
-        ):
+        if not _allowed(keys, scales, first_key - 1, last_key):
             raise ValueError(f"{path.name} holds keys or scales the manifest does not allow")
-        return cls(path, rows, keys, scales, HEADER.size + rows * 12)
+        return cls(path, rows, first_key, last_key)
 
     def scan(
         self, unit: NDArray[np.float32], codes: NDArray[np.int8], floats: NDArray[np.float32]
-    ) -> Iterator[tuple[int, NDArray[np.float32]]]:
-        """Each chunk's first row and the queries' cosines with its rows (queries × rows), read
-        through the caller's buffers; ``OSError`` when the file ends early or is gone."""
+    ) -> Iterator[tuple[NDArray[np.uint64], NDArray[np.float32]]]:
+        """Each chunk's keys and the queries' cosines with its rows (queries × rows), read through
+        the caller's buffers; ``OSError`` when the file ends early, is gone, or no longer holds
+        the keys and scales checked when it was opened."""
         import numpy as np
 
         dimension = floats.shape[1]
         chunk = floats.shape[0]
+        after = self.first_key - 1
         with self.path.open("rb", buffering=0) as handle:
-            handle.seek(self.codes_at)
+            fd = handle.fileno()
             for start in range(0, self.rows, chunk):
                 count = min(chunk, self.rows - start)
-                if handle.readinto(codes.data[: count * dimension]) != count * dimension:
-                    raise OSError(f"{self.path.name} ended before its {self.rows} rows")
+                keys = np.empty(count, dtype="<u8")
+                scales = np.empty(count, dtype="<f4")
                 block = floats[:count]
+                for into, at in (
+                    (keys, HEADER.size + start * 8),
+                    (scales, HEADER.size + self.rows * 8 + start * 4),
+                    (codes[: count * dimension], HEADER.size + self.rows * 12 + start * dimension),
+                ):
+                    if os.preadv(fd, [into.data.cast("B")], at) != into.nbytes:
+                        raise OSError(f"{self.path.name} ended before its {self.rows} rows")
+                if not _allowed(keys, scales, after, self.last_key):
+                    raise OSError(
+                        f"{self.path.name} changed since it was opened: keys or scales out of place"
+                    )
+                after = int(keys[-1])
                 np.copyto(block, codes[: count * dimension].reshape(count, dimension), casting="unsafe")
                 # The rows times the queries, then turned: BLAS's product of a row-major block by
                 # a small query matrix took 0.4-0.7x the time of the queries times the block's
                 # transpose (20 queries, 4,096 rows; two measurements on a loaded 2-core machine).
                 scores = block @ unit.T
-                scores *= self.scales[start : start + count, None]
-                yield start, scores.T
+                scores *= scales[:, None]
+                yield keys, scores.T
+
+
+def _allowed(keys: NDArray[np.uint64], scales: NDArray[np.float32], after: int, last_key: int) -> bool:
+    """Whether ``keys`` ascend, all past ``after`` and none past ``last_key``, and ``scales`` are finite."""
+    import numpy as np
+
+    if not len(keys):
+        return True
+    return (
+        int(keys[0]) > after
+        and int(keys[-1]) <= last_key
+        and not bool(np.any(keys[1:] <= keys[:-1]))
+        and bool(np.all(np.isfinite(scales)))
+    )
 
 
 def nearest(
@@ -169,12 +193,12 @@ def nearest(
     best_keys = np.zeros((len(unit), want), dtype=np.uint64)
     floor = np.full((len(unit), 1), -np.inf, dtype=np.float32)
     for opened in files:
-        for start, scores in opened.scan(unit, codes, floats):
+        for keys, scores in opened.scan(unit, codes, floats):
             hit_queries, hit_rows = np.nonzero(scores >= floor)
             for query in np.unique(hit_queries).tolist():
                 rows = hit_rows[hit_queries == query]
                 pool_scores = np.concatenate([best_scores[query], scores[query, rows]])
-                pool_keys = np.concatenate([best_keys[query], opened.keys[start + rows]])
+                pool_keys = np.concatenate([best_keys[query], keys[rows]])
                 keep = np.argpartition(-pool_scores, want - 1)[:want]
                 best_scores[query], best_keys[query] = pool_scores[keep], pool_keys[keep]
                 floor[query, 0] = best_scores[query].min()

@@ -3,6 +3,7 @@ a file cut short fails the scan with an ``OSError``; rows that do not match thei
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -65,6 +66,35 @@ def test_a_file_cut_short_after_it_was_opened_fails_the_scan(tmp_path: Path) -> 
     (tmp_path / "a.i8").write_bytes(data[:-10])
     with pytest.raises(OSError, match="ended before its 20 rows"):
         segmentfile.nearest([opened], unit_rows(2, 2), 3)
+
+
+@pytest.mark.parametrize("damage", ["key past the last", "key repeated across chunks", "scale not finite"])
+def test_keys_or_scales_changed_after_opening_fail_the_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, damage: str
+) -> None:
+    """A scan reads each chunk's keys and scales from the file and checks them as opening did, so
+    a file changed in place since is an OSError, not hits under wrong keys. The damage is in the
+    third chunk: a key repeated across chunks is caught only when the chunks' keys are compared."""
+    monkeypatch.setattr(segmentfile, "CHUNK_ROWS", 7)
+    opened = written(tmp_path / "a.i8", unit_rows(20, 1), 1)
+    data = bytearray((tmp_path / "a.i8").read_bytes())
+    keys_at, scales_at = segmentfile.HEADER.size, segmentfile.HEADER.size + 20 * 8
+    row = 14
+    if damage == "key past the last":
+        data[keys_at + row * 8 : keys_at + row * 8 + 8] = np.array([99], dtype="<u8").tobytes()
+    elif damage == "key repeated across chunks":
+        data[keys_at + row * 8 : keys_at + row * 8 + 8] = np.array([row], dtype="<u8").tobytes()
+    else:
+        data[scales_at + row * 4 : scales_at + row * 4 + 4] = np.array([np.nan], dtype="<f4").tobytes()
+    (tmp_path / "a.i8").write_bytes(bytes(data))
+    with pytest.raises(OSError, match="changed since it was opened"):
+        segmentfile.nearest([opened], unit_rows(2, 2), 3)
+
+
+def test_an_opened_file_holds_none_of_its_rows(tmp_path: Path) -> None:
+    """Its keys and scales are read chunk by chunk as a scan goes, not kept per segment."""
+    opened = written(tmp_path / "a.i8", unit_rows(20, 1), 1)
+    assert not any(isinstance(value, np.ndarray) for value in dataclasses.asdict(opened).values())
 
 
 def test_rows_that_do_not_match_their_keys_or_dimension_are_refused(tmp_path: Path) -> None:
