@@ -57,9 +57,9 @@ def _layer_norm(x: Array, weight: Array, bias: Array, eps: float) -> Array:
     return out
 
 
-#: Rows of a layer's inner activations :func:`gelu_in_place` works through at a time: its five
-#: buffers of 64 x 1536 float32 (384 KiB each) stay in the cache, where one buffer per whole
-#: pass (1.5 MiB at 256 tokens) and a temporary per operation held 14.6 MB at once.
+#: Rows of a layer's inner activations :func:`gelu_in_place` works through at a time: its four
+#: buffers of 64 x 1536 float32 (384 KiB each) stay in the cache, where a temporary of the whole
+#: pass per operation (1.5 MiB each at 256 tokens) held 14.6 MB at once.
 GELU_ROWS = 64
 
 

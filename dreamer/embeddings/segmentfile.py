@@ -5,9 +5,10 @@ The file is a header (magic, rows, dimension), then the rows' keys (uint64), one
 (float32) and the codes (int8, rows × dimension), little-endian. Each vector is normalised and
 rounded to ``round(x / scale)`` with ``scale = max|x| / 127``: a quarter of float32's bytes, and a
 cosine within about 0.01 of the exact one, which only chooses (the owner rescores what it keeps).
-A scan reads the codes through the caller's two buffers of `CHUNK_ROWS` rows with ``readinto``
-(the file is never mapped, so the process holds none of it) and scores a whole batch of queries
-in one matrix product per chunk.
+A scan reads each chunk's keys, scales and codes (`CHUNK_ROWS` rows, the codes through the
+caller's two buffers) with ``preadv``, checks the keys and scales as opening the file did, and
+scores a whole batch of queries in one matrix product per chunk; the file is never mapped and
+nothing of it is kept between scans, so the process holds none of it.
 """
 
 from __future__ import annotations

@@ -25,15 +25,17 @@ def _gelu_reference(x: np.ndarray) -> np.ndarray:
     return out
 
 
-SPECIAL = [0.0, -0.0, 1e-30, -1e-30, 1e-7, -1e-7, 0.5, -0.5, 3.0, -3.0, 9.0, -9.0, 40.0, -40.0, 1e4, -1e4]
+SPECIAL = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 1e-30, -1e-30, 1e-7, -1e-7]
+SPECIAL += [0.5, -0.5, 3.0, -3.0, 9.0, -9.0, 40.0, -40.0, 1e4, -1e4]
 
 
 class TestGeluInPlace:
+    @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # NaN and inf, both ways
     @pytest.mark.parametrize("shape", [(1, 1, 7), (3, 50, 37), (2, GELU_ROWS, 16), (5, 29, 1536)])
     @pytest.mark.parametrize("seed", [0, 1])
     def test_the_same_bits_as_the_plain_expression(self, shape: tuple[int, int, int], seed: int) -> None:
         """More rows than one chunk and a last chunk cut short, with the values where the formula
-        turns: zeros of both signs, tiny, large and exp's underflow."""
+        turns: NaN, infinities, zeros of both signs, tiny, large and exp's underflow."""
         rng = np.random.default_rng(seed)
         x = (rng.standard_normal(shape) * rng.choice([0.1, 1.0, 4.0], size=shape)).astype(np.float32)
         flat = x.reshape(-1)
