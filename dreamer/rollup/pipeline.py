@@ -343,6 +343,7 @@ class Rollup:
             write=not ctx.dry_run,
             in_thread=anyio.to_thread.run_sync,
             candidate_ids=[c.card_id for hits in candidates for c in hits],
+            let_go=ctx.batch is ctx.cut.batches[-1] and not self.config.embeddings.keep_loaded,
         )
         ctx.report.reembedded = batch.reembedded
         return batch

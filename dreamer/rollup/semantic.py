@@ -21,6 +21,7 @@ from dreamer.embeddings.local import ModelFilesError
 from dreamer.embeddings.segments import SegmentIndex
 from dreamer.embeddings.vectors import to_blob
 from dreamer.errors import ConfigError
+from dreamer.heap import give_back_memory
 from dreamer.log import get_logger
 from dreamer.retry import RetryHook, RetryPolicy, RetryStats, call_holding_slot, call_with_retry
 from dreamer.rollup.ledgervectors import LedgerVectors
@@ -246,12 +247,14 @@ class SemanticJudge:
         write: bool,
         in_thread: ThreadRunner,
         candidate_ids: Iterable[str] = (),
+        let_go: bool = False,
     ) -> BatchVectors:
         """Embed one batch in one call: up to ``reembed_batch`` ledger cards that have no vector
         of this model (stored when ``write``), the new cards, and the upstream candidates whose
         text is not a ledger card's (``candidate_ids``: their document ids, whose stored vectors
         are read first); then find each new card's nearest ledger cards. State reads and writes
-        run through ``in_thread`` (off the event loop)."""
+        run through ``in_thread`` (off the event loop). With ``let_go`` (the run's last
+        embedding), the model's weights are given back before the judge's comparisons start."""
         texts = list(dict.fromkeys([*cards, *candidates]))
         ids = list(candidate_ids)
         known_dimension = self.embedder.dimension
@@ -275,6 +278,8 @@ class SemanticJudge:
         said = sentence_texts(batch, cards)
         if said:
             batch.fresh.update(zip(said, await embed(said), strict=True))
+        if let_go:
+            await in_thread(self.let_go_of_model)
         return batch
 
     def _to_embed(
@@ -346,6 +351,14 @@ class SemanticJudge:
         else:
             batch.nearest = [[] for _ in cards]
         return batch
+
+    def let_go_of_model(self) -> None:
+        """:meth:`release_model`, and the freed memory handed back to the system: the judge's
+        comparisons that follow a run's last embedding then do not add to the weights' memory (at
+        1M ledger cards they were a run's peak). A call still embedding for another run keeps the
+        encoder it holds; that run's next embedding loads the weights again."""
+        if self.release_model():
+            give_back_memory()
 
     def release_model(self) -> bool:
         """Let the embedder give back its model's memory until the next embedding (the local

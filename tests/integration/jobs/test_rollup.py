@@ -78,6 +78,42 @@ class TestTheModelBetweenRuns:
         assert judge.embedder.inner.dimension == 384  # type: ignore[attr-defined]
         await job.aclose()
 
+    @pytest.mark.parametrize("keep_loaded", [False, True])
+    async def test_the_weights_go_before_the_last_batchs_comparisons(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_loaded: bool
+    ) -> None:
+        """A run of two batches: the first batch's comparisons find the weights loaded (the second
+        embeds again), the last batch's find them given back, unless keep_loaded. At 1M ledger
+        cards the comparisons' memory on top of the weights was a run's peak."""
+        _local_model()
+        from dreamer.rollup import judging
+
+        data = config_data(state_dir=str(tmp_path / "state"), schedule={"jitter_s": 0})
+        data["embeddings"] = {"provider": "local", "keep_loaded": keep_loaded}
+        data["rollup"] = {"extractive_batch": 1}
+        cfg = loaded(tmp_path, data)
+        backend = EmbeddedBackend(cfg.embedded_path)
+        try:
+            texts = ["Atlas runs Nextcloud 28 behind nginx.", "Borg backs up atlas nightly at 02:00."]
+            await backend.retain(cfg.bank_id("research"), [RetainItem(content=t) for t in texts])
+        finally:
+            await backend.aclose()
+        job = RollupJob()
+        loaded_at_judging: list[bool] = []
+        judge_against_ledger = judging.judge_against_ledger
+
+        def recording(*args: Any, **kwargs: Any) -> Any:
+            judge = job._semantic[1]
+            assert judge is not None
+            loaded_at_judging.append(judge.embedder.inner.dimension is not None)  # type: ignore[attr-defined]
+            return judge_against_ledger(*args, **kwargs)
+
+        monkeypatch.setattr(judging, "judge_against_ledger", recording)
+        outcome = await job(cfg, plan_jobs(cfg)["rollup:research"], "run-0")
+        await job.aclose()
+        assert outcome.outcome == "promoted", outcome.detail
+        assert loaded_at_judging == [True, keep_loaded]
+
 
 class TestReports:
     async def test_the_daemons_job_keeps_no_report_after_its_runs(self, tmp_path: Path) -> None:
