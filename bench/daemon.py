@@ -23,6 +23,7 @@ where it is installed (numpy and the model's weights in the daemon from its firs
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -92,10 +93,7 @@ def config_text(
     return "\n".join(lines) + "\n"
 
 
-#: Whether :func:`compile_package` ran in this benchmark process.
-_COMPILED: list[bool] = []
-
-
+@functools.cache
 def compile_package() -> None:
     """Compile every module of the ``dreamer`` package to bytecode beside its source, once.
 
@@ -105,8 +103,6 @@ def compile_package() -> None:
     again. (``PYTHONPYCACHEPREFIX`` would not do: it moves the bytecode of the standard library and
     of every installed package too, which would then be compiled again.)
     """
-    if _COMPILED:
-        return
     done = subprocess.run(
         [sys.executable, "-m", "compileall", "-q", str(REPO_ROOT / "dreamer")],
         capture_output=True,
@@ -115,7 +111,6 @@ def compile_package() -> None:
     )
     if done.returncode != 0:
         raise BenchError(f"compileall of the dreamer package failed: {(done.stdout + done.stderr)[-500:]}")
-    _COMPILED.append(True)
 
 
 def child_environment(notify: NotifySocket, watchdog_usec: int) -> dict[str, str]:

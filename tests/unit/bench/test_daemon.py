@@ -9,8 +9,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import bench.daemon
 from bench.daemon import (
     CLOCK_TICKS,
@@ -81,15 +79,13 @@ class TestTargets:
 
 
 class TestInstalledBytecode:
-    def test_the_daemon_imports_bytecode_compiled_before_it_starts(
-        self, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
+    def test_the_daemon_imports_bytecode_compiled_before_it_starts(self) -> None:
         """As from a pip install: the package's modules are compiled before the child starts, so
         it compiles none of them, even where the parent's environment says not to write bytecode."""
         package = Path(__file__).resolve().parents[3] / "dreamer"
         pipeline = Path(importlib.util.cache_from_source(str(package / "rollup" / "pipeline.py")))
         pipeline.unlink(missing_ok=True)
-        monkeypatch.setattr(bench.daemon, "_COMPILED", [])
+        bench.daemon.compile_package.cache_clear()
         env = installed_environment({**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
         assert "PYTHONDONTWRITEBYTECODE" not in env
         assert pipeline.exists()
