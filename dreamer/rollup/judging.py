@@ -159,6 +159,40 @@ async def probe_beside(
         return future.result(), result
 
 
+#: How many upstream recalls a run has in flight at once: the embedded store reads two on two
+#: connections (`dreamer.backends.embedded.connections`), a server serves them side by side.
+RECALLS_AT_ONCE = 2
+
+
+async def in_order(calls: Sequence[Callable[[], Awaitable[_T]]], at_once: int | None = None) -> list[_T]:
+    """Each call's result, in the calls' order, with at most ``at_once`` of them running together
+    (default :data:`RECALLS_AT_ONCE`).
+    The first call to fail has its error raised as it is (not in a group), once the others still
+    running are cancelled; no call starts after it failed."""
+    results: list[_T] = []
+    done: dict[int, _T] = {}
+    failed: list[Exception] = []
+    slots = anyio.Semaphore(max(1, RECALLS_AT_ONCE if at_once is None else at_once))
+
+    async def one(index: int, scope: anyio.CancelScope) -> None:
+        async with slots:
+            if failed:
+                return
+            try:
+                done[index] = await calls[index]()
+            except Exception as exc:
+                failed.append(exc)
+                scope.cancel()
+
+    async with anyio.create_task_group() as group:
+        for index in range(len(calls)):
+            group.start_soon(one, index, group.cancel_scope)
+    if failed:
+        raise failed[0]
+    results.extend(done[index] for index in range(len(calls)))
+    return results
+
+
 async def prepare_recalls(backend: MemoryBackend, upstream_id: str, texts: Sequence[str], top_k: int) -> None:
     """Tell a backend that can use it (:class:`~dreamer.backends.base.PreparesRecalls`) which
     recalls of :func:`upstream_candidates` follow, one per card, so it searches its vectors once

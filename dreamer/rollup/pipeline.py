@@ -284,21 +284,17 @@ class Rollup:
             # one query each) and the judge's own embedding then find them in the embedder's cache
             # instead of embedding one text per call.
             await self._embed_call(ctx, semantic)([d.text for d in ctx.drafts])
-        texts = [d.text for d in ctx.drafts]
-        await judging.prepare_recalls(self.backend, ctx.upstream_id, texts, cfg.rollup.semantic_top_k)
+        texts, top_k = [d.text for d in ctx.drafts], cfg.rollup.semantic_top_k
+        await judging.prepare_recalls(self.backend, ctx.upstream_id, texts, top_k)
 
-        async def recalls() -> list[list[dedup.UpstreamCandidate]]:
-            return [
-                await self._call(
-                    ctx,
-                    "recall",
-                    lambda d=draft: judging.upstream_candidates(  # type: ignore[misc]
-                        self.backend, ctx.upstream_id, d.text, cfg.rollup.semantic_top_k
-                    ),
-                    needs_slot=False,
-                )
-                for draft in ctx.drafts
-            ]
+        def recall(text: str) -> Callable[[], Awaitable[list[dedup.UpstreamCandidate]]]:
+            def once() -> Awaitable[list[dedup.UpstreamCandidate]]:
+                return judging.upstream_candidates(self.backend, ctx.upstream_id, text, top_k)
+
+            return lambda: self._call(ctx, "recall", once, needs_slot=False)
+
+        async def recalls() -> list[list[dedup.UpstreamCandidate]]:  # judging.RECALLS_AT_ONCE at once
+            return await judging.in_order([recall(draft.text) for draft in ctx.drafts])
 
         # The ledger's side of the judge reads the state file while the recalls read the store.
         probe, candidates = await judging.probe_beside(

@@ -3,15 +3,14 @@
 A :class:`~dreamer.backends.base.MemoryBackend` kept in one local SQLite file, with no server or LLM,
 safe to share between processes (the daemon and the CLI). Given an
 :class:`~dreamer.embeddings.Embedder`, it stores each unit's vector and recalls by full text and
-vectors together. This module holds the class (one connection per instance, used from anyio worker
-threads under a lock, SQLite errors translated into the error tree; embedding outside the lock).
-Its parts live beside it: :mod:`.schema` (the file: schema, opening, upgrades, write transaction,
-stored times), :mod:`.retain` (checking and writing a batch), :mod:`.reads` (the read queries and
-the recall token budget), :mod:`.rows` (rows as the contract's values), :mod:`.search`
-(bank-scoped full-text search, scores), :mod:`.vector_store` (stored vectors, the backlog),
-:mod:`.vector_matrix` and :mod:`.vector_cache` (the per-bank vectors searched, their pages on disk),
-:mod:`.embedding` (an embedder's answer checked), :mod:`.hybrid` (fusing both
-rankings) and :mod:`.reflect` (the extractive answer).
+vectors together. This module holds the class (its calls run in anyio worker threads on
+:mod:`.connections`; embedding outside their locks). Its parts live beside it: :mod:`.schema` (the
+file: schema, opening, upgrades, write transaction, stored times), :mod:`.retain` (checking and
+writing a batch), :mod:`.reads` (the read queries and the recall token budget), :mod:`.rows` (rows
+as the contract's values), :mod:`.search` (bank-scoped full-text search, scores),
+:mod:`.vector_store` (stored vectors, the backlog), :mod:`.vector_matrix` and :mod:`.vector_cache`
+(the per-bank vectors searched, their pages on disk), :mod:`.embedding` (an embedder's answer
+checked), :mod:`.hybrid` (fusing both rankings) and :mod:`.reflect` (the extractive answer).
 
 Why it is built this way: ``docs/design/embedded-store.md``.
 """
@@ -19,7 +18,6 @@ Why it is built this way: ``docs/design/embedded-store.md``.
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -39,6 +37,7 @@ from dreamer.backends.base import (
     RetainResult,
     TagsMatch,
 )
+from dreamer.backends.embedded.connections import Connections
 from dreamer.backends.embedded.embedding import checked_vectors
 from dreamer.backends.embedded.hybrid import RESCORE_MARGIN, fusion_depth, recall_hits, search_ahead
 from dreamer.backends.embedded.reads import (
@@ -51,12 +50,12 @@ from dreamer.backends.embedded.reads import (
 from dreamer.backends.embedded.reflect import REFLECT_UNITS_BY_BUDGET, extractive_answer
 from dreamer.backends.embedded.retain import retain_batch, validate_retain
 from dreamer.backends.embedded.rows import activity_from_rows, blobs, recall_item_from_row, unit_from_row
-from dreamer.backends.embedded.schema import connect, translate_error, write_transaction
+from dreamer.backends.embedded.schema import write_transaction
 from dreamer.backends.embedded.search import fts_match_expression
 from dreamer.backends.embedded.vector_cache import VectorCache, shared_cache
 from dreamer.backends.embedded.vector_store import backlog, drop_vectors, store_vectors
 from dreamer.embeddings import Embedder
-from dreamer.errors import BackendError, PermanentBackendError
+from dreamer.errors import BackendError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -99,9 +98,7 @@ class EmbeddedBackend:
         self.path = Path(path).expanduser()
         self.embedder = embedder
         self._backlog_batch = max(0, backlog_batch)
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._closed = False
+        self._connections = Connections(self.path)
         self._cache: VectorCache | None = vectors
 
     @classmethod
@@ -189,7 +186,7 @@ class EmbeddedBackend:
                 limit=limit,
             )
 
-        return await self._call("recall", run)
+        return await self._call("recall", run, spare=True)
 
     async def prepare_recalls(self, bank_id: str, queries: Sequence[str], limit: int) -> None:
         """Ready the vector side of the recalls of ``queries`` that follow (each with ``limit``):
@@ -266,16 +263,8 @@ class EmbeddedBackend:
         del bank_id
 
     async def aclose(self) -> None:
-        """Close the connection; later calls raise :class:`PermanentBackendError`. Idempotent."""
-
-        def close() -> None:
-            with self._lock:
-                self._closed = True
-                if self._conn is not None:
-                    self._conn.close()
-                    self._conn = None
-
-        await anyio.to_thread.run_sync(close)
+        """Close the connections; later calls raise :class:`PermanentBackendError`. Idempotent."""
+        await anyio.to_thread.run_sync(self._connections.close)
 
     # ---------------------------------------------------------------- extras for tests and demos
 
@@ -420,28 +409,8 @@ class EmbeddedBackend:
 
     # ---------------------------------------------------------------- plumbing
 
-    async def _call(self, operation: str, work: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run ``work`` with the connection in a worker thread, translating SQLite errors."""
-
-        def run() -> _T:
-            with self._lock:
-                if self._closed:
-                    raise PermanentBackendError(
-                        f"the embedded store {self.path} was closed; open a new backend to use it",
-                        operation=operation,
-                    )
-                try:
-                    if self._conn is None:
-                        self._conn = connect(self.path)
-                    return work(self._conn)
-                except sqlite3.Error as exc:
-                    raise translate_error(exc, self.path, operation) from exc
-                except OSError as exc:
-                    raise PermanentBackendError(
-                        f"cannot create the embedded store at {self.path} ({exc}); "
-                        "choose a writable location for it",
-                        operation=operation,
-                        detail=str(exc),
-                    ) from exc
-
-        return await anyio.to_thread.run_sync(run)
+    async def _call(
+        self, operation: str, work: Callable[[sqlite3.Connection], _T], *, spare: bool = False
+    ) -> _T:
+        """Run ``work`` with a connection in a worker thread (``spare``: see :class:`Connections`)."""
+        return await anyio.to_thread.run_sync(lambda: self._connections.run(operation, work, spare=spare))

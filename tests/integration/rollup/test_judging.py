@@ -302,3 +302,78 @@ def test_a_failing_recall_waits_for_the_probe_and_is_raised_not_the_probes_error
     threading.Timer(0.3, release.set).start()
     anyio.run(cancelled)
     assert finished == ["probe", "cancelled"], "a cancelled run waits for the probe too"
+
+
+def test_recalls_run_two_at_once_and_come_back_in_the_cards_order() -> None:
+    """Each call waits until another has started: one at a time they would wait for ever (bounded
+    by a deadline). Never more than two run together, and the results keep the calls' order even
+    when a later call finishes first."""
+    running, most = 0, 0
+    two_in = anyio.Event()
+
+    def call(index: int) -> Any:
+        async def recall() -> int:
+            nonlocal running, most
+            running += 1
+            most = max(most, running)
+            if running == 2:
+                two_in.set()
+            with anyio.fail_after(10):
+                await two_in.wait()
+            await anyio.sleep(0.001 * (7 - index))  # the later calls finish sooner
+            running -= 1
+            return index
+
+        return recall
+
+    async def run() -> list[int]:
+        return await judging.in_order([call(i) for i in range(7)])
+
+    assert anyio.run(run) == list(range(7))
+    assert most == judging.RECALLS_AT_ONCE == 2
+
+
+def test_a_failing_recall_is_raised_as_it_is_and_no_later_recall_starts() -> None:
+    """The first error comes out as itself, not in an exception group (the roll-up's retry rules
+    and its report read it); the call running beside it is cancelled, and none starts after."""
+    started: list[int] = []
+    cancelled: list[int] = []
+
+    def call(index: int) -> Any:
+        async def recall() -> int:
+            started.append(index)
+            if index == 1:
+                raise ConnectionError("the store is down")
+            try:
+                await anyio.sleep(10)
+            except anyio.get_cancelled_exc_class():
+                cancelled.append(index)
+                raise
+            return index
+
+        return recall
+
+    async def run() -> list[int]:
+        with anyio.fail_after(5):
+            return await judging.in_order([call(i) for i in range(5)])
+
+    with pytest.raises(ConnectionError, match="the store is down"):
+        anyio.run(run)
+    assert started == [0, 1] and cancelled == [0]
+
+
+def test_no_recalls_is_no_results_and_one_at_a_time_keeps_the_order() -> None:
+    order: list[int] = []
+
+    def call(index: int) -> Any:
+        async def recall() -> int:
+            order.append(index)
+            await anyio.sleep(0)
+            order.append(index)
+            return index
+
+        return recall
+
+    assert anyio.run(judging.in_order, []) == []
+    assert anyio.run(lambda: judging.in_order([call(i) for i in range(3)], at_once=1)) == [0, 1, 2]
+    assert order == [0, 0, 1, 1, 2, 2]

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from structlog.testing import capture_logs
 
@@ -19,6 +20,7 @@ from dreamer.backends.forwarding import ForwardingBackend
 from dreamer.commands.rollup import format_report
 from dreamer.config import Config
 from dreamer.errors import PermanentBackendError
+from dreamer.rollup import judging
 from dreamer.rollup.pipeline import Rollup
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
 from dreamer.state import StateStore
@@ -290,6 +292,52 @@ class TestPreparedRecalls:
         assert calls == [(cfg.upstream_bank_id("research"), report.cards, cfg.rollup.semantic_top_k)]
         assert len(recalls) == report.cards > 0 and report.promoted > 0
         assert any("could not prepare the recalls" in entry["event"] for entry in logs)
+
+    async def test_the_recalls_go_two_at_once_and_each_card_gets_its_own(self, tmp_path: Path) -> None:
+        """The cards' upstream recalls run two at a time (the store reads them on two connections),
+        never more, and each card is judged against what its own recall found: the verdicts equal
+        those of a run whose recalls go one by one. The backend records and holds each recall
+        until another is in flight (bounded by a deadline), so one at a time the run would fail."""
+        memories = [f"Host nas0{i} runs {name} on port {3000 + i}." for i, name in enumerate("ABCDEF")]
+
+        async def run(cfg: Config, backend: EmbeddedBackend) -> Any:
+            try:
+                with StateStore.open(cfg.state_path) as state:
+                    return await Rollup(cfg, backend, state).run("research", dry_run=True)
+            finally:
+                await backend.aclose()
+
+        class Overlapping(EmbeddedBackend):
+            running = most = 0
+            two = None
+
+            async def recall(self, bank_id: str, query: str, **kwargs: Any) -> Any:
+                cls = type(self)
+                cls.running += 1
+                cls.most = max(cls.most, cls.running)
+                cls.two = cls.two or anyio.Event()
+                if cls.running == 2:
+                    cls.two.set()
+                with anyio.fail_after(10):
+                    await cls.two.wait()
+                try:
+                    return await super().recall(bank_id, query, **kwargs)
+                finally:
+                    cls.running -= 1
+
+        together_cfg = write_config(tmp_path / "together")
+        alone_cfg = write_config(tmp_path / "alone")
+        for cfg in (together_cfg, alone_cfg):
+            await seed(cfg, MEMORIES + memories)
+            await run_once(cfg)  # the first cards upstream, for the recalls to find
+            await seed(cfg, [m.replace("runs", "still runs") for m in memories])
+        together = await run(together_cfg, Overlapping(together_cfg.embedded_path))
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(judging, "RECALLS_AT_ONCE", 1)
+            alone = await run(alone_cfg, EmbeddedBackend(alone_cfg.embedded_path))
+        assert Overlapping.most == 2 and together.cards == alone.cards >= 4
+        assert [(p.verdict, p.text) for p in together.plan] == [(p.verdict, p.text) for p in alone.plan]
+        assert {p.verdict for p in together.plan} >= {"duplicate"}
 
 
 class TestCrashSafety:
