@@ -17,6 +17,9 @@ Why: docs/design/dedup.md.
 
 from __future__ import annotations
 
+import functools
+from typing import NamedTuple
+
 from dreamer.details.dates import extract_dates
 from dreamer.details.kinds import VALUE_DETAILS, Detail, NameRole, ProtectedDetails
 from dreamer.details.locations import extract_locations
@@ -26,24 +29,54 @@ from dreamer.details.numbers import extract_numbers
 from dreamer.details.versions import extract_versions
 from dreamer.text import content_tokens, without_leading_date_clause
 
-__all__ = ["VALUE_DETAILS", "Detail", "NameRole", "ProtectedDetails", "protected_details"]
+__all__ = [
+    "VALUE_DETAILS",
+    "Cut",
+    "Detail",
+    "NameRole",
+    "ProtectedDetails",
+    "cut_details",
+    "protected_details",
+]
+
+
+class Cut(NamedTuple):
+    """A text's values cut out (the first half of `protected_details`): what the judge's cheap gate
+    needs (the residual words) without the names and negations it does not."""
+
+    #: The text without its leading date clause: negations are read here.
+    body: str
+    #: The body with its locations cut out: names are read here.
+    named: str
+    values: tuple[tuple[Detail, tuple[str, ...]], ...]
+    residual_tokens: tuple[str, ...]
+
+
+@functools.lru_cache(maxsize=256)
+def cut_details(text: str) -> Cut:
+    """Cut a text's locations, versions, dates and numbers out (its leading date clause excluded),
+    each kind's values kept. Kept for the last 256 texts: a sentence of a stored card is sketched
+    first (`dreamer.rollup.similarity.sketch_text`), and analysed in full only when the sketch
+    does not settle it, which then reuses this."""
+    body = without_leading_date_clause(text)
+    found: dict[Detail, list[str]] = {kind: [] for kind in Detail}
+    named = extract_locations(body, found)
+    rest = extract_versions(named, found)
+    rest = extract_dates(rest, found)
+    rest = extract_numbers(rest, found)
+    values = tuple((kind, tuple(sorted(found[kind]))) for kind in Detail if found[kind])
+    return Cut(body, named, values, tuple(content_tokens(rest)))
 
 
 def protected_details(text: str) -> ProtectedDetails:
     """Extract the protected details of a text (its leading date clause excluded)."""
-    body = without_leading_date_clause(text)
-    found: dict[Detail, list[str]] = {kind: [] for kind in Detail}
-    rest = extract_locations(body, found)
-    names, name_groups, name_roles = find_names(rest)
-    rest = extract_versions(rest, found)
-    rest = extract_dates(rest, found)
-    rest = extract_numbers(rest, found)
-    values = tuple((kind, tuple(sorted(found[kind]))) for kind in Detail if found[kind])
+    cut = cut_details(text)
+    names, name_groups, name_roles = find_names(cut.named)
     return ProtectedDetails(
-        values=values,
-        negated=negated_words(body),
+        values=cut.values,
+        negated=negated_words(cut.body),
         names=names,
         name_groups=name_groups,
-        residual_tokens=tuple(content_tokens(rest)),
+        residual_tokens=cut.residual_tokens,
         name_roles=name_roles,
     )

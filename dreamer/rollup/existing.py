@@ -1,16 +1,24 @@
 """Something a new card can repeat, as the judge (`dreamer.rollup.dedup`) meets it: a ledger card,
 an earlier card of the batch, an upstream candidate, or one sentence of one of those.
 
-Known by its sketch; its full analysis is made on first use and kept, and shared with another entry
-of the very same text. A card of several sentences has its sentences as parts (:attr:`Existing.parts`):
-a new card may repeat one sentence of a stored card, which a comparison of the whole texts misses
-(the stored card says more, so their word overlap is low). Pure.
+Known by its sketch (made without the full analysis: `sketch_text`); its full analysis is made on
+first use and kept, and shared with another entry of the very same text. A card of several
+sentences has its sentences as parts (:attr:`Existing.parts`): a new card may repeat one sentence
+of a stored card, which a comparison of the whole texts misses (the stored card says more, so their
+word overlap is low). Pure.
 """
 
 from __future__ import annotations
 
 from dreamer.rollup.cards import sentences
-from dreamer.rollup.similarity import Sketch, TextProfile, content_shingles, profile_text, sketch_of
+from dreamer.rollup.similarity import (
+    Sketch,
+    TextProfile,
+    content_shingles,
+    profile_text,
+    sketch_of,
+    sketch_text,
+)
 
 __all__ = ["Existing"]
 
@@ -69,8 +77,11 @@ class Existing:
         self._shingles = None
         #: Another entry with this very text, whose analysis this one shares.
         self._same_text = same_text
-        if sketch is None:
-            sketch = same_text.sketch if same_text is not None else sketch_of(self.profile)
+        if sketch is None and same_text is not None:
+            sketch = same_text.sketch
+        elif sketch is None:
+            # Without the full analysis unless it was made: the sketch turns most sentences away.
+            sketch = sketch_of(profile) if profile is not None else sketch_text(text)
         self.sketch = sketch
         self.semantic_score = semantic_score
         #: For an earlier batch card that was itself a duplicate: the card it repeats.

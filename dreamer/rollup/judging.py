@@ -22,7 +22,7 @@ from dreamer.rollup import dedup
 from dreamer.rollup.candidates import GateProbe, index_words, passes_gate, probe_words, scans, word_sizes
 from dreamer.rollup.promote import CARD_FACT_TYPES
 from dreamer.rollup.semantic import BatchVectors
-from dreamer.rollup.similarity import Sketch, profile_text, sketch_of
+from dreamer.rollup.similarity import Sketch, profile_text, sketch_of, sketch_text
 from dreamer.state import StateStore
 
 log = structlog.get_logger("dreamer.rollup")
@@ -40,7 +40,7 @@ def index_pending(state: StateStore, upstream_id: str) -> None:
     state.use_index_version(Sketch.VERSION)
     entries: dict[str, tuple[str, frozenset[str], tuple[int, int]]] = {}
     for card in state.unindexed(upstream_id):
-        sketch = Sketch.loads(card.sketch) or sketch_of(profile_text(card.text))
+        sketch = Sketch.loads(card.sketch) or sketch_text(card.text)
         entries[card.document_id] = (sketch.dumps(), index_words(sketch), word_sizes(sketch))
     state.store_index(entries)
     backfill_gates(state, GATE_BACKFILL_BATCH)
@@ -99,7 +99,7 @@ def read_candidates(
     those not indexed yet, read and kept when they pass the gate itself, in ledger order."""
     out = []
     for c in state.ledger_candidates(upstream_id, ids=ids, normalized={sketch.normalized}):
-        old = Sketch.loads(c.sketch) or sketch_of(profile_text(c.text))
+        old = Sketch.loads(c.sketch) or sketch_text(c.text)
         if passes_gate(sketch, old, thresholds):
             out.append(dedup.CardText(c.document_id, c.text, old))
     return out

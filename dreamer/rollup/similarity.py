@@ -18,7 +18,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dreamer.details import VALUE_DETAILS, Detail, ProtectedDetails, protected_details
+from dreamer.details import VALUE_DETAILS, Detail, ProtectedDetails, cut_details, protected_details
 from dreamer.rollup.roles import FAMILY, STANCE_FAMILIES, role_swapped, same_doer
 from dreamer.text import content_tokens, normalize_text
 
@@ -40,6 +40,7 @@ __all__ = [
     "sketch_of",
     "stance_topic",
 ]
+
 
 def _content_words(text: str) -> list[str]:
     """The content words similarity counts: `text.content_tokens`, a stance family as one word."""
@@ -87,7 +88,13 @@ def _char_shingles(words: Sequence[str], n: int = 3) -> frozenset[str]:
 def content_shingles(text: str) -> frozenset[str]:
     """The character shingles of a text's content words: ``profile_text(text).shingles`` without
     the rest of the analysis (protected details are most of its cost)."""
-    return _char_shingles(_content_words(text))
+    return _char_shingles(_words_of(text)[1])
+
+
+@functools.lru_cache(maxsize=256)
+def _words_of(text: str) -> tuple[str, tuple[str, ...]]:
+    """The normalised text and its content words, for both `sketch_text` and `profile_text`."""
+    return normalize_text(text), tuple(_content_words(text))
 
 
 @functools.lru_cache(maxsize=256)
@@ -95,8 +102,7 @@ def profile_text(text: str) -> TextProfile:
     """Precompute the comparison features of a text. Frozen, so shared: the summariser, grounding,
     the judge and the ledger row analyse a batch's texts one after the other (the last 256 texts
     are kept, about 2.5 MiB; on LoCoMo's quick run Dreamer's wall fell from 2.5 s to 1.2 s)."""
-    normalized = normalize_text(text)
-    content = tuple(_content_words(text))
+    normalized, content = _words_of(text)
     return TextProfile(
         text=text,
         normalized=normalized,
@@ -106,6 +112,14 @@ def profile_text(text: str) -> TextProfile:
         shingles=_char_shingles(content),
         details=protected_details(text),
     )
+
+
+def sketch_text(text: str) -> Sketch:
+    """``sketch_of(profile_text(text))``, without the names, negations and shingles the sketch does
+    not hold: a stored card's sentence that its sketch turns away costs about half an analysis
+    (`dreamer.rollup.existing`). What it computes, a later `profile_text` of the text reuses."""
+    normalized, content = _words_of(text)
+    return Sketch(normalized, frozenset(content), frozenset(cut_details(text).residual_tokens))
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,9 +12,10 @@ from dreamer.rollup.similarity import (
     profile_text,
     says_outright,
     sketch_of,
+    sketch_text,
     stance_topic,
 )
-from tests.labelled_pairs import FRIENDSHIP_ROLE_SWAP, SUBSUMED, TRILOGY_WATCHED, texts
+from tests.labelled_pairs import FRIENDSHIP_ROLE_SWAP, LABELLED, SUBSUMED, TRILOGY_WATCHED, text_of, texts
 from tests.locomo import sentence
 
 
@@ -238,6 +239,41 @@ class TestSketch:
         sketch = sketch_of(profile_text("On 3 May at 10:00."))
         again = Sketch.loads(sketch.dumps())
         assert again == sketch and "" not in again.residual
+
+
+#: Texts whose values are cut out of words, or whose date clause, names and negations are the point.
+AWKWARD_TEXTS = [
+    "",
+    " ",
+    "On 8 May 2023.",
+    "On 3 May at 10:00, Sam did not move the NAS to https://Example.com/Backups/v2.1?x=3.",
+    "Alice and Bob met Carol in Paris; Dave never came.",
+    "The build at /srv/App-2/v3.0.1-rc2 costs -$5.50 (about -3%) on C++ and C# @alice's box.",
+    "x" * 2_000,
+    "日本語 テキスト 2023年5月8日 Ünïcödé 𝒮am",
+    "v2beta3 runs on 10.0.0.12:8080 since 2023-05-08T10:00Z, not 2022.",
+    "Two turtles and 2 turtles; twenty-one, 21st, 1st of May.",
+]
+
+
+class TestSketchWithoutTheFullAnalysis:
+    @pytest.mark.parametrize("text", AWKWARD_TEXTS, ids=range(len(AWKWARD_TEXTS)))
+    def test_equals_the_sketch_of_the_full_analysis(self, text: str) -> None:
+        """The cheap sketch is the full analysis' sketch, whatever the text's values and names."""
+        assert sketch_text(text) == sketch_of(profile_text.__wrapped__(text))  # type: ignore[attr-defined]
+
+    def test_equals_it_on_every_labelled_sentence(self) -> None:
+        """On the LoCoMo sentences of the labelled pairs, and on each of their sentences alone."""
+        from dreamer.rollup.cards import sentences
+
+        seen = {text_of(source) for pair in LABELLED for source in (pair.first, pair.second)}
+        seen |= {part for text in list(seen) for part in sentences(text)}
+        unequal = [
+            t
+            for t in sorted(seen)
+            if sketch_text(t) != sketch_of(profile_text.__wrapped__(t))  # type: ignore[attr-defined]
+        ]
+        assert not unequal and len(seen) > 400
 
 
 class TestStanceTopic:
