@@ -180,6 +180,18 @@ class MemoryBackend(Protocol):
 
 
 @runtime_checkable
+class LimitsRecalls(Protocol):
+    """A backend that serves fewer recalls side by side than the roll-up sends
+    (`dreamer.rollup.judging.RECALLS_AT_ONCE`): the embedded store with an embedder reads its
+    hybrid recalls one at a time. Optional: a backend without it is sent that many."""
+
+    @property
+    def recalls_at_once(self) -> int:
+        """How many recalls are worth sending at once (at least 1)."""
+        ...
+
+
+@runtime_checkable
 class PreparesRecalls(Protocol):
     """A backend that answers a batch of recalls of one bank faster when told of them first (the
     embedded store streams its on-disk vectors once for all of them). Optional: the roll-up asks

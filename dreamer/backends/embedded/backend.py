@@ -188,6 +188,13 @@ class EmbeddedBackend:
 
         return await self._call("recall", run, spare=True)
 
+    @property
+    def recalls_at_once(self) -> int:
+        """Two full-text recalls read side by side (the second on the spare connection); a hybrid
+        one searches the instance's vector cache under the first connection's lock, so one at a
+        time (two in flight would only add a worker thread and its allocator arena: +5 MiB)."""
+        return 1 if self.embedder is not None else 2
+
     async def prepare_recalls(self, bank_id: str, queries: Sequence[str], limit: int) -> None:
         """Ready the vector side of the recalls of ``queries`` that follow (each with ``limit``):
         the queries embedded in one batch and the bank's on-disk segments streamed once for all of

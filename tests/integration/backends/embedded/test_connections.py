@@ -187,3 +187,14 @@ async def test_the_backend_s_recalls_run_two_at_once_and_find_what_one_at_a_time
         assert together == alone and all(alone)
     finally:
         await store.aclose()
+
+
+def test_the_store_is_sent_two_full_text_recalls_at_once_and_one_hybrid(tmp_path: Path) -> None:
+    """Without an embedder its recalls read on two connections; with one, a recall searches the
+    instance's vector cache under the first connection's lock, so the roll-up sends one at a time."""
+    from dreamer.rollup.judging import recalls_at_once
+    from tests.support.embedding_model import local_embedder
+
+    path = tmp_path / "memory.sqlite3"
+    assert recalls_at_once(EmbeddedBackend(path)) == 2
+    assert recalls_at_once(EmbeddedBackend(path, embedder=local_embedder())) == 1
