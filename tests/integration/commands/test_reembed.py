@@ -2,7 +2,8 @@
 stored vectors rewritten to another model's id, as a model upgrade leaves them), every ledger card
 and every unit of the embedded store gets a vector of the configured model, a batch at a time, each
 embedded once; running it again embeds nothing; an embedder failing partway keeps what was stored
-and the next run goes on; no embedder configured is a configuration error naming the key."""
+and the next run goes on; two at once leave what one does; no embedder configured is a
+configuration error naming the key."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import io
 import json
 import sqlite3
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -201,3 +203,25 @@ def test_the_command_line_prints_json_and_refuses_without_an_embedder(
     assert "Traceback" not in refused.stderr + done.stderr + text.stderr
     bad = run_dreamer(path, "state", "reembed", "--batch", "0")
     assert bad.returncode == 2 and "at least 1" in bad.stderr
+
+
+def test_two_at_once_leave_every_card_and_unit_one_vector_of_the_model(changed: Changed) -> None:
+    """Two ``dreamer state reembed`` processes on the same files at once (an operator's and a
+    timer's): both finish, and every card and unit ends with exactly one vector of the configured
+    model, the other model's units' vectors kept beside, as after one. Each card is embedded by at
+    least one of them (a batch both read is written twice, the same vectors: an upsert)."""
+    config, path, cards, units = changed
+    with ThreadPoolExecutor(2) as pool:
+        runs = list(
+            pool.map(lambda _: run_dreamer(path, "state", "reembed", "--json", "--batch", "2"), range(2))
+        )
+    assert [run.returncode for run in runs] == [0, 0], [run.stderr for run in runs]
+    docs = [json.loads(run.stdout) for run in runs]
+    model = docs[0]["model_id"]
+    assert models(config) == ({model: cards}, {OLD_MODEL: units, model: units})
+    assert cards <= sum(doc["ledger_cards"] for doc in docs) <= 2 * cards
+    assert all("Traceback" not in run.stderr for run in runs)
+    with sqlite3.connect(config.state_path) as state:
+        assert state.execute("SELECT count(DISTINCT document_id) FROM ledger_vectors").fetchone()[0] == cards
+    again = reembed(config)
+    assert again["ledger_cards"] == 0 and sum(again["store_units"].values()) == 0
