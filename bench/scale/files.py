@@ -41,8 +41,8 @@ from dreamer.config import Config, load_config
 from dreamer.embeddings.factory import make_embedder
 from dreamer.embeddings.vectors import normalise, to_blob
 from dreamer.rollup.candidates import index_words, word_sizes
+from dreamer.rollup.existing import stored_sketch
 from dreamer.rollup.promote import provenance_tags
-from dreamer.rollup.similarity import profile_text, sketch_of
 from dreamer.state import LedgerCard, StateStore, StoredVector, Watermark
 from dreamer.text import card_document_id
 
@@ -194,7 +194,7 @@ def _sketches(texts: Sequence[str]) -> list[Sketched]:
     """(normalised text, stored sketch, index words) of each card's text: run in a worker process."""
     out = []
     for text in texts:
-        sketch = sketch_of(profile_text(text))
+        sketch = stored_sketch(text)  # with its sentences', as promote.ledger_row writes it
         words = tuple(sorted(index_words(sketch)))
         out.append((sketch.normalized, sketch.dumps(), words, word_sizes(sketch)))
     return out

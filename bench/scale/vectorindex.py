@@ -4,12 +4,17 @@ segment each time a bank's newest vectors filled one, so its run at N cards read
 past the last segment. Without this step the run measured is the first one after turning the
 embedder on, which writes every segment (that cost is what ``--cold-index`` measures instead).
 The ledger's gate rows likewise (:func:`fill_gates`): files built before the state had them would
-otherwise be measured in the runs that backfill them."""
+otherwise be measured in the runs that backfill them; and the sketches of each card's sentences
+(:func:`fill_sentences`), which the ledger's rows are written with since: files built before
+would otherwise be measured as a ledger of older cards."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import closing
 
 from bench.scale.files import GLOBAL_BANK
@@ -17,9 +22,11 @@ from dreamer.backends.embedded.schema import connect
 from dreamer.backends.embedded.vector_cache import VectorCache, segments_folder
 from dreamer.config import Config
 from dreamer.embeddings.segments import on_disk
+from dreamer.rollup.existing import sentence_sketches
 from dreamer.rollup.judging import backfill_gates
 from dreamer.rollup.ledgervectors import LedgerVectors
 from dreamer.rollup.semantic import segment_index
+from dreamer.rollup.similarity import Sketch
 from dreamer.state import StateStore
 
 
@@ -53,6 +60,41 @@ def fill_gates(config: Config, batch: int = 100_000) -> float:
     with StateStore.open(config.state_path) as state:
         while not backfill_gates(state, batch):
             pass
+    return time.monotonic() - started
+
+
+def _with_sentences(rows: Sequence[tuple[int, str, str | None]]) -> list[tuple[str, int]]:
+    """(stored sketch with its sentences', rowid) of each row of several sentences whose sketch
+    reads and keeps none yet: run in a worker process."""
+    out = []
+    for rowid, text, stored in rows:
+        sketch = Sketch.loads(stored)
+        if sketch is not None and sketch.parts is None and (parts := sentence_sketches(text)) is not None:
+            out.append((f"{stored}\t{parts}", rowid))
+    return out
+
+
+def fill_sentences(config: Config, batch: int = 20_000) -> float:
+    """Give every ledger card of several sentences its sentences' sketches, as this code writes
+    them with each card it promotes (`dreamer.rollup.existing.stored_sketch`); returns the seconds
+    it took (next to none for files whose cards have them)."""
+    started = time.monotonic()
+    workers = max(1, min(2, os.cpu_count() or 1))
+    with closing(sqlite3.connect(config.state_path)) as conn, ProcessPoolExecutor(workers) as pool:
+        after = 0
+        while True:
+            rows = conn.execute(
+                "SELECT rowid, text, sketch FROM ledger WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                (after, batch),
+            ).fetchall()
+            if not rows:
+                break
+            after = rows[-1][0]
+            step = max(1, len(rows) // workers)
+            chunks = [rows[i : i + step] for i in range(0, len(rows), step)]
+            updates = [row for done in pool.map(_with_sentences, chunks) for row in done]
+            with conn:
+                conn.executemany("UPDATE ledger SET sketch = ? WHERE rowid = ?", updates)
     return time.monotonic() - started
 
 

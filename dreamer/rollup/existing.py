@@ -5,10 +5,16 @@ Known by its sketch (made without the full analysis: `sketch_text`); its full an
 first use and kept, and shared with another entry of the very same text. A card of several
 sentences has its sentences as parts (:attr:`Existing.parts`): a new card may repeat one sentence
 of a stored card, which a comparison of the whole texts misses (the stored card says more, so their
-word overlap is low). Pure.
+word overlap is low). A ledger card's stored sketch keeps its sentences' sketches (`stored_sketch`,
+what the ledger's rows are written with), so its parts are known without analysing them; each is
+checked against the sentence it is read for (a checksum of its text), and one that does not match
+is sketched again. Pure.
 """
 
 from __future__ import annotations
+
+import dataclasses
+import zlib
 
 from dreamer.rollup.cards import sentences
 from dreamer.rollup.similarity import (
@@ -20,7 +26,47 @@ from dreamer.rollup.similarity import (
     sketch_text,
 )
 
-__all__ = ["Existing"]
+__all__ = ["Existing", "sentence_sketches", "stored_sketch"]
+
+# Between the sentences' sketches, and between a sentence's checksum and its sketch's fields.
+_PART, _FIELD = "\x1e", "\x1f"
+
+
+def stored_sketch(text: str) -> Sketch:
+    """The sketch a ledger row keeps: the text's, with its sentences' when it has several."""
+    return dataclasses.replace(sketch_of(profile_text(text)), parts=sentence_sketches(text))
+
+
+def sentence_sketches(text: str) -> str | None:
+    """The sketches of the sentences of ``text``, as a stored sketch keeps them; None for a text of
+    one sentence (or none)."""
+    said = sentences(text)
+    return _PART.join(_part(sentence) for sentence in said) if len(said) > 1 else None
+
+
+def _checksum(sentence: str) -> str:
+    return format(zlib.crc32(sentence.encode("utf-8", "surrogatepass")), "08x")
+
+
+def _part(sentence: str) -> str:
+    sketch = sketch_text(sentence)
+    words = (" ".join(sorted(sketch.content)), " ".join(sorted(sketch.residual)))
+    return _FIELD.join((_checksum(sentence), sketch.normalized, *words))
+
+
+def _kept_parts(kept: str | None, said: list[str]) -> list[Sketch] | list[None]:
+    """The stored sketches of the sentences ``said``, each checked against its sentence; all None
+    (sketch them again) when none are kept, or they are not these sentences', or do not read."""
+    pieces = kept.split(_PART) if kept is not None else []
+    if len(pieces) != len(said):
+        return [None] * len(said)
+    sketches = []
+    for piece, sentence in zip(pieces, said, strict=True):
+        fields = piece.split(_FIELD)
+        if len(fields) != 4 or fields[0] != _checksum(sentence):
+            return [None] * len(said)
+        sketches.append(Sketch(fields[1], frozenset(fields[2].split()), frozenset(fields[3].split())))
+    return sketches
 
 
 class Existing:
@@ -113,10 +159,11 @@ class Existing:
         """Its sentences, each an entry of its own, when it has more than one; else none."""
         if self._parts is None:
             said = sentences(self.text)
+            kept = _kept_parts(self.sketch.parts, said)
             self._parts = (
                 tuple(
-                    Existing(self.card_id, self.origin, text, repeats=self.repeats, part=index)
-                    for index, text in enumerate(said)
+                    Existing(self.card_id, self.origin, text, sketch=sketch, repeats=self.repeats, part=i)
+                    for i, (text, sketch) in enumerate(zip(said, kept, strict=True))
                 )
                 if len(said) > 1
                 else ()

@@ -20,6 +20,7 @@ from dreamer.cardtags import ROLLUP_TAG
 from dreamer.errors import BackendError
 from dreamer.rollup import dedup
 from dreamer.rollup.candidates import GateProbe, index_words, passes_gate, probe_words, scans, word_sizes
+from dreamer.rollup.existing import stored_sketch
 from dreamer.rollup.promote import CARD_FACT_TYPES
 from dreamer.rollup.semantic import BatchVectors
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of, sketch_text
@@ -40,7 +41,7 @@ def index_pending(state: StateStore, upstream_id: str) -> None:
     state.use_index_version(Sketch.VERSION)
     entries: dict[str, tuple[str, frozenset[str], tuple[int, int]]] = {}
     for card in state.unindexed(upstream_id):
-        sketch = Sketch.loads(card.sketch) or sketch_text(card.text)
+        sketch = Sketch.loads(card.sketch) or stored_sketch(card.text)
         entries[card.document_id] = (sketch.dumps(), index_words(sketch), word_sizes(sketch))
     state.store_index(entries)
     backfill_gates(state, GATE_BACKFILL_BATCH)

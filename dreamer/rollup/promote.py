@@ -31,8 +31,8 @@ from dreamer.cardtags import (
 from dreamer.config import ConflictPolicy
 from dreamer.rollup.candidates import index_words, word_sizes
 from dreamer.rollup.dedup import Verdict, VerdictKind
+from dreamer.rollup.existing import stored_sketch
 from dreamer.rollup.report import CardPlan
-from dreamer.rollup.similarity import profile_text, sketch_of
 from dreamer.state import LedgerCard
 from dreamer.text import normalize_text
 
@@ -114,7 +114,7 @@ def retain_item(
 def ledger_row(plan: CardPlan, item: RetainItem, facts: RunFacts, now: datetime) -> LedgerCard:
     """The local ledger's record of a promoted card, written in the run's one commit with the
     words the dedup will find it by."""
-    sketch = sketch_of(profile_text(plan.text))
+    sketch = stored_sketch(plan.text)  # with its sentences' sketches, when it has several
     return LedgerCard(
         document_id=plan.document_id,
         profile=facts.profile,

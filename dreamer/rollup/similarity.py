@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dreamer.details import VALUE_DETAILS, Detail, ProtectedDetails, cut_details, protected_details
 from dreamer.rollup.roles import FAMILY, STANCE_FAMILIES, role_swapped, same_doer
@@ -127,12 +127,15 @@ class Sketch:
     """The two word sets the cheap gate compares: enough to rule a pair out without a full profile.
 
     Stored beside each ledger card as a string (`dumps`); a string from another format version reads
-    as None and the card is sketched again from its text.
+    as None and the card is sketched again from its text. A card of several sentences keeps its
+    sentences' sketches in ``parts`` too, as stored (read by `dreamer.rollup.existing`, which
+    checks them against the sentences it cuts); they take no part in comparing two sketches.
     """
 
     normalized: str
     content: frozenset[str]
     residual: frozenset[str]
+    parts: str | None = field(default=None, compare=False)
 
     #: Bump when normalisation or protected-detail extraction changes what a sketch holds.
     #: s2: signs, currency, "%", decimal points and "C++"/"C#"/"@name" kept (`dreamer.text`).
@@ -140,10 +143,15 @@ class Sketch:
     VERSION = "s3"
 
     def dumps(self) -> str:
-        """One line: version, normalised text, content words, residual words, tab-separated."""
-        return "\t".join(
-            (self.VERSION, self.normalized, " ".join(sorted(self.content)), " ".join(sorted(self.residual)))
-        )
+        """One line: version, normalised text, content words, residual words (and the sentences'
+        sketches, when kept), tab-separated."""
+        fields = [
+            self.VERSION,
+            self.normalized,
+            " ".join(sorted(self.content)),
+            " ".join(sorted(self.residual)),
+        ]
+        return "\t".join(fields if self.parts is None else [*fields, self.parts])
 
     @classmethod
     def loads(cls, stored: str | None) -> Sketch | None:
@@ -151,9 +159,10 @@ class Sketch:
         if not stored:
             return None
         parts = stored.split("\t")
-        if len(parts) != 4 or parts[0] != cls.VERSION:
+        if len(parts) not in (4, 5) or parts[0] != cls.VERSION:
             return None
-        return cls(parts[1], frozenset(parts[2].split()), frozenset(parts[3].split()))
+        kept = parts[4] if len(parts) == 5 else None
+        return cls(parts[1], frozenset(parts[2].split()), frozenset(parts[3].split()), kept)
 
 
 def sketch_of(profile: TextProfile) -> Sketch:

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
 from dreamer.rollup.candidates import index_words, word_sizes
-from dreamer.rollup.similarity import profile_text, sketch_of
+from dreamer.rollup.existing import stored_sketch
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
 from dreamer.text import card_document_id, normalize_text
 
@@ -17,7 +17,7 @@ T0 = datetime(2026, 11, 1, tzinfo=UTC)
 def sketched_row(text: str, i: int, *, suffix: str = "") -> LedgerCard:
     """A ledger row of profile "p" for ``text``, promoted ``i`` seconds after `T0`, with the
     sketch and word-index entries a roll-up stores; ``suffix`` makes repeated texts distinct."""
-    sketch = sketch_of(profile_text(text))
+    sketch = stored_sketch(text)  # with its sentences', as promote.ledger_row writes it
     return LedgerCard(
         document_id=card_document_id("p", text) + suffix,
         profile="p",

@@ -3,6 +3,7 @@ verdicts, on generated cards that share words, numbers, dates and hosts in every
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import threading
 from pathlib import Path
@@ -15,7 +16,7 @@ from structlog.testing import capture_logs
 from dreamer.rollup import dedup, judging
 from dreamer.rollup.candidates import NO_CONTENT, index_words, probe_words, scans
 from dreamer.rollup.judging import LedgerProbe, card_candidates, judge_against_ledger, probe_beside
-from dreamer.rollup.similarity import jaccard_index, profile_text, sketch_of
+from dreamer.rollup.similarity import Sketch, jaccard_index, profile_text, sketch_of
 from dreamer.state import StateStore
 from tests.support.ledger import commit_run, sketched_row
 
@@ -106,6 +107,41 @@ def test_indexed_verdicts_equal_full_scan_verdicts(tmp_path: Path, seed: int) ->
                     assert (a.reason, a.scores) == (b.reason, b.scores), card.text
     assert {"duplicate", "conflict", "new"} <= kinds
     assert narrowed > len(batches) // 2, "the index should narrow most cards' ledger"
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_stored_sentences_sketches_give_the_verdicts_of_sketching_them_again(
+    tmp_path: Path, seed: int
+) -> None:
+    """Ledger cards of two or three sentences, stored with their sentences' sketches as a roll-up
+    writes them, and the same cards stored without (as older rows are): new cards that repeat
+    one of their sentences, or another card like them, get the same verdicts, reasons and scores."""
+    rng = random.Random(seed)
+    said = synthetic_cards(rng, 240)
+    ledger_texts = [" ".join(said[i : i + rng.randint(2, 3)]) for i in range(0, 200, 3)]
+    rows = [sketched_row(text, i, suffix=f"-{i}") for i, text in enumerate(ledger_texts)]
+    kept = [Sketch.loads(row.sketch) for row in rows]
+    assert sum(sketch is not None and sketch.parts is not None for sketch in kept) > len(rows) // 2
+    older = [dataclasses.replace(row, sketch="\t".join((row.sketch or "").split("\t")[:4])) for row in rows]
+    new_texts = rng.sample(said[:200], 30) + synthetic_cards(rng, 30)
+    batches = [
+        [dedup.CardText(f"new-{b}-{i}", text) for i, text in enumerate(new_texts[b : b + 6])]
+        for b in range(0, len(new_texts), 6)
+    ]
+    kinds: set[str] = set()
+    with (
+        StateStore.open(tmp_path / "kept.sqlite3") as state,
+        StateStore.open(tmp_path / "older.sqlite3") as old,
+    ):
+        commit_run(state, rows)
+        commit_run(old, older)
+        for batch in batches:
+            none: list[list[dedup.UpstreamCandidate]] = [[] for _ in batch]
+            with_parts = judge_against_ledger(state, "global", batch, none, None, dry_run=False)
+            again = judge_against_ledger(old, "global", batch, none, None, dry_run=False)
+            assert with_parts == again
+            kinds |= {v.kind for v in with_parts}
+    assert {"duplicate", "new"} <= kinds
 
 
 def test_a_card_without_content_words_finds_the_others_without_any() -> None:

@@ -1,9 +1,18 @@
 """What a new card can repeat (`dreamer.rollup.existing.Existing`): a card of several sentences
-has its sentences as parts, each naming the card; a card of one sentence, and a part, have none."""
+has its sentences as parts, each naming the card; a card of one sentence, and a part, have none.
+A ledger card's stored sketch keeps its sentences' (`stored_sketch`), read back only for the very
+sentences they were made of."""
 
 from __future__ import annotations
 
-from dreamer.rollup.existing import Existing
+import dataclasses
+
+import pytest
+
+from dreamer.rollup import existing
+from dreamer.rollup.cards import sentences
+from dreamer.rollup.existing import Existing, sentence_sketches, stored_sketch
+from dreamer.rollup.similarity import Sketch, profile_text, sketch_of, sketch_text
 
 
 def test_a_card_of_two_sentences_has_two_parts_naming_it() -> None:
@@ -32,3 +41,85 @@ def test_one_sentence_and_a_part_have_no_parts() -> None:
     assert Existing("d", "upstream", "Sam adopted a beagle named Max.").parts == ()
     assert Existing("d", "promoted", "v2.0 runs on 3.5 GB. It is fine.").parts[0].parts == ()
     assert Existing("d", "promoted", "Version 2.0 of e.g. this runs on 3.5 GB of memory").parts == ()
+
+
+TWO = "Sam adopted a beagle named Max on 3 May.  Sam volunteers at the shelter on weekends."
+
+
+def _no_sketching(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(text: str) -> object:
+        raise AssertionError(f"sketched again: {text!r}")
+
+    monkeypatch.setattr(existing, "sketch_text", refused)
+
+
+def test_a_ledger_card_keeps_its_sentences_sketches_and_its_parts_read_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stored sketch of a card of two sentences keeps theirs, through its text form; a card
+    read with it has its parts without sketching them again, each the sketch of its sentence."""
+    stored = Sketch.loads(stored_sketch(TWO).dumps())
+    assert stored is not None and stored.parts is not None
+    assert stored == sketch_of(profile_text(TWO)), "the card's own sketch is unchanged"
+    expected = [sketch_text(s) for s in sentences(TWO)]
+    _no_sketching(monkeypatch)
+    parts = Existing("d", "promoted", TWO, sketch=stored).parts
+    assert [p.sketch for p in parts] == expected and all(p._profile is None for p in parts)
+
+
+def test_a_card_of_one_sentence_keeps_its_sketch_as_before() -> None:
+    one = "Sam adopted a beagle named Max."
+    assert stored_sketch(one).dumps() == sketch_of(profile_text(one)).dumps()
+    assert stored_sketch(one).parts is None and sentence_sketches("") is None
+
+
+@pytest.mark.parametrize(
+    "kept",
+    [
+        None,
+        "",
+        "garbage",
+        "\x1e",
+        "0\x1fa\x1fb\x1fc\x1e0\x1fa\x1fb\x1fc",  # two parts, checksums not the sentences'
+        "x\x1fy",
+    ],
+    ids=repr,
+)
+def test_sentences_sketches_that_are_not_these_sentences_are_sketched_again(kept: str | None) -> None:
+    """Missing, damaged, or another text's: the parts are sketched from the sentences, as if none
+    were kept, and the card is judged the same."""
+    sketch = dataclasses.replace(sketch_of(profile_text(TWO)), parts=kept)
+    parts = Existing("d", "promoted", TWO, sketch=sketch).parts
+    assert [p.sketch for p in parts] == [sketch_text(s) for s in sentences(TWO)]
+
+
+def test_another_texts_sentences_sketches_are_not_taken() -> None:
+    """Sentences split another way (or another card's sketches) never name these sentences."""
+    other = stored_sketch("Sam adopted a beagle named Max on 4 May.  Sam volunteers at the shelter.")
+    sketch = dataclasses.replace(sketch_of(profile_text(TWO)), parts=other.parts)
+    parts = Existing("d", "promoted", TWO, sketch=sketch).parts
+    assert [p.sketch for p in parts] == [sketch_text(s) for s in sentences(TWO)]
+    three = stored_sketch(TWO + " Max likes long walks.")
+    sketch = dataclasses.replace(sketch_of(profile_text(TWO)), parts=three.parts)
+    assert [p.sketch for p in Existing("d", "promoted", TWO, sketch=sketch).parts] == [
+        sketch_text(s) for s in sentences(TWO)
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tabs\tin one.\x1e Separators \x1f here. And\x00 nulls.",
+        "Ünïcödé 日本語 𝒮am first.  Second 2023-05-08 at 10:00, -$5.50!",
+        "One. " * 300,
+    ],
+    ids=range(3),
+)
+def test_hostile_texts_keep_sketches_that_read_back(text: str) -> None:
+    """Control characters (the stored form's own separators among them), any script, many
+    sentences: the stored sketch reads back, and its parts are the sentences' sketches."""
+    stored = Sketch.loads(stored_sketch(text).dumps())
+    assert stored is not None and stored == sketch_of(profile_text(text))
+    parts = Existing("d", "promoted", text, sketch=stored).parts
+    assert [p.sketch for p in parts] == [sketch_text(s) for s in sentences(text)]
+    assert stored.parts is not None

@@ -8,8 +8,10 @@ import pytest
 
 from dreamer.config import ConflictPolicy
 from dreamer.rollup.dedup import Verdict, VerdictKind
+from dreamer.rollup.existing import sentence_sketches
 from dreamer.rollup.promote import RunFacts, ledger_row, retain_item
 from dreamer.rollup.report import CardPlan
+from dreamer.rollup.similarity import Sketch
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 OLD = "rollup:homelab:old"
@@ -70,3 +72,24 @@ class TestConflictPolicies:
             scopes=("scope:b", "scope:a", "scope:b", "scope:", "x"),
         )
         assert item.tags == ("rollup", "src:homelab", "scope:b", "scope:a")
+
+
+class TestLedgerRow:
+    def test_a_card_of_several_sentences_is_written_with_their_sketches(self) -> None:
+        """The row keeps the sentences' sketches the judge reads its parts from; a card of one
+        sentence keeps its sketch alone, as before."""
+        two = CardPlan(
+            "Nextcloud runs version 28.0 on host atlas. It sits behind nginx.",
+            "fact",
+            ("u1", "u2"),
+            "rollup:homelab:two",
+            "new",
+            "",
+        )
+        row = ledger_row(two, retain_item(two, NEW, facts("recency_wins"), NOW), facts("recency_wins"), NOW)
+        kept = Sketch.loads(row.sketch)
+        assert kept is not None and kept.parts == sentence_sketches(two.text) is not None
+        one = ledger_row(
+            plan("new"), retain_item(plan("new"), NEW, facts("recency_wins"), NOW), facts("recency_wins"), NOW
+        )
+        assert one.sketch is not None and one.sketch.count("\t") == 3

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from dreamer.details import Detail
@@ -229,10 +231,21 @@ class TestSketch:
         assert "3000" in sketch.content and "3000" not in sketch.residual
         assert sketch.normalized == "grafana listens on port 3000 on host hermes mon"
 
-    @pytest.mark.parametrize("text", [None, "", "s0\ttext\ta b\ta", "s1\tonly two", "garbage"], ids=repr)
+    @pytest.mark.parametrize(
+        "text", [None, "", "s0\ttext\ta b\ta", "s1\tonly two", "garbage", "s3\ta\tb\tc\td\te"], ids=repr
+    )
     def test_missing_or_foreign_sketch_reads_as_none(self, text: str | None) -> None:
         """A missing, malformed or other-version sketch is None, so the card is sketched again."""
         assert Sketch.loads(text) is None
+
+    def test_a_sketch_keeping_its_sentences_round_trips_and_compares_as_the_card_s(self) -> None:
+        """The sentences' sketches ride along as a fifth field, as stored; two sketches of one text
+        are equal whether they keep them or not (the judge compares the card's own words)."""
+        plain = sketch_of(profile_text("Grafana listens on port 3000. It runs on host hermes-mon."))
+        kept = dataclasses.replace(plain, parts="stored\x1eparts")
+        again = Sketch.loads(kept.dumps())
+        assert again == kept == plain and again is not None and again.parts == "stored\x1eparts"
+        assert Sketch.loads(plain.dumps()) is not None and Sketch.loads(plain.dumps()).parts is None  # type: ignore[union-attr]
 
     def test_empty_word_sets_survive(self) -> None:
         """A card whose words are all stopwords or protected values keeps empty sets, not ['']."""
