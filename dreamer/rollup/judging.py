@@ -174,10 +174,8 @@ def recalls_at_once(backend: MemoryBackend) -> int:
 
 async def in_order(calls: Sequence[Callable[[], Awaitable[_T]]], at_once: int | None = None) -> list[_T]:
     """Each call's result, in the calls' order, with at most ``at_once`` of them running together
-    (default :data:`RECALLS_AT_ONCE`).
-    The first call to fail has its error raised as it is (not in a group), once the others still
-    running are cancelled; no call starts after it failed."""
-    results: list[_T] = []
+    (default :data:`RECALLS_AT_ONCE`). The first call to fail has its error raised as it is (not in
+    a group), once the others still running are cancelled; no call starts after it failed."""
     done: dict[int, _T] = {}
     failed: list[Exception] = []
     slots = anyio.Semaphore(max(1, RECALLS_AT_ONCE if at_once is None else at_once))
@@ -197,8 +195,7 @@ async def in_order(calls: Sequence[Callable[[], Awaitable[_T]]], at_once: int | 
             group.start_soon(one, index, group.cancel_scope)
     if failed:
         raise failed[0]
-    results.extend(done[index] for index in range(len(calls)))
-    return results
+    return [done[index] for index in range(len(calls))]
 
 
 async def prepare_recalls(backend: MemoryBackend, upstream_id: str, texts: Sequence[str], top_k: int) -> None:
