@@ -116,7 +116,8 @@ def profile_text(text: str) -> TextProfile:
 
 def sketch_text(text: str) -> Sketch:
     """``sketch_of(profile_text(text))``, without the names, negations and shingles the sketch does
-    not hold: a stored card's sentence that its sketch turns away costs about half an analysis
+    not hold: the sentence of a card kept without its sentences' sketches (an older ledger row, an
+    upstream candidate) that its sketch turns away costs about half an analysis
     (`dreamer.rollup.existing`). What it computes, a later `profile_text` of the text reuses."""
     normalized, content = _words_of(text)
     return Sketch(normalized, frozenset(content), frozenset(cut_details(text).residual_tokens))
