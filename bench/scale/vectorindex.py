@@ -10,6 +10,7 @@ would otherwise be measured as a ledger of older cards."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import time
@@ -70,7 +71,7 @@ def _with_sentences(rows: Sequence[tuple[int, str, str | None]]) -> list[tuple[s
     for rowid, text, stored in rows:
         sketch = Sketch.loads(stored)
         if sketch is not None and sketch.parts is None and (parts := sentence_sketches(text)) is not None:
-            out.append((f"{stored}\t{parts}", rowid))
+            out.append((dataclasses.replace(sketch, parts=parts).dumps(), rowid))
     return out
 
 

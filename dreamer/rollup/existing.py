@@ -49,9 +49,7 @@ def _checksum(sentence: str) -> str:
 
 
 def _part(sentence: str) -> str:
-    sketch = sketch_text(sentence)
-    words = (" ".join(sorted(sketch.content)), " ".join(sorted(sketch.residual)))
-    return _FIELD.join((_checksum(sentence), sketch.normalized, *words))
+    return _FIELD.join((_checksum(sentence), *sketch_text(sentence).fields()))
 
 
 def _kept_parts(kept: str | None, said: list[str]) -> list[Sketch] | list[None]:
@@ -65,7 +63,7 @@ def _kept_parts(kept: str | None, said: list[str]) -> list[Sketch] | list[None]:
         fields = piece.split(_FIELD)
         if len(fields) != 4 or fields[0] != _checksum(sentence):
             return [None] * len(said)
-        sketches.append(Sketch(fields[1], frozenset(fields[2].split()), frozenset(fields[3].split())))
+        sketches.append(Sketch.of_fields(*fields[1:]))
     return sketches
 
 

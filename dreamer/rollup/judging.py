@@ -180,7 +180,7 @@ async def in_order(calls: Sequence[Callable[[], Awaitable[_T]]], at_once: int | 
     failed: list[Exception] = []
     slots = anyio.Semaphore(max(1, RECALLS_AT_ONCE if at_once is None else at_once))
 
-    async def one(index: int, scope: anyio.CancelScope) -> None:
+    async def one(index: int) -> None:
         async with slots:
             if failed:
                 return
@@ -188,11 +188,11 @@ async def in_order(calls: Sequence[Callable[[], Awaitable[_T]]], at_once: int | 
                 done[index] = await calls[index]()
             except Exception as exc:
                 failed.append(exc)
-                scope.cancel()
+                group.cancel_scope.cancel()
 
     async with anyio.create_task_group() as group:
         for index in range(len(calls)):
-            group.start_soon(one, index, group.cancel_scope)
+            group.start_soon(one, index)
     if failed:
         raise failed[0]
     return [done[index] for index in range(len(calls))]

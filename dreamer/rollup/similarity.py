@@ -146,12 +146,7 @@ class Sketch:
     def dumps(self) -> str:
         """One line: version, normalised text, content words, residual words (and the sentences'
         sketches, when kept), tab-separated."""
-        fields = [
-            self.VERSION,
-            self.normalized,
-            " ".join(sorted(self.content)),
-            " ".join(sorted(self.residual)),
-        ]
+        fields = [self.VERSION, *self.fields()]
         return "\t".join(fields if self.parts is None else [*fields, self.parts])
 
     @classmethod
@@ -162,8 +157,17 @@ class Sketch:
         parts = stored.split("\t")
         if len(parts) not in (4, 5) or parts[0] != cls.VERSION:
             return None
-        kept = parts[4] if len(parts) == 5 else None
-        return cls(parts[1], frozenset(parts[2].split()), frozenset(parts[3].split()), kept)
+        return cls.of_fields(*parts[1:4], parts=parts[4] if len(parts) == 5 else None)
+
+    def fields(self) -> tuple[str, str, str]:
+        """Its normalised text and its two word sets, each as one string (sorted, space-separated):
+        how a stored line, and a sentence's record in ``parts``, hold a sketch."""
+        return self.normalized, " ".join(sorted(self.content)), " ".join(sorted(self.residual))
+
+    @classmethod
+    def of_fields(cls, normalized: str, content: str, residual: str, *, parts: str | None = None) -> Sketch:
+        """The sketch whose :meth:`fields` these are."""
+        return cls(normalized, frozenset(content.split()), frozenset(residual.split()), parts)
 
 
 def sketch_of(profile: TextProfile) -> Sketch:
