@@ -51,12 +51,20 @@ class RunSeen:
     """What the daemon's one run showed from outside."""
 
     record: dict[str, Any]
+    #: The state file's checkpoint after the run: its seconds and the pages it wrote back.
+    checkpoint_s: float
+    checkpoint_pages: int
     cpu_s: float
     peak_rss_mib: float
     watchdog_gap_s: float | None
     pings: int
     ready_s: float
     exit_s: float
+
+
+def checkpointed(daemon: Daemon) -> dict[str, Any] | None:
+    """The daemon's 'state file checkpointed' record, once it logged one."""
+    return next((r for r in daemon.records() if r.get("event") == "state file checkpointed"), None)
 
 
 def file_mib(path: Path) -> float:
@@ -68,8 +76,9 @@ def file_mib(path: Path) -> float:
     return total / 1024 / 1024
 
 
-def run_daemon(config_path: Path, log_path: Path, size: int) -> RunSeen:
-    """Start ``dreamer run``, wait for its one ``job finished`` record, read /proc, SIGTERM it."""
+def run_daemon(config_path: Path, log_path: Path, size: int, *, checkpoints: bool = True) -> RunSeen:
+    """Start ``dreamer run``, wait for its one ``job finished`` record (and, with ``checkpoints``,
+    a state file's, its checkpoint after the run), read /proc, SIGTERM it."""
     daemon = Daemon(config_path, log_path, watchdog_usec=WATCHDOG_USEC)
     try:
         daemon.start()
@@ -88,6 +97,15 @@ def run_daemon(config_path: Path, log_path: Path, size: int) -> RunSeen:
         if daemon.proc.poll() is not None:
             raise BenchError(f"the daemon exited with status {daemon.proc.returncode}; see {log_path}")
         cpu_s = cpu_seconds(daemon.pid) - cpu_at_ready
+        # The daemon writes the state file's log back once the run has finished: waited for, so
+        # the peak and the time it took are its too.
+        if checkpoints:
+            gone = daemon.proc.poll
+            wait_until(
+                lambda: checkpointed(daemon) is not None or gone() is not None,
+                what="the 'state file checkpointed' record",
+                timeout=run_deadline_s(size),
+            )
         peak = vm_hwm_mib(daemon.pid)
         # The gap still open when the run ended closes at the next ping.
         seen = len(daemon.notify)
@@ -97,11 +115,14 @@ def run_daemon(config_path: Path, log_path: Path, size: int) -> RunSeen:
         notes = daemon.notify.notifications
         pings = [n.arrived_at for n in notes[ready_index : closing + 1] if n.fields.get("WATCHDOG") == "1"]
         record = next(r for r in daemon.records() if r.get("event") == "job finished")
+        checkpoint = checkpointed(daemon) or {}
         _, exit_s = daemon.stop()
     finally:
         daemon.close()
     return RunSeen(
         record=record,
+        checkpoint_s=float(checkpoint.get("seconds", float("nan"))),
+        checkpoint_pages=int(checkpoint.get("pages", 0)),
         cpu_s=cpu_s,
         peak_rss_mib=peak,
         watchdog_gap_s=longest_gap([ready_at, *pings]),
@@ -258,7 +279,7 @@ def measure(
         with contextlib.ExitStack() as stack:
             if dsn is not None:
                 pg = stack.enter_context(on_postgres(config_path, config.state_path, dsn, size))
-            seen = run_daemon(config_path, workdir / "daemon.log", size)
+            seen = run_daemon(config_path, workdir / "daemon.log", size, checkpoints=dsn is None)
             state_mib = schema_mib(pg) if pg is not None else file_mib(config.state_path)
         store_mib = file_mib(config.embedded_path)
         progress(f"scale {size}: run took {seen.record.get('duration_s')} s; the floor")
@@ -285,6 +306,8 @@ def measure(
         "reinforced": counts.get("reinforced"),
         "run_s": run_s,
         "run_cpu_s": seen.cpu_s,
+        "checkpoint_s": seen.checkpoint_s,
+        "checkpoint_pages": seen.checkpoint_pages,
         "peak_rss_mib": seen.peak_rss_mib,
         "state_mib": state_mib,
         "store_mib": store_mib,

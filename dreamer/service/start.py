@@ -39,10 +39,12 @@ RECORDER_CACHE_KIB = 256
 
 
 def open_recorder(config: Config) -> StateStore:
-    """The state the service keeps open to record runs (:func:`open_state`), with a small cache."""
+    """The state the service keeps open to record runs (:func:`open_state`), with a small cache;
+    its commits leave the checkpoint to the daemon, as its runs' do (`Daemon._checkpoint`)."""
     store = open_state(config)
     try:
         store.limit_page_cache(RECORDER_CACHE_KIB)
+        store.defer_checkpoints()
     except BaseException:
         store.close()
         raise

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
 
+from dreamer.errors import StateFileError
 from dreamer.state.dialect import SQLITE, Dialect
 
 __all__ = ["DatabaseFault", "StoreBase"]
@@ -113,6 +114,26 @@ class StoreBase:
         Nothing to do on PostgreSQL, whose pages the server caches."""
         if self.dialect.name == "sqlite":
             self._conn.execute(f"PRAGMA cache_size=-{max(1, int(kib))}")
+
+    def defer_checkpoints(self) -> None:
+        """Leave the write-ahead log's checkpoint to :meth:`checkpoint`: by default SQLite runs it
+        in the commit that takes the log past 1,000 pages, which writes them into the file (at
+        100k cards 0.16 s of a run's 0.19 s commit). For the daemon, which checkpoints once a run
+        has finished. Nothing to do on PostgreSQL, whose server checkpoints on its own."""
+        if self.dialect.name == "sqlite":
+            self._conn.execute("PRAGMA wal_autocheckpoint=0")
+
+    def checkpoint(self) -> int:
+        """Write the log's pages back into the state file without waiting for anyone (SQLite's
+        passive checkpoint: pages a reader still needs stay for the next one); how many were
+        written (0 on PostgreSQL). :class:`~dreamer.errors.StateFileError` when it fails."""
+        if self.dialect.name != "sqlite":
+            return 0
+        try:
+            row = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error as exc:
+            raise StateFileError(f"{self.where}: cannot checkpoint the state file: {exc}") from None
+        return max(0, int(row[2])) if row is not None else 0
 
     def __enter__(self) -> Self:
         return self

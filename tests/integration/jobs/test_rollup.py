@@ -132,6 +132,28 @@ class TestReports:
         assert all(job.reports[r].outcome == "promoted" for r in run_ids)
 
 
+class TestCheckpoint:
+    @pytest.mark.parametrize("defer", [False, True])
+    async def test_the_daemons_job_commits_without_checkpointing(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, defer: bool
+    ) -> None:
+        """With defer_checkpoint (the daemon's job) a run's state connection commits with SQLite's
+        automatic checkpoint off, leaving it to the daemon once the run has finished; without it
+        (``dreamer rollup``) SQLite's default of 1,000 pages stays."""
+        from dreamer.rollup import pipeline
+
+        seen: list[int] = []
+        commit = pipeline.Rollup._commit
+
+        def recording(self: pipeline.Rollup, *args: Any, **kwargs: Any) -> Any:
+            seen.append(self.state._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0])
+            return commit(self, *args, **kwargs)
+
+        monkeypatch.setattr(pipeline.Rollup, "_commit", recording)
+        await run_twice(tmp_path, RollupJob(defer_checkpoint=defer))
+        assert seen == ([0, 0] if defer else [1000, 1000])
+
+
 RECORDER = """
 import asyncio, sys, threading
 from pathlib import Path

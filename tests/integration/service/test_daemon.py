@@ -462,8 +462,32 @@ class TestRecorderCache:
         recorder = open_recorder(cfg)
         try:
             assert recorder._conn.execute("PRAGMA cache_size").fetchone()[0] == -RECORDER_CACHE_KIB
+            assert recorder._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 0
             recorder.record_run_start("r1", "rollup:research", datetime.now(UTC))  # it still writes
         finally:
             recorder.close()
         with open_state(cfg) as run_state:
             assert run_state._conn.execute("PRAGMA cache_size").fetchone()[0] == -2000
+            assert run_state._conn.execute("PRAGMA wal_autocheckpoint").fetchone()[0] == 1000
+
+    def test_the_state_file_is_checkpointed_once_a_run_has_finished(
+        self, tmp_path: Path, notify: NotifySocket
+    ) -> None:
+        """The daemon's connections leave the log's checkpoint to it (a run's commit no longer pays
+        for it), and it checkpoints after each run: the state file alone, copied without its log
+        while the daemon still holds it open, has the run it logged as checkpointed. One run an
+        hour, so nothing writes while the file is copied."""
+        state = tmp_path / "state"
+        config = write_config(tmp_path / "config.toml", state, schedule={"interval_minutes": 60})
+        env = {"NOTIFY_SOCKET": notify.path}
+        with DaemonProcess(run_args(config), log_path=tmp_path / "out.log", env=env) as daemon:
+            finished = daemon.wait_for_records(job_finished("research", "idle"))
+            daemon.wait_for_records(event_is("state file checkpointed"))
+            alone = tmp_path / "alone.sqlite3"
+            alone.write_bytes((state / "state.sqlite3").read_bytes())
+            assert stop(daemon, notify) == 0
+        with sqlite3.connect(alone) as conn:
+            kept = {row[0] for row in conn.execute("SELECT run_id FROM runs WHERE outcome IS NOT NULL")}
+        assert {record["run_id"] for _, record in finished} <= kept
+        checkpoints = [r for r in daemon.records() if r.get("event") == "state file checkpointed"]
+        assert all(r["pages"] >= 0 and r["seconds"] >= 0 for r in checkpoints)
