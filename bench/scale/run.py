@@ -22,7 +22,7 @@ from bench.scale.files import GLOBAL_BANK, PROFILE, PROFILE_BANK, build, config_
 from bench.scale.ledgers import SYNTHETIC, LedgerSpec
 from bench.scale.measures import longest_gap, vm_hwm_mib
 from bench.scale.pgstate import OnPostgres, on_postgres, schema_mib
-from bench.scale.vectorindex import change_model, fill_gates, fill_sentences, prebuild
+from bench.scale.vectorindex import change_model, fill_gates, fill_sketches, prebuild
 from dreamer.backends.embedded import search
 from dreamer.backends.embedded.backend import EmbeddedBackend
 from dreamer.config import Config, load_config
@@ -249,7 +249,8 @@ def measure(
     ``model_change`` every stored vector is made another model's instead (``model_change_s``), so the
     run measured is the first after a model change. The ledger's
     gate rows are written first too (``gate_fill_s``; none to write for files built with them), and
-    the sketches of its cards' sentences (``sentence_fill_s``; likewise)."""
+    each card's stored sketch as this code writes it, its sentences' and its analysis
+    (``sketch_fill_s``; likewise)."""
     workdir = Path(tempfile.mkdtemp(prefix=f"dreamer-bench-scale-{size}-"))
     try:
         progress(f"scale {size}: building the global bank and the ledger")
@@ -258,8 +259,8 @@ def measure(
         setup_s = time.monotonic() - started
         progress(f"scale {size}: giving the ledger's cards their gate rows, as earlier runs would have")
         gate_fill_s = fill_gates(config)
-        progress(f"scale {size}: giving the ledger's cards of several sentences their sentences' sketches")
-        sentence_fill_s = fill_sentences(config)
+        progress(f"scale {size}: giving the ledger's cards their stored sketches as this code writes them")
+        sketch_fill_s = fill_sketches(config)
         index_build_s, index_segments = None, 0
         model_change_s = None
         if model_change:
@@ -297,7 +298,7 @@ def measure(
         "embedder": embedder,
         "setup_s": setup_s,
         "gate_fill_s": gate_fill_s,
-        "sentence_fill_s": sentence_fill_s,
+        "sketch_fill_s": sketch_fill_s,
         "model_change_s": model_change_s,
         "index_build_s": index_build_s,
         "index_segments": index_segments,

@@ -4,13 +4,12 @@ segment each time a bank's newest vectors filled one, so its run at N cards read
 past the last segment. Without this step the run measured is the first one after turning the
 embedder on, which writes every segment (that cost is what ``--cold-index`` measures instead).
 The ledger's gate rows likewise (:func:`fill_gates`): files built before the state had them would
-otherwise be measured in the runs that backfill them; and the sketches of each card's sentences
-(:func:`fill_sentences`), which the ledger's rows are written with since: files built before
-would otherwise be measured as a ledger of older cards."""
+otherwise be measured in the runs that backfill them; and each card's stored sketch as this code
+writes it, with its sentences' sketches and its analysis (:func:`fill_sketches`): files built
+before would otherwise be measured as a ledger of older cards."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sqlite3
 import time
@@ -23,7 +22,7 @@ from dreamer.backends.embedded.schema import connect
 from dreamer.backends.embedded.vector_cache import VectorCache, segments_folder
 from dreamer.config import Config
 from dreamer.embeddings.segments import on_disk
-from dreamer.rollup.existing import sentence_sketches
+from dreamer.rollup.existing import stored_sketch
 from dreamer.rollup.judging import backfill_gates
 from dreamer.rollup.ledgervectors import LedgerVectors
 from dreamer.rollup.semantic import segment_index
@@ -64,21 +63,21 @@ def fill_gates(config: Config, batch: int = 100_000) -> float:
     return time.monotonic() - started
 
 
-def _with_sentences(rows: Sequence[tuple[int, str, str | None]]) -> list[tuple[str, int]]:
-    """(stored sketch with its sentences', rowid) of each row of several sentences whose sketch
-    reads and keeps none yet: run in a worker process."""
+def _as_written_now(rows: Sequence[tuple[int, str, str | None]]) -> list[tuple[str, int]]:
+    """(stored sketch as this code writes it, rowid) of each row whose sketch reads but keeps no
+    analysis yet (nor, for a card of several sentences, its sentences'): run in a worker process."""
     out = []
     for rowid, text, stored in rows:
         sketch = Sketch.loads(stored)
-        if sketch is not None and sketch.parts is None and (parts := sentence_sketches(text)) is not None:
-            out.append((dataclasses.replace(sketch, parts=parts).dumps(), rowid))
+        if sketch is not None and sketch.analysis is None:
+            out.append((stored_sketch(text).dumps(), rowid))
     return out
 
 
-def fill_sentences(config: Config, batch: int = 20_000) -> float:
-    """Give every ledger card of several sentences its sentences' sketches, as this code writes
-    them with each card it promotes (`dreamer.rollup.existing.stored_sketch`); returns the seconds
-    it took (next to none for files whose cards have them)."""
+def fill_sketches(config: Config, batch: int = 20_000) -> float:
+    """Give every ledger card the stored sketch this code writes with each card it promotes
+    (`dreamer.rollup.existing.stored_sketch`: its sentences' sketches and its analysis); returns
+    the seconds it took (next to none for files whose cards have them)."""
     started = time.monotonic()
     workers = max(1, min(2, os.cpu_count() or 1))
     with closing(sqlite3.connect(config.state_path)) as conn, ProcessPoolExecutor(workers) as pool:
@@ -93,7 +92,7 @@ def fill_sentences(config: Config, batch: int = 20_000) -> float:
             after = rows[-1][0]
             step = max(1, len(rows) // workers)
             chunks = [rows[i : i + step] for i in range(0, len(rows), step)]
-            updates = [row for done in pool.map(_with_sentences, chunks) for row in done]
+            updates = [row for done in pool.map(_as_written_now, chunks) for row in done]
             with conn:
                 conn.executemany("UPDATE ledger SET sketch = ? WHERE rowid = ?", updates)
     return time.monotonic() - started

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import zlib
 
+from dreamer.rollup.analysis import analysis_record, kept_profile
 from dreamer.rollup.cards import sentences
 from dreamer.rollup.similarity import (
     Sketch,
@@ -33,8 +34,12 @@ _PART, _FIELD = "\x1e", "\x1f"
 
 
 def stored_sketch(text: str) -> Sketch:
-    """The sketch a ledger row keeps: the text's, with its sentences' when it has several."""
-    return dataclasses.replace(sketch_of(profile_text(text)), parts=sentence_sketches(text))
+    """The sketch a ledger row keeps: the text's, with its sentences' when it has several, and its
+    analysis (`dreamer.rollup.analysis`)."""
+    profile = profile_text(text)
+    return dataclasses.replace(
+        sketch_of(profile), parts=sentence_sketches(text), analysis=analysis_record(profile)
+    )
 
 
 def sentence_sketches(text: str) -> str | None:
@@ -49,7 +54,8 @@ def _checksum(sentence: str) -> str:
 
 
 def _part(sentence: str) -> str:
-    return _FIELD.join((_checksum(sentence), *sketch_text(sentence).fields()))
+    profile = profile_text(sentence)
+    return _FIELD.join((_checksum(sentence), *sketch_of(profile).fields(), analysis_record(profile)))
 
 
 def _kept_parts(kept: str | None, said: list[str]) -> list[Sketch] | list[None]:
@@ -61,9 +67,9 @@ def _kept_parts(kept: str | None, said: list[str]) -> list[Sketch] | list[None]:
     sketches = []
     for piece, sentence in zip(pieces, said, strict=True):
         fields = piece.split(_FIELD)
-        if len(fields) != 4 or fields[0] != _checksum(sentence):
+        if len(fields) not in (4, 5) or fields[0] != _checksum(sentence):
             return [None] * len(said)
-        sketches.append(Sketch.of_fields(*fields[1:]))
+        sketches.append(Sketch.of_fields(*fields[1:4], analysis=fields[4] if len(fields) == 5 else None))
     return sketches
 
 
@@ -136,18 +142,23 @@ class Existing:
     @property
     def profile(self) -> TextProfile:
         if self._profile is None:
-            self._profile = (
-                self._same_text.profile if self._same_text is not None else profile_text(self.text)
-            )
+            if self._same_text is not None:
+                self._profile = self._same_text.profile
+            else:
+                self._profile = kept_profile(self.text, self.sketch) or profile_text(self.text)
         return self._profile
 
     @property
     def shingles(self) -> frozenset[str]:
-        """The character shingles of the content words, without analysing the whole text."""
+        """The character shingles of the content words, without analysing the whole text (from
+        the analysis kept with a stored card, when it is)."""
         if self._profile is not None:
             return self._profile.shingles
         if self._same_text is not None:
             return self._same_text.shingles
+        if self.sketch.analysis is not None and (kept := kept_profile(self.text, self.sketch)) is not None:
+            self._profile = kept
+            return kept.shingles
         if self._shingles is None:
             self._shingles = content_shingles(self.text)
         return self._shingles

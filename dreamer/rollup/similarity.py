@@ -33,6 +33,7 @@ __all__ = [
     "covered_by",
     "jaccard_index",
     "jaccard_of_counts",
+    "profile_of",
     "profile_text",
     "role_swapped",
     "same_doer",
@@ -103,14 +104,21 @@ def profile_text(text: str) -> TextProfile:
     the judge and the ledger row analyse a batch's texts one after the other (the last 256 texts
     are kept, about 2.5 MiB; on LoCoMo's quick run Dreamer's wall fell from 2.5 s to 1.2 s)."""
     normalized, content = _words_of(text)
+    return profile_of(text, normalized, content, protected_details(text))
+
+
+def profile_of(text: str, normalized: str, content: Sequence[str], details: ProtectedDetails) -> TextProfile:
+    """The profile of ``text`` from what its analysis found: its normalised text, its content
+    words in order and its protected details (kept with a ledger card: `dreamer.rollup.analysis`)."""
+    words = tuple(content)
     return TextProfile(
         text=text,
         normalized=normalized,
         words=frozenset(normalized.split()),
-        content=content,
-        content_set=frozenset(content),
-        shingles=_char_shingles(content),
-        details=protected_details(text),
+        content=words,
+        content_set=frozenset(words),
+        shingles=_char_shingles(words),
+        details=details,
     )
 
 
@@ -130,13 +138,15 @@ class Sketch:
     Stored beside each ledger card as a string (`dumps`); a string from another format version reads
     as None and the card is sketched again from its text. A card of several sentences keeps its
     sentences' sketches in ``parts`` too, as stored (read by `dreamer.rollup.existing`, which
-    checks them against the sentences it cuts); they take no part in comparing two sketches.
+    checks them against the sentences it cuts), and a stored card its whole analysis in
+    ``analysis`` (`dreamer.rollup.analysis`); neither takes part in comparing two sketches.
     """
 
     normalized: str
     content: frozenset[str]
     residual: frozenset[str]
     parts: str | None = field(default=None, compare=False)
+    analysis: str | None = field(default=None, compare=False)
 
     #: Bump when normalisation or protected-detail extraction changes what a sketch holds.
     #: s2: signs, currency, "%", decimal points and "C++"/"C#"/"@name" kept (`dreamer.text`).
@@ -145,8 +155,10 @@ class Sketch:
 
     def dumps(self) -> str:
         """One line: version, normalised text, content words, residual words (and the sentences'
-        sketches, when kept), tab-separated."""
+        sketches, when kept: empty when not and the analysis is; then the analysis), tab-separated."""
         fields = [self.VERSION, *self.fields()]
+        if self.analysis is not None:
+            return "\t".join([*fields, self.parts or "", self.analysis])
         return "\t".join(fields if self.parts is None else [*fields, self.parts])
 
     @classmethod
@@ -155,9 +167,10 @@ class Sketch:
         if not stored:
             return None
         parts = stored.split("\t")
-        if len(parts) not in (4, 5) or parts[0] != cls.VERSION:
+        if len(parts) not in (4, 5, 6) or parts[0] != cls.VERSION:
             return None
-        return cls.of_fields(*parts[1:4], parts=parts[4] if len(parts) == 5 else None)
+        kept = parts[4] or None if len(parts) >= 5 else None
+        return cls.of_fields(*parts[1:4], parts=kept, analysis=parts[5] if len(parts) == 6 else None)
 
     def fields(self) -> tuple[str, str, str]:
         """Its normalised text and its two word sets, each as one string (sorted, space-separated):
@@ -165,9 +178,17 @@ class Sketch:
         return self.normalized, " ".join(sorted(self.content)), " ".join(sorted(self.residual))
 
     @classmethod
-    def of_fields(cls, normalized: str, content: str, residual: str, *, parts: str | None = None) -> Sketch:
+    def of_fields(
+        cls,
+        normalized: str,
+        content: str,
+        residual: str,
+        *,
+        parts: str | None = None,
+        analysis: str | None = None,
+    ) -> Sketch:
         """The sketch whose :meth:`fields` these are."""
-        return cls(normalized, frozenset(content.split()), frozenset(residual.split()), parts)
+        return cls(normalized, frozenset(content.split()), frozenset(residual.split()), parts, analysis)
 
 
 def sketch_of(profile: TextProfile) -> Sketch:

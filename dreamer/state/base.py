@@ -17,6 +17,7 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Self
+from urllib.parse import quote
 
 from dreamer.errors import StateFileError
 from dreamer.state.dialect import SQLITE, Dialect
@@ -126,11 +127,17 @@ class StoreBase:
     def checkpoint(self) -> int:
         """Write the log's pages back into the state file without waiting for anyone (SQLite's
         passive checkpoint: pages a reader still needs stay for the next one); how many were
-        written (0 on PostgreSQL). :class:`~dreamer.errors.StateFileError` when it fails."""
-        if self.dialect.name != "sqlite":
+        written (0 on PostgreSQL). On a connection of its own, opened for it: this store's
+        connection stays free meanwhile (the daemon records its runs on it from the event loop).
+        :class:`~dreamer.errors.StateFileError` when it fails (the file gone, not a database)."""
+        if self.path is None or self.dialect.name != "sqlite":
             return 0
         try:
-            row = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            conn = sqlite3.connect(f"file:{quote(str(self.path))}?mode=rw", uri=True, isolation_level=None)
+            try:
+                row = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            finally:
+                conn.close()
         except sqlite3.Error as exc:
             raise StateFileError(f"{self.where}: cannot checkpoint the state file: {exc}") from None
         return max(0, int(row[2])) if row is not None else 0

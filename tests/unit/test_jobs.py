@@ -366,9 +366,10 @@ class TestCheckpointState:
     ) -> None:
         from dreamer.service.runner import checkpoint_state
 
-        store = StateStore.open(tmp_path / "state.sqlite3")
-        store.close()
-        await checkpoint_state(store)
+        """The file removed under the open store: the warning names it, the run is not failed."""
+        with StateStore.open(tmp_path / "state.sqlite3") as store:
+            (tmp_path / "state.sqlite3").unlink()
+            await checkpoint_state(store)
         record = json.loads(logs.getvalue().splitlines()[-1])
         assert record["event"] == "could not checkpoint the state file"
         assert record["level"] == "warning" and "state.sqlite3" in record["error"]

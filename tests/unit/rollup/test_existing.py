@@ -10,6 +10,7 @@ import dataclasses
 import pytest
 
 from dreamer.rollup import existing
+from dreamer.rollup.analysis import kept_profile
 from dreamer.rollup.cards import sentences
 from dreamer.rollup.existing import Existing, sentence_sketches, stored_sketch
 from dreamer.rollup.similarity import Sketch, profile_text, sketch_of, sketch_text
@@ -67,10 +68,70 @@ def test_a_ledger_card_keeps_its_sentences_sketches_and_its_parts_read_them(
     assert [p.sketch for p in parts] == expected and all(p._profile is None for p in parts)
 
 
-def test_a_card_of_one_sentence_keeps_its_sketch_as_before() -> None:
+def test_a_card_of_one_sentence_keeps_its_sketch_as_before_and_its_analysis() -> None:
+    """The first four fields are the plain sketch's; no sentences' sketches (an empty field), then
+    the analysis, which reads back as the text's profile."""
     one = "Sam adopted a beagle named Max."
-    assert stored_sketch(one).dumps() == sketch_of(profile_text(one)).dumps()
+    plain = sketch_of(profile_text(one)).dumps()
+    line = stored_sketch(one).dumps()
+    assert line.split("\t")[:4] == plain.split("\t") and line.split("\t")[4] == ""
+    read = Sketch.loads(line)
+    assert read is not None and read.parts is None and read == sketch_of(profile_text(one))
+    assert kept_profile(one, read) == profile_text(one)
     assert stored_sketch(one).parts is None and sentence_sketches("") is None
+
+
+def _no_analysing(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refused(text: str) -> object:
+        raise AssertionError(f"analysed again: {text!r}")
+
+    monkeypatch.setattr(existing, "profile_text", refused)
+
+
+def test_a_ledger_card_and_its_sentences_are_compared_on_their_kept_analyses(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Read with its stored sketch, a card of two sentences gives its profile, its shingles and its
+    parts' profiles without analysing any text, each the profile the analysis gives."""
+    stored = Sketch.loads(stored_sketch(TWO).dumps())
+    assert stored is not None
+    expected = [profile_text(TWO), *(profile_text(s) for s in sentences(TWO))]
+    _no_analysing(monkeypatch)
+    card = Existing("d", "promoted", TWO, sketch=stored)
+    assert card.shingles == expected[0].shingles
+    assert [card.profile, *(p.profile for p in card.parts)] == expected
+
+
+@pytest.mark.parametrize(
+    "analysis",
+    [
+        None,
+        "",
+        "garbage",
+        "[]",
+        '["a0",[],[],[],[],[],[],[]]',  # another version
+        '["a1",["other"],[],[],[],[],[],[]]',  # not this sketch's words
+        '["a1",[1],[],[],[],[],[],[]]',
+        '["a1",[],[["no such kind",[]]],[],[],[],[],[]]',
+        '["a1",[],[],[],[],[],[["sam",["no such role"]]],[]]',
+    ],
+    ids=repr,
+)
+def test_an_analysis_missing_damaged_or_anothers_is_made_again(analysis: str | None) -> None:
+    """The text is analysed as before and the card has the same profile and shingles."""
+    sketch = dataclasses.replace(stored_sketch(TWO), analysis=analysis)
+    card = Existing("d", "promoted", TWO, sketch=sketch)
+    assert card.shingles == profile_text(TWO).shingles
+    assert card.profile == profile_text(TWO)
+
+
+def test_a_row_written_before_analyses_were_kept_still_reads() -> None:
+    """Five fields (the sentences' sketches, no analysis) and four: read as before."""
+    older = dataclasses.replace(stored_sketch(TWO), analysis=None).dumps()
+    assert len(older.split("\t")) == 5
+    read = Sketch.loads(older)
+    assert read is not None and read.parts is not None and read.analysis is None
+    assert Existing("d", "promoted", TWO, sketch=read).profile == profile_text(TWO)
 
 
 @pytest.mark.parametrize(
@@ -123,3 +184,5 @@ def test_hostile_texts_keep_sketches_that_read_back(text: str) -> None:
     parts = Existing("d", "promoted", text, sketch=stored).parts
     assert [p.sketch for p in parts] == [sketch_text(s) for s in sentences(text)]
     assert stored.parts is not None
+    assert kept_profile(text, stored) == profile_text(text)
+    assert [kept_profile(p.text, p.sketch) for p in parts] == [profile_text(s) for s in sentences(text)]

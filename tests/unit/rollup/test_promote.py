@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 import pytest
 
 from dreamer.config import ConflictPolicy
+from dreamer.rollup.analysis import kept_profile
 from dreamer.rollup.dedup import Verdict, VerdictKind
 from dreamer.rollup.existing import sentence_sketches
 from dreamer.rollup.promote import RunFacts, ledger_row, retain_item
 from dreamer.rollup.report import CardPlan
-from dreamer.rollup.similarity import Sketch
+from dreamer.rollup.similarity import Sketch, profile_text
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 OLD = "rollup:homelab:old"
@@ -75,9 +76,10 @@ class TestConflictPolicies:
 
 
 class TestLedgerRow:
-    def test_a_card_of_several_sentences_is_written_with_their_sketches(self) -> None:
-        """The row keeps the sentences' sketches the judge reads its parts from; a card of one
-        sentence keeps its sketch alone, as before."""
+    def test_a_card_is_written_with_its_analysis_and_its_sentences_sketches(self) -> None:
+        """The row keeps the sentences' sketches the judge reads its parts from, and the analysis
+        it reads the card's profile from; a card of one sentence keeps no sentences' sketches (an
+        empty field before its analysis)."""
         two = CardPlan(
             "Nextcloud runs version 28.0 on host atlas. It sits behind nginx.",
             "fact",
@@ -89,7 +91,10 @@ class TestLedgerRow:
         row = ledger_row(two, retain_item(two, NEW, facts("recency_wins"), NOW), facts("recency_wins"), NOW)
         kept = Sketch.loads(row.sketch)
         assert kept is not None and kept.parts == sentence_sketches(two.text) is not None
+        assert kept_profile(two.text, kept) == profile_text(two.text)
         one = ledger_row(
             plan("new"), retain_item(plan("new"), NEW, facts("recency_wins"), NOW), facts("recency_wins"), NOW
         )
-        assert one.sketch is not None and one.sketch.count("\t") == 3
+        assert one.sketch is not None and one.sketch.split("\t")[4] == ""
+        alone = Sketch.loads(one.sketch)
+        assert alone is not None and kept_profile(plan("new").text, alone) == profile_text(plan("new").text)

@@ -232,7 +232,7 @@ class TestSketch:
         assert sketch.normalized == "grafana listens on port 3000 on host hermes mon"
 
     @pytest.mark.parametrize(
-        "text", [None, "", "s0\ttext\ta b\ta", "s1\tonly two", "garbage", "s3\ta\tb\tc\td\te"], ids=repr
+        "text", [None, "", "s0\ttext\ta b\ta", "s1\tonly two", "garbage", "s3\ta\tb\tc\td\te\tf"], ids=repr
     )
     def test_missing_or_foreign_sketch_reads_as_none(self, text: str | None) -> None:
         """A missing, malformed or other-version sketch is None, so the card is sketched again."""

@@ -186,9 +186,37 @@ class TestCheckpoints:
             _big_commit(st)
             assert _cards_in_file_alone(path, tmp_path / "alone.sqlite3") > 0
 
-    def test_a_failed_checkpoint_is_a_state_file_error_naming_the_file(self, tmp_path: Path) -> None:
+    def test_it_leaves_the_stores_own_connection_free(self, tmp_path: Path) -> None:
+        """It runs on a connection of its own, never the store's: SQLite serialises the calls on
+        one connection, and the daemon's event loop records runs on the store's while the
+        checkpoint runs in a worker thread, so there the loop would wait for the whole
+        checkpoint. It writes the pages back while the store's connection is in a transaction."""
+
+        class Untouchable:
+            def __getattr__(self, name: str) -> object:
+                raise AssertionError(f"the checkpoint used the store's connection ({name})")
+
         path = tmp_path / "s.sqlite3"
-        st = StateStore.open(path)
-        st.close()
-        with pytest.raises(StateFileError, match="cannot checkpoint the state file"):
-            st.checkpoint()
+        with StateStore.open(path) as st:
+            st.defer_checkpoints()
+            _big_commit(st)
+            with st.snapshot():
+                own, st._conn = st._conn, Untouchable()
+                try:
+                    assert st.checkpoint() > 1000
+                finally:
+                    st._conn = own
+            assert _cards_in_file_alone(path, tmp_path / "alone.sqlite3") == 1500
+
+    @pytest.mark.parametrize("damage", ["removed", "garbage"])
+    def test_a_failed_checkpoint_is_a_state_file_error_naming_the_file(
+        self, tmp_path: Path, damage: str
+    ) -> None:
+        """The file removed, or garbage put in its place, while the store holds it open."""
+        path = tmp_path / "s.sqlite3"
+        with StateStore.open(path) as st:
+            path.unlink()
+            if damage == "garbage":
+                path.write_bytes(b"not a database" * 512)
+            with pytest.raises(StateFileError, match=r"s\.sqlite3: cannot checkpoint the state file"):
+                st.checkpoint()

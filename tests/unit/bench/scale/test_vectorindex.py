@@ -12,7 +12,7 @@ import pytest
 
 from bench.scale.files import DIMENSION, GLOBAL_BANK, build
 from bench.scale.ledgers import ledger_spec
-from bench.scale.vectorindex import EARLIER_MODEL, change_model, fill_sentences, prebuild
+from bench.scale.vectorindex import EARLIER_MODEL, change_model, fill_sketches, prebuild
 from dreamer.backends.embedded.schema import connect
 from dreamer.backends.embedded.vector_cache import VectorCache, segments_folder
 from dreamer.embeddings import segments
@@ -68,24 +68,23 @@ async def test_a_model_change_leaves_every_vector_to_another_model(tmp_path: Pat
     assert [m[0] for m in models] == [EARLIER_MODEL]
 
 
-async def test_cards_built_without_their_sentences_sketches_are_given_them(tmp_path: Path) -> None:
-    """Files built before the ledger's rows kept their sentences' sketches are given them, as this
-    code writes them (`stored_sketch`): each card of several sentences, none of one; a second fill
-    changes nothing."""
+async def test_cards_built_without_their_analyses_are_given_them(tmp_path: Path) -> None:
+    """Files built before the ledger's rows kept their analyses (and their sentences' sketches)
+    are given them, as this code writes them (`stored_sketch`); a second fill changes nothing."""
     require_data()
     config, _path, _before = await build(tmp_path, 300, "none", ledger_spec("realistic"))
     with closing(sqlite3.connect(config.state_path)) as conn, conn:
         rows = conn.execute("SELECT rowid, sketch FROM ledger").fetchall()
-        assert any(stored.count("\t") == 4 for _, stored in rows), "the builder writes them"
+        assert all(stored.count("\t") == 5 for _, stored in rows), "the builder writes them"
         older = [("\t".join(stored.split("\t")[:4]), rowid) for rowid, stored in rows]
         conn.executemany("UPDATE ledger SET sketch = ? WHERE rowid = ?", older)
-    assert fill_sentences(config, batch=64) >= 0
+    assert fill_sketches(config, batch=64) >= 0
     with closing(sqlite3.connect(config.state_path)) as conn:
         filled = conn.execute("SELECT text, sketch FROM ledger ORDER BY rowid").fetchall()
     several = [text for text, _ in filled if len(sentences(text)) > 1]
     assert 0 < len(several) < len(filled)
     for text, stored in filled:
         assert stored == stored_sketch(text).dumps()
-    fill_sentences(config, batch=64)
+    fill_sketches(config, batch=64)
     with closing(sqlite3.connect(config.state_path)) as conn:
         assert conn.execute("SELECT text, sketch FROM ledger ORDER BY rowid").fetchall() == filled
