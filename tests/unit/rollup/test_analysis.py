@@ -73,3 +73,11 @@ def test_the_version_moves_with_what_the_analysis_finds() -> None:
     assert (ANALYSIS_VERSION, digest) == PINNED, (
         "profile_text finds something else now: bump ANALYSIS_VERSION and pin the new digest"
     )
+
+
+def test_a_record_of_another_version_is_not_taken() -> None:
+    """This very text's record, written by an analysis of another version: analysed again."""
+    text = "Sam adopted a beagle named Max on 3 May."
+    profile = profile_text(text)
+    record = analysis_record(profile).replace(f'"{ANALYSIS_VERSION}"', '"a0"', 1)
+    assert kept_profile(text, dataclasses.replace(sketch_of(profile), analysis=record)) is None
