@@ -20,7 +20,7 @@ from typing import Any
 from dreamer.details import Detail, NameRole, ProtectedDetails
 from dreamer.rollup.similarity import Sketch, TextProfile, profile_of
 
-__all__ = ["ANALYSIS_VERSION", "analysis_record", "kept_profile"]
+__all__ = ["ANALYSIS_VERSION", "analysis_record", "is_current", "kept_profile"]
 
 #: Bump whenever `profile_text` would give another profile for some text: another normalisation,
 #: tokenisation, stemming or detail extraction (tests/unit/rollup/test_analysis.py pins a digest of
@@ -46,6 +46,12 @@ def analysis_record(profile: TextProfile) -> str:
         ensure_ascii=False,
         separators=(",", ":"),
     )
+
+
+def is_current(sketch: Sketch) -> bool:
+    """Whether ``sketch`` keeps an analysis of this version (its version read, nothing parsed):
+    a row written by this code, whose sentences' records then keep theirs too."""
+    return sketch.analysis is not None and sketch.analysis.startswith(f'["{ANALYSIS_VERSION}",')
 
 
 def kept_profile(text: str, sketch: Sketch) -> TextProfile | None:

@@ -19,6 +19,7 @@ from dreamer.backends.base import LimitsRecalls, MemoryBackend, PreparesRecalls
 from dreamer.cardtags import ROLLUP_TAG
 from dreamer.errors import BackendError
 from dreamer.rollup import dedup
+from dreamer.rollup.analysis import ANALYSIS_VERSION, is_current
 from dreamer.rollup.candidates import GateProbe, index_words, passes_gate, probe_words, scans, word_sizes
 from dreamer.rollup.existing import stored_sketch
 from dreamer.rollup.promote import CARD_FACT_TYPES
@@ -62,6 +63,29 @@ def backfill_gates(state: StateStore, batch: int) -> bool:
     done = len(cards) < batch
     state.store_gates(entries, after=None if done else cards[-1][0])
     return done
+
+
+#: What an upgrade of older rows' stored sketches gives them: this sketch and analysis version.
+SKETCH_UPGRADE = f"{Sketch.VERSION}/{ANALYSIS_VERSION}"
+
+
+def upgrade_sketches(state: StateStore, batch: int) -> tuple[int, bool]:
+    """Give the next ``batch`` ledger cards whose stored sketch reads but keeps no analysis of
+    this version (rows written before) the stored sketch this code writes (`stored_sketch`): the
+    judge then compares them without analysing their texts. Rows that do not read are left: they
+    are sketched from their text when met, as before. How many were upgraded, and whether every
+    card has been gone over (True at once when it had)."""
+    rows = state.sketch_upgrade(batch, SKETCH_UPGRADE)
+    if rows is None:
+        return 0, True
+    upgraded = {}
+    for document_id, text, stored in rows:
+        sketch = Sketch.loads(stored)
+        if sketch is not None and not is_current(sketch):
+            upgraded[document_id] = stored_sketch(text).dumps()
+    done = len(rows) < batch
+    state.store_sketches(upgraded, version=SKETCH_UPGRADE, after=None if done else rows[-1][0])
+    return len(upgraded), done
 
 
 def card_candidates(

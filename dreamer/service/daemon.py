@@ -36,11 +36,12 @@ from dreamer.embeddings.factory import EmbedderChoice, check_embeddings, describ
 from dreamer.errors import ConfigError, DreamerError, ExitCode
 from dreamer.jobs.leases import runs_here, start_hosting
 from dreamer.jobs.spec import JobRunner, JobSpec
+from dreamer.jobs.upkeep import after_run
 from dreamer.log import get_logger
 from dreamer.service.metrics import write_metrics
 from dreamer.service.notify import Notifier, watchdog_interval_s
 from dreamer.service.plan import PlanDiff, diff_plans, plan_jobs
-from dreamer.service.runner import RunRecorder, RunResult, checkpoint_state, execute_job
+from dreamer.service.runner import RunRecorder, RunResult, execute_job
 from dreamer.service.status import ReloadRecord, format_status
 from dreamer.state import StateStore
 
@@ -330,7 +331,7 @@ class Daemon:
             result = await execute_job(config, spec, self.runner, recorder=recorder, on_start=started)
             self.last_runs[job_id] = result
             self._write_metrics(config, recorder)
-            await checkpoint_state(recorder)
+            await after_run(config, recorder)
         except asyncio.CancelledError:
             if not self.stopping:
                 raise

@@ -138,23 +138,6 @@ def _record(action: str, call: Callable[[], None]) -> None:
         log.exception("could not write the run record", action=action)
 
 
-async def checkpoint_state(recorder: RunRecorder | None) -> None:
-    """Write the state file's log back into it once a run has finished (the daemon's commits leave
-    it: :meth:`StateStore.defer_checkpoints`), in a worker thread so the watchdog is still answered;
-    logged with what it wrote and how long it took. A failure is a warning, never the run's: the
-    log keeps every page, and the next checkpoint, or closing the file, writes them back. Nothing
-    on PostgreSQL, whose server checkpoints on its own."""
-    if not isinstance(recorder, StateStore) or recorder.path is None:
-        return
-    started = time.monotonic()
-    try:
-        pages = await anyio.to_thread.run_sync(recorder.checkpoint)
-    except StateFileError as exc:
-        log.warning("could not checkpoint the state file", error=str(exc))
-        return
-    log.info("state file checkpointed", pages=pages, seconds=round(time.monotonic() - started, 3))
-
-
 async def execute_job(
     config: Config,
     job: JobSpec,

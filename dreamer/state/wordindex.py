@@ -26,6 +26,10 @@ __all__ = ["WordIndex"]
 # Where the gate rows' backfill has got to (the last document id done), and whether it is done.
 _GATE_CURSOR = "gate_backfill_after"
 _GATE_DONE = "gate_backfill_done"
+# Where the upgrade of older rows' stored sketches has got to ([version, last document id done]),
+# and the version it gave every row once it went over them all.
+_UPGRADE_CURSOR = "sketch_upgrade_after"
+_UPGRADE_DONE = "sketch_upgrade_done"
 _UPSERT_GATE = (
     "INSERT INTO ledger_gate (document_id, content_n, residual_n, signature) VALUES (?, ?, ?, ?) "
     "ON CONFLICT (document_id) DO UPDATE SET content_n = excluded.content_n, "
@@ -155,6 +159,41 @@ class WordIndex(StoreBase):
             )
             key, value = (_GATE_DONE, "1") if after is None else (_GATE_CURSOR, after)
             self._put_meta(key, value)
+
+    @state_errors
+    def sketch_upgrade(self, limit: int, version: str) -> list[tuple[str, str, str | None]] | None:
+        """The next ``limit`` ledger cards (document id, text, stored sketch), in document-id order,
+        after those an upgrade of the stored sketches to ``version`` went over; None once it went
+        over them all. An upgrade to another version starts again from the first card. Read by the
+        primary key from a cursor, so a batch costs its own rows, however large the ledger."""
+        if self._meta(_UPGRADE_DONE) == version:
+            return None
+        after = ""
+        try:
+            cursor_version, cursor = json.loads(self._meta(_UPGRADE_CURSOR) or "null") or ("", "")
+            if cursor_version == version and isinstance(cursor, str):
+                after = cursor
+        except (ValueError, TypeError):  # a damaged cursor: start again, which only costs time
+            pass
+        rows = self._conn.execute(
+            "SELECT document_id, text, sketch FROM ledger WHERE document_id > ? ORDER BY document_id LIMIT ?",
+            (after, max(1, int(limit))),
+        )
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    @state_errors
+    def store_sketches(self, sketches: Mapping[str, str], *, version: str, after: str | None) -> None:
+        """Write an upgrade batch's stored sketches (document id -> sketch) and move its cursor past
+        ``after`` (None: every card went over, the upgrade to ``version`` is done), in one
+        transaction. Only the sketch changes: a card's text, words and provenance never do."""
+        with self._write() as conn:
+            conn.executemany(
+                "UPDATE ledger SET sketch = ? WHERE document_id = ?", [(s, d) for d, s in sketches.items()]
+            )
+            if after is None:
+                self._put_meta(_UPGRADE_DONE, version)
+            else:
+                self._put_meta(_UPGRADE_CURSOR, json.dumps([version, after]))
 
     def _meta(self, key: str) -> str | None:
         row = self._conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()

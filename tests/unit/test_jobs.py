@@ -8,7 +8,6 @@ import io
 import json
 import logging
 from collections.abc import Iterable, Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -339,47 +338,13 @@ class TestKindDispatcher:
         assert "empty or not created" in result.outcome.detail
 
 
-class TestCheckpointState:
-    """The daemon's checkpoint of the state file once a run has finished (`checkpoint_state`)."""
-
-    def test_the_daemons_rollup_runner_leaves_the_checkpoint_to_it(self) -> None:
-        """The runner the daemon uses defers; `dreamer rollup`'s (`run_rollups_now`) is made apart."""
+class TestTheDaemonsRunner:
+    def test_its_rollup_job_leaves_the_checkpoint_to_the_daemon(self) -> None:
+        """The runner the daemon uses defers (`dreamer.jobs.upkeep` checkpoints once a run has
+        finished); `dreamer rollup`'s (`run_rollups_now`) is made apart and does not."""
         from dreamer.service.runner import DEFAULT_RUNNERS
 
         assert DEFAULT_RUNNERS["rollup"].defer_checkpoint is True  # type: ignore[attr-defined]
-
-    async def test_it_writes_the_log_back_and_says_what_it_wrote(
-        self, logs: io.StringIO, tmp_path: Path
-    ) -> None:
-        from dreamer.service.runner import checkpoint_state
-
-        with StateStore.open(tmp_path / "state.sqlite3") as store:
-            store.defer_checkpoints()
-            store.record_run_start("r1", "rollup:research", datetime.now(UTC))
-            await checkpoint_state(store)
-        record = next(json.loads(line) for line in logs.getvalue().splitlines() if "checkpointed" in line)
-        assert record["event"] == "state file checkpointed"
-        assert record["pages"] > 0 and record["seconds"] >= 0
-
-    async def test_a_checkpoint_that_fails_is_a_warning_not_an_error(
-        self, logs: io.StringIO, tmp_path: Path
-    ) -> None:
-        from dreamer.service.runner import checkpoint_state
-
-        """The file removed under the open store: the warning names it, the run is not failed."""
-        with StateStore.open(tmp_path / "state.sqlite3") as store:
-            (tmp_path / "state.sqlite3").unlink()
-            await checkpoint_state(store)
-        record = json.loads(logs.getvalue().splitlines()[-1])
-        assert record["event"] == "could not checkpoint the state file"
-        assert record["level"] == "warning" and "state.sqlite3" in record["error"]
-
-    async def test_a_recorder_other_than_the_state_is_left_alone(self, logs: io.StringIO) -> None:
-        from dreamer.service.runner import checkpoint_state
-
-        await checkpoint_state(Recorder())
-        await checkpoint_state(None)
-        assert "checkpoint" not in logs.getvalue()
 
 
 class TestErrorsAsOutcomes:

@@ -187,6 +187,23 @@ def test_the_word_index_finds_cards_by_word_and_size(store: StateStore) -> None:
     assert store.word_counts(["tea"]) == {} and [c.document_id for c in store.unindexed("global")] == ["da"]
 
 
+def test_an_upgrade_of_the_stored_sketches_goes_over_every_card_once_per_version(store: StateStore) -> None:
+    """In document-id order from a cursor, a batch at a time; only the sketch is written; once done
+    nothing is read until another version, which starts again from the first card."""
+    commit(store, "r1", promoted=[card(f"d{i}", f"Card {i}.") for i in range(5)])
+    first = store.sketch_upgrade(2, "v1")
+    assert first is not None and [doc for doc, _, _ in first] == ["d0", "d1"]
+    store.store_sketches({"d1": "s-new\tx"}, version="v1", after="d1")
+    rest = store.sketch_upgrade(10, "v1")
+    assert rest is not None and [doc for doc, _, _ in rest] == ["d2", "d3", "d4"]
+    store.store_sketches({}, version="v1", after=None)
+    assert store.sketch_upgrade(10, "v1") is None
+    again = store.sketch_upgrade(10, "v2")
+    assert again is not None and len(again) == 5
+    read = {c.document_id: c for c in store.candidate_cards(["d1", "d2"])}
+    assert read["d1"].sketch == "s-new\tx" and read["d1"].text == "Card 1." and read["d2"].sketch is None
+
+
 def test_vectors_by_model_with_a_new_seq_when_replaced(store: StateStore) -> None:
     commit(store, "r1", promoted=[card("d1", "one"), card("d2", "two")])
     assert store.last_vector_seq() == 0
