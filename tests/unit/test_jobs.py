@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import io
 import json
-import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,12 +21,12 @@ from dreamer.errors import (
     TransientBackendError,
 )
 from dreamer.jobs.spec import JobOutcome, JobSpec
-from dreamer.log import configure_logging
 from dreamer.service.plan import PLANNERS, diff_plans, plan_jobs
 from dreamer.service.runner import KindDispatcher, execute_job
 from dreamer.state import StateStore
 from tests.support.configs import config_data, parsed
 from tests.support.imports import JOB_BODIES, loaded_after
+from tests.support.logs import json_logs
 
 
 def make_config(**sections: Any) -> Config:
@@ -179,14 +178,8 @@ class Recorder:
 
 @pytest.fixture
 def logs() -> Iterator[io.StringIO]:
-    out = io.StringIO()
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    configure_logging(log_format="json", stream=out, environ={})
-    yield out
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.reset_defaults()
+    with json_logs() as out:
+        yield out
 
 
 def records(out: io.StringIO) -> list[dict[str, Any]]:

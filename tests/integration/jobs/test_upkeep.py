@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import json
-import logging
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
@@ -14,17 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from dreamer.config import Config
 from dreamer.jobs.open import open_state
 from dreamer.jobs.upkeep import after_run, checkpoint_state, upgrade_ledger
-from dreamer.log import configure_logging
 from dreamer.rollup.existing import stored_sketch
 from dreamer.rollup.judging import SKETCH_UPGRADE
 from dreamer.state import StateStore
 from tests.support.configs import config_data, loaded
 from tests.support.ledger import commit_run, sketched_row
+from tests.support.logs import json_logs
 
 TEXTS = [
     f"Sam adopted beagle number {i} on {i % 28 + 1} May.  It sleeps in the {w} room." if i % 2 else
@@ -35,14 +33,8 @@ TEXTS = [
 
 @pytest.fixture
 def logs() -> Iterator[io.StringIO]:
-    out = io.StringIO()
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    configure_logging(log_format="json", stream=out, environ={})
-    yield out
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    structlog.reset_defaults()
+    with json_logs() as out:
+        yield out
 
 
 def records(logs: io.StringIO) -> list[dict[str, Any]]:

@@ -47,11 +47,13 @@ def test_one_sentence_and_a_part_have_no_parts() -> None:
 TWO = "Sam adopted a beagle named Max on 3 May.  Sam volunteers at the shelter on weekends."
 
 
-def _no_sketching(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refused(text: str) -> object:
-        raise AssertionError(f"sketched again: {text!r}")
+def _refusing(monkeypatch: pytest.MonkeyPatch, function: str) -> None:
+    """Make `existing`'s ``function`` (``sketch_text``, ``profile_text``) fail the test if called."""
 
-    monkeypatch.setattr(existing, "sketch_text", refused)
+    def refused(text: str) -> object:
+        raise AssertionError(f"{function} called again: {text!r}")
+
+    monkeypatch.setattr(existing, function, refused)
 
 
 def test_a_ledger_card_keeps_its_sentences_sketches_and_its_parts_read_them(
@@ -63,7 +65,7 @@ def test_a_ledger_card_keeps_its_sentences_sketches_and_its_parts_read_them(
     assert stored is not None and stored.parts is not None
     assert stored == sketch_of(profile_text(TWO)), "the card's own sketch is unchanged"
     expected = [sketch_text(s) for s in sentences(TWO)]
-    _no_sketching(monkeypatch)
+    _refusing(monkeypatch, "sketch_text")
     parts = Existing("d", "promoted", TWO, sketch=stored).parts
     assert [p.sketch for p in parts] == expected and all(p._profile is None for p in parts)
 
@@ -81,13 +83,6 @@ def test_a_card_of_one_sentence_keeps_its_sketch_as_before_and_its_analysis() ->
     assert stored_sketch(one).parts is None and sentence_sketches("") is None
 
 
-def _no_analysing(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refused(text: str) -> object:
-        raise AssertionError(f"analysed again: {text!r}")
-
-    monkeypatch.setattr(existing, "profile_text", refused)
-
-
 def test_a_ledger_card_and_its_sentences_are_compared_on_their_kept_analyses(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -96,7 +91,7 @@ def test_a_ledger_card_and_its_sentences_are_compared_on_their_kept_analyses(
     stored = Sketch.loads(stored_sketch(TWO).dumps())
     assert stored is not None
     expected = [profile_text(TWO), *(profile_text(s) for s in sentences(TWO))]
-    _no_analysing(monkeypatch)
+    _refusing(monkeypatch, "profile_text")
     card = Existing("d", "promoted", TWO, sketch=stored)
     assert card.shingles == expected[0].shingles
     assert [card.profile, *(p.profile for p in card.parts)] == expected
