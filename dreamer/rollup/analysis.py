@@ -73,8 +73,8 @@ def kept_profile(text: str, sketch: Sketch) -> TextProfile | None:
             negated=_strings(negated),
         )
         words = _strings(content)
-    except (ValueError, TypeError):  # not JSON, another shape, an unknown kind or role
-        return None
+    except (ValueError, TypeError, RecursionError):  # not JSON (or nested past the parser's
+        return None  # depth), another shape, an unknown kind or role
     if frozenset(words) != sketch.content or frozenset(details.residual_tokens) != sketch.residual:
         return None
     return profile_of(text, sketch.normalized, words, details)

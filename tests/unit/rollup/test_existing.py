@@ -109,6 +109,8 @@ def test_a_ledger_card_and_its_sentences_are_compared_on_their_kept_analyses(
         '["a1",[1],[],[],[],[],[],[]]',
         '["a1",[],[["no such kind",[]]],[],[],[],[],[]]',
         '["a1",[],[],[],[],[],[["sam",["no such role"]]],[]]',
+        "[" * 100_000,  # nested past the JSON parser's depth
+        '{"a1": 1}',
     ],
     ids=repr,
 )
