@@ -51,9 +51,10 @@ class RunSeen:
     """What the daemon's one run showed from outside."""
 
     record: dict[str, Any]
-    #: The state file's checkpoint after the run: its seconds and the pages it wrote back.
-    checkpoint_s: float
-    checkpoint_pages: int
+    #: The state file's checkpoint after the run: its seconds and the pages it wrote back (None on
+    #: PostgreSQL, or when the daemon logged none).
+    checkpoint_s: float | None
+    checkpoint_pages: int | None
     cpu_s: float
     peak_rss_mib: float
     watchdog_gap_s: float | None
@@ -121,8 +122,8 @@ def run_daemon(config_path: Path, log_path: Path, size: int, *, checkpoints: boo
         daemon.close()
     return RunSeen(
         record=record,
-        checkpoint_s=float(checkpoint.get("seconds", float("nan"))),
-        checkpoint_pages=int(checkpoint.get("pages", 0)),
+        checkpoint_s=float(checkpoint["seconds"]) if "seconds" in checkpoint else None,
+        checkpoint_pages=int(checkpoint["pages"]) if "pages" in checkpoint else None,
         cpu_s=cpu_s,
         peak_rss_mib=peak,
         watchdog_gap_s=longest_gap([ready_at, *pings]),
