@@ -22,6 +22,7 @@ from dreamer.backends.embedded.schema import connect
 from dreamer.backends.embedded.vector_cache import VectorCache, segments_folder
 from dreamer.config import Config
 from dreamer.embeddings.segments import on_disk
+from dreamer.rollup.analysis import is_current
 from dreamer.rollup.existing import stored_sketch
 from dreamer.rollup.judging import backfill_gates
 from dreamer.rollup.ledgervectors import LedgerVectors
@@ -65,11 +66,12 @@ def fill_gates(config: Config, batch: int = 100_000) -> float:
 
 def _as_written_now(rows: Sequence[tuple[int, str, str | None]]) -> list[tuple[str, int]]:
     """(stored sketch as this code writes it, rowid) of each row whose sketch reads but keeps no
-    analysis yet (nor, for a card of several sentences, its sentences'): run in a worker process."""
+    analysis of this version (the daemon's upgrade's rule, `judging.upgrade_sketches`): run in a
+    worker process."""
     out = []
     for rowid, text, stored in rows:
         sketch = Sketch.loads(stored)
-        if sketch is not None and sketch.analysis is None:
+        if sketch is not None and not is_current(sketch):
             out.append((stored_sketch(text).dumps(), rowid))
     return out
 

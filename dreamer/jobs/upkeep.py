@@ -20,7 +20,7 @@ import anyio
 
 from dreamer.config import Config
 from dreamer.errors import StateFileError
-from dreamer.jobs.open import open_state
+from dreamer.jobs.open import open_state, state_name
 from dreamer.log import get_logger
 from dreamer.state import StateStore
 
@@ -31,6 +31,10 @@ UPGRADE_BATCH = 2_000
 #: Batches after one run: 20,000 rows, about 3 s of one core where every row needs its analysis,
 #: a fraction of that where none does.
 UPGRADE_BATCHES = 10
+
+#: The states this process found upgraded: not opened again after each run (a daemon of many idle
+#: profiles would open its state once a run for nothing).
+_UPGRADED: set[str] = set()
 
 
 async def after_run(config: Config, recorder: object) -> None:
@@ -63,12 +67,17 @@ async def upgrade_ledger(
     """Upgrade up to ``batches`` batches of ``batch`` older ledger rows; logged when it upgraded
     some. A state that fails is a warning: the rows keep what they had, and the judge analyses
     their texts as before."""
+    where = state_name(config)
+    if where in _UPGRADED:
+        return
     started = time.monotonic()
     try:
         upgraded, done = await anyio.to_thread.run_sync(_upgrade, config, batch, batches)
     except StateFileError as exc:
         log.warning("could not upgrade the ledger's older cards", error=str(exc))
         return
+    if done:
+        _UPGRADED.add(where)
     if upgraded:
         seconds = round(time.monotonic() - started, 3)
         log.info("ledger cards given their analyses", cards=upgraded, done=done, seconds=seconds)

@@ -40,7 +40,7 @@ RECORDER_CACHE_KIB = 256
 
 def open_recorder(config: Config) -> StateStore:
     """The state the service keeps open to record runs (:func:`open_state`), with a small cache;
-    its commits leave the checkpoint to the daemon, as its runs' do (`Daemon._checkpoint`)."""
+    its commits leave the checkpoint to the daemon, as its runs' do (`jobs.upkeep.after_run`)."""
     store = open_state(config)
     try:
         store.limit_page_cache(RECORDER_CACHE_KIB)

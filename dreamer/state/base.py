@@ -126,8 +126,10 @@ class StoreBase:
 
     def checkpoint(self) -> int:
         """Write the log's pages back into the state file without waiting for anyone (SQLite's
-        passive checkpoint: pages a reader still needs stay for the next one); how many were
-        written (0 on PostgreSQL). On a connection of its own, opened for it: this store's
+        passive checkpoint: pages a reader still needs stay for the next one); how many pages of
+        the log are in the file now (0 on PostgreSQL): the run's, when the checkpoint before had
+        written back all before them, as the log then starts again; the same again when nothing
+        was written since. On a connection of its own, opened for it: this store's
         connection stays free meanwhile (the daemon records its runs on it from the event loop).
         :class:`~dreamer.errors.StateFileError` when it fails (the file gone, not a database)."""
         if self.path is None or self.dialect.name != "sqlite":

@@ -115,6 +115,19 @@ class TestUpgrade:
             again = state.sketch_upgrade(100, SKETCH_UPGRADE)
         assert again is not None and len(again) == len(TEXTS)
 
+    async def test_once_done_the_state_is_not_opened_again_after_each_run(
+        self, tmp_path: Path, logs: io.StringIO
+    ) -> None:
+        """A daemon of many idle profiles would open its state after every run for nothing: once
+        this process found every row upgraded, it does not look again (garbage put in the file's
+        place afterwards is not even read)."""
+        config = seeded(tmp_path, fields=5)
+        await upgrade_ledger(config)
+        config.state_path.unlink()
+        config.state_path.write_bytes(b"not a database" * 512)
+        await upgrade_ledger(config)
+        assert not [r for r in records(logs) if r["level"] == "warning"]
+
     async def test_a_state_that_fails_is_a_warning(self, tmp_path: Path, logs: io.StringIO) -> None:
         """Garbage where the state file was: the rows keep what they had, the run is not failed."""
         config = seeded(tmp_path, fields=5)

@@ -208,6 +208,17 @@ class TestCheckpoints:
                     st._conn = own
             assert _cards_in_file_alone(path, tmp_path / "alone.sqlite3") == 1500
 
+    def test_a_path_with_characters_a_uri_gives_meaning_to(self, tmp_path: Path) -> None:
+        """The checkpoint opens the file by a URI (read-write, never created): a space, "#", "?"
+        and "%" in its path name the same file."""
+        path = tmp_path / "odd #1 ?x=%20 dir" / "s.sqlite3"
+        with StateStore.open(path) as st:
+            st.defer_checkpoints()
+            _big_commit(st)
+            assert st.checkpoint() > 1000
+            assert _cards_in_file_alone(path, tmp_path / "alone.sqlite3") == 1500
+        assert sorted(p.name for p in path.parent.iterdir() if p.suffix == ".sqlite3") == ["s.sqlite3"]
+
     @pytest.mark.parametrize("damage", ["removed", "garbage"])
     def test_a_failed_checkpoint_is_a_state_file_error_naming_the_file(
         self, tmp_path: Path, damage: str
