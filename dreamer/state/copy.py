@@ -122,7 +122,8 @@ TABLES: tuple[Table, ...] = (
     Table("ledger_profiles", _text("profile", "document_id"), "profile, document_id"),
     Table(
         "ledger_words",
-        (*_text("word", "document_id"), ("content_n", "integer"), ("residual_n", "integer")),
+        (*_text("word", "document_id"), ("content_n", "integer"), ("residual_n", "integer"),
+         ("signature", "bigint")),
         "word, document_id",
         trigger="ledger_words_counted",
     ),

@@ -18,7 +18,7 @@ from dreamer.errors import StateFileError
 __all__ = ["PG_SCHEMA_VERSION", "check_or_create", "lock_key"]
 
 #: The version of the PostgreSQL tables this code writes; a newer one is refused, never misread.
-PG_SCHEMA_VERSION = 2
+PG_SCHEMA_VERSION = 3
 _CORE = frozenset({"meta", "runs", "watermarks", "ledger", "leases", "hosts"})
 
 # Text compared and ordered byte by byte, as SQLite does, whatever the database's locale.
@@ -72,11 +72,10 @@ CREATE TABLE IF NOT EXISTS ledger_words (
     document_id {_T} NOT NULL,
     content_n   INTEGER NOT NULL,
     residual_n  INTEGER NOT NULL,
+    signature   BIGINT,
     PRIMARY KEY (word, document_id)
 );
-CREATE INDEX IF NOT EXISTS ledger_words_by_content ON ledger_words (word, content_n);
-CREATE INDEX IF NOT EXISTS ledger_words_by_residual ON ledger_words (word, residual_n);
-CREATE TABLE IF NOT EXISTS ledger_word_counts (word {_T} PRIMARY KEY, cards BIGINT NOT NULL);
+{{word_gates}}CREATE TABLE IF NOT EXISTS ledger_word_counts (word {_T} PRIMARY KEY, cards BIGINT NOT NULL);
 {{gate}}CREATE TABLE IF NOT EXISTS ledger_profiles (
     profile     {_T} NOT NULL,
     document_id {_T} NOT NULL,
@@ -151,7 +150,15 @@ CREATE TABLE IF NOT EXISTS ledger_gate (
     signature   BIGINT NOT NULL
 );
 """
-_TABLES = _TABLES.replace("{gate}", _GATE.strip() + "\n")
+# Version 3: the word index read by (word, set size) of each side with its cards' gate rows, each
+# word row carrying its card's signature (`dreamer.state.schema`, schema 9).
+_WORD_GATES = """
+CREATE INDEX IF NOT EXISTS ledger_words_content_gate
+    ON ledger_words (word, content_n, residual_n, signature);
+CREATE INDEX IF NOT EXISTS ledger_words_residual_gate
+    ON ledger_words (word, residual_n, content_n, signature);
+"""
+_TABLES = _TABLES.replace("{gate}", _GATE.strip() + "\n").replace("{word_gates}", _WORD_GATES.strip() + "\n")
 
 
 def lock_key(schema: str) -> int:
@@ -211,11 +218,20 @@ def check_or_create(conn: Any, schema: str, where: str) -> None:
 
 def _upgrade(conn: Any, schema: str) -> None:
     """Bring an older Dreamer schema to this version under the schema's lock, keeping every row
-    (version 1: no gate rows; roll-ups write them in bounded batches)."""
+    (version 1: no gate rows, roll-ups write them in bounded batches; version 2: the word rows
+    without their cards' signatures, copied into them from the gate rows)."""
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema),))
         row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if int(row[0]) >= PG_SCHEMA_VERSION:  # another host upgraded it meanwhile
             return
         conn.execute(_GATE)
+        conn.execute("ALTER TABLE ledger_words ADD COLUMN IF NOT EXISTS signature BIGINT")
+        conn.execute(
+            "UPDATE ledger_words AS w SET signature = g.signature FROM ledger_gate AS g "
+            "WHERE g.document_id = w.document_id AND w.signature IS DISTINCT FROM g.signature"
+        )
+        conn.execute("DROP INDEX IF EXISTS ledger_words_by_content")
+        conn.execute("DROP INDEX IF EXISTS ledger_words_by_residual")
+        conn.execute(_WORD_GATES)
         conn.execute("UPDATE meta SET value = %s WHERE key = 'schema_version'", (str(PG_SCHEMA_VERSION),))

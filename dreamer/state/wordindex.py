@@ -38,9 +38,13 @@ _UPSERT_GATE = (
 
 
 def _scan(dialect: Dialect, side: str) -> str:
-    """One range of the word index, read through the index on (word, set size) of its side."""
-    index = dialect.indexed_by(f"ledger_words_by_{side}")
-    return f"SELECT document_id FROM ledger_words{index} WHERE word = ? AND {side}_n BETWEEN ? AND ?"
+    """One range of the word index with its cards' gate rows, read from the index on (word, set
+    size) of its side alone, which holds them."""
+    index = dialect.indexed_by(f"ledger_words_{side}_gate")
+    return (
+        f"SELECT document_id, content_n, residual_n, signature FROM ledger_words{index} "
+        f"WHERE word = ? AND {side}_n BETWEEN ? AND ?"
+    )
 
 
 # How many ranges one query of `WordIndex.scan_index` reads: below SQLite's limit of 500 terms of a
@@ -102,20 +106,17 @@ class WordIndex(StoreBase):
         its gate row: (content words, residual words, signature), or None for a card without one
         (indexed before gate rows, not backfilled yet) or with a damaged one.
 
-        Each range is read through the index on (word, set size) of its side, so a common word
-        costs only its cards of the sizes asked for; the ranges are read as one union joined to the
-        gate rows, so an id is neither sent back to the database nor looked up twice."""
+        Each range is read from the index on (word, set size) of its side, which holds the gate
+        rows too, so a common word costs only its cards of the sizes asked for and no card is
+        looked up elsewhere; the ranges go as one query, and an id two of them name is kept once."""
         found: dict[str, tuple[int, int, int] | None] = {}
         for start in range(0, len(scans), _SCANS_PER_QUERY):
             chunk = scans[start : start + _SCANS_PER_QUERY]
-            union = " UNION ".join(_scan(self.dialect, scan.side) for scan in chunk)
-            sql = (
-                f"SELECT w.document_id, g.content_n, g.residual_n, g.signature FROM ({union}) AS w "
-                "LEFT JOIN ledger_gate AS g ON g.document_id = w.document_id"
-            )
+            sql = " UNION ALL ".join(_scan(self.dialect, scan.side) for scan in chunk)
             params = [value for scan in chunk for value in (scan.word, scan.shortest, scan.longest)]
             for doc, content_n, residual_n, signature in self._conn.execute(sql, params):
-                found[doc] = _gate_row(content_n, residual_n, signature)
+                if doc not in found:
+                    found[doc] = _gate_row(content_n, residual_n, signature)
         return found
 
     @state_errors
@@ -152,10 +153,14 @@ class WordIndex(StoreBase):
     ) -> None:
         """Write the gate rows of a backfill batch (document id -> the card's words and word-set
         sizes) and move its cursor past ``after`` (None: the backfill is done), in one transaction."""
+        rows = [(d, sorted(set(w)), sizes, word_signature(w)) for d, (w, sizes) in entries.items()]
         with self._write() as conn:
+            conn.executemany(_UPSERT_GATE, [(doc, sizes[0], sizes[1], sig) for doc, _, sizes, sig in rows])
+            # The card's word rows carry the signature too (what a probe reads): the rows of these
+            # words, as the card was indexed with them; a word it was not is not made up.
             conn.executemany(
-                _UPSERT_GATE,
-                [(doc, sizes[0], sizes[1], word_signature(words)) for doc, (words, sizes) in entries.items()],
+                "UPDATE ledger_words SET signature = ? WHERE word = ? AND document_id = ?",
+                [(sig, word, doc) for doc, words, _, sig in rows for word in words],
             )
             key, value = (_GATE_DONE, "1") if after is None else (_GATE_CURSOR, after)
             self._put_meta(key, value)
@@ -284,10 +289,12 @@ class WordIndex(StoreBase):
         left as they are; a new index version empties the whole index first
         (:meth:`use_index_version`)."""
         words = sorted(set(words))
+        signature = word_signature(words)
         self._conn.executemany(
-            "INSERT INTO ledger_words (word, document_id, content_n, residual_n) "
-            "VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            [(word, document_id, sizes[0], sizes[1]) for word in words],
+            "INSERT INTO ledger_words (word, document_id, content_n, residual_n, signature) "
+            "VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (word, document_id) DO UPDATE SET signature = excluded.signature",
+            [(word, document_id, sizes[0], sizes[1], signature) for word in words],
         )
-        self._conn.execute(_UPSERT_GATE, (document_id, sizes[0], sizes[1], word_signature(words)))
+        self._conn.execute(_UPSERT_GATE, (document_id, sizes[0], sizes[1], signature))
         self._conn.execute("UPDATE ledger SET indexed = 1 WHERE document_id = ?", (document_id,))

@@ -24,7 +24,7 @@ from dreamer.state import SCHEMA_VERSION, StateStore
 from dreamer.state.signature import word_signature
 from tests.support.cli import run_dreamer
 from tests.support.configs import config_data, write_toml
-from tests.support.ledger import commit_run, sketched_row
+from tests.support.ledger import as_schema_8, commit_run, sketched_row, without_gates
 
 FRAME = "{who} keeps {a} with {b} on {c} at port {port} since {i}."
 PEOPLE = ["Caroline", "Melanie", "John", "Gina", "Nate"]
@@ -78,6 +78,7 @@ def candidates(state: StateStore, text: str) -> list[tuple[str, str]]:
 
 def as_schema_7(path: Path) -> None:
     """The file as schema 7 left it: no gate rows, no backfill begun."""
+    as_schema_8(path)
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE ledger_gate")
         conn.execute("DELETE FROM meta WHERE key LIKE 'gate_backfill%'")
@@ -122,11 +123,49 @@ def status_doc(config: Config) -> dict[str, Any]:
     return doc
 
 
+def word_signatures(state: StateStore) -> set[tuple[str, int | None]]:
+    return set(state._conn.execute("SELECT document_id, signature FROM ledger_words"))
+
+
 def test_a_committed_card_has_its_gate_row(tmp_path: Path) -> None:
     with StateStore.open(tmp_path / "state.sqlite3") as state:
         commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(60))])
         assert len(gate_rows(state)) == 60
         assert gate_rows(state) == expected_rows(state)
+        assert word_signatures(state) == {(doc, row[2]) for doc, row in gate_rows(state).items()}
+
+
+def test_a_schema_8_file_gives_its_word_index_the_gate_and_the_probe_reads_it_alone(tmp_path: Path) -> None:
+    """Schema 9: the upgrade copies each card's signature into its word rows and makes the ranges
+    indexes that hold the gate; what the probe finds is the same, and it no longer reads the gate
+    rows' table (emptied here, the probe finds the same rows)."""
+    path = tmp_path / "state.sqlite3"
+    with StateStore.open(path) as state:
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(120))])
+        asked = [
+            scans(
+                sketch_of(profile_text(t)),
+                dedup.DedupThresholds(),
+                state.word_counts(probe_words(sketch_of(profile_text(t)))),
+            )
+            for t in NEW
+        ]
+        found = [state.scan_index(a or []) for a in asked]
+        written = gate_rows(state)
+    as_schema_8(path)
+    with sqlite3.connect(path) as conn:
+        assert {r[0] for r in conn.execute("SELECT signature FROM ledger_gate")} and "signature" not in {
+            r[1] for r in conn.execute("PRAGMA table_info(ledger_words)")
+        }
+    with StateStore.open(path) as state:
+        assert word_signatures(state) == {(doc, row[2]) for doc, row in written.items()}
+        names = {r[0] for r in state._conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        assert {"ledger_words_content_gate", "ledger_words_residual_gate"} <= names
+        assert not {"ledger_words_by_content", "ledger_words_by_residual"} & names
+        assert [state.scan_index(a or []) for a in asked] == found
+        assert any(None not in f.values() and f for f in found)
+        state._conn.execute("DELETE FROM ledger_gate")
+        assert [state.scan_index(a or []) for a in asked] == found
 
 
 def test_a_schema_7_file_upgrades_keeping_every_row_and_is_backfilled_batch_by_batch(tmp_path: Path) -> None:
@@ -154,7 +193,10 @@ def test_a_schema_7_file_upgrades_keeping_every_row_and_is_backfilled_batch_by_b
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
         assert conn.execute("SELECT * FROM ledger ORDER BY document_id").fetchall() == ledger_before
-        assert conn.execute("SELECT * FROM ledger_words ORDER BY 1, 2").fetchall() == words_before
+        words = "SELECT word, document_id, content_n, residual_n FROM ledger_words ORDER BY 1, 2"
+        assert conn.execute(words).fetchall() == words_before
+        signed = conn.execute("SELECT document_id, signature FROM ledger_words").fetchall()
+        assert {(doc, row[2]) for doc, row in written.items()} == set(signed), "backfilled into the words"
 
 
 def test_a_card_whose_sketch_does_not_read_gets_no_gate_row_and_is_still_found(tmp_path: Path) -> None:
@@ -192,7 +234,7 @@ def test_the_judge_reads_fewer_cards_and_finds_the_same_ones(
         commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(400))])
         with_rows = {t: candidates(state, t) for t in NEW}
         read_with = sum(read)
-        state._conn.execute("DELETE FROM ledger_gate")
+        without_gates(state._conn)
         read.clear()
         assert {t: candidates(state, t) for t in NEW} == with_rows
         read_without = sum(read)
@@ -226,17 +268,17 @@ def test_a_dry_run_writes_no_gate_row(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "damage",
-    ["signature = 'garbage'", "content_n = -3", "signature = -1", "residual_n = 2.5"],
+    "damage", ["signature = 'garbage'", "signature = -1", "signature = 2.5", "signature = x'00'"]
 )
 def test_a_damaged_gate_row_is_left_out_and_its_card_still_found(tmp_path: Path, damage: str) -> None:
-    """A gate row that is not what one is written with (text, a negative size or signature,
-    a fraction) is ignored: the card is read in full, the run does not fail."""
+    """A gate in the word index that is not what one is written with (text, a negative
+    signature, a fraction, bytes) is ignored: the card is read in full, the run does not fail.
+    (A damaged size is the word index's own: the ranges are read by it.)"""
     with StateStore.open(tmp_path / "state.sqlite3") as state:
         commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(40))])
         found = candidates(state, NEW[0])
         assert found
-        state._conn.execute(f"UPDATE ledger_gate SET {damage}")
+        state._conn.execute(f"UPDATE ledger_words SET {damage}")
         asked = scans(sketch_of(profile_text(NEW[0])), dedup.DedupThresholds(), {})
         assert asked is not None
         assert set(state.scan_index(asked).values()) == {None}

@@ -156,7 +156,7 @@ def test_the_upgrade_from_schema_4_writes_the_rows_the_commits_wrote(tmp_path: P
         pass
     assert _ranks(path) == written
     with sqlite3.connect(path) as raw:
-        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 8
+        assert raw.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 9
         assert raw.execute("SELECT count(*) FROM ledger").fetchone()[0] == before
 
 

@@ -3,8 +3,10 @@ it, and one committed run that promotes (and reinforces) cards."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from dreamer.rollup.candidates import index_words, word_sizes
 from dreamer.rollup.existing import stored_sketch
@@ -61,3 +63,21 @@ def commit_run(
         finished_at=at,
         expected=expected,
     )
+
+
+def without_gates(conn: sqlite3.Connection) -> None:
+    """Forget every card's gate, as a file indexed before gate rows has it: no gate row and no
+    signature in its word rows (the backfill writes both)."""
+    conn.execute("DELETE FROM ledger_gate")
+    conn.execute("UPDATE ledger_words SET signature = NULL")
+
+
+def as_schema_8(path: Path) -> None:
+    """The state file as schema 8 left it: gate rows, and word ranges without their signatures."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("DROP INDEX ledger_words_content_gate")
+        conn.execute("DROP INDEX ledger_words_residual_gate")
+        conn.execute("ALTER TABLE ledger_words DROP COLUMN signature")
+        conn.execute("CREATE INDEX ledger_words_by_content ON ledger_words (word, content_n)")
+        conn.execute("CREATE INDEX ledger_words_by_residual ON ledger_words (word, residual_n)")
+        conn.execute("PRAGMA user_version = 8")

@@ -70,19 +70,73 @@ def test_a_version_1_schema_gets_the_gate_table_keeping_its_rows(
     with open_postgres(config(postgres_url, postgres_schema)) as st:
         commit_run(st, [sketched_row(f"Card {i} of host atlas{i}.", i) for i in range(12)])
     with psycopg.connect(postgres_url, autocommit=True) as conn:
+        as_version_2(conn, postgres_schema)
         conn.execute(f'DROP TABLE "{postgres_schema}".ledger_gate')
         conn.execute(f"UPDATE \"{postgres_schema}\".meta SET value = '1' WHERE key = 'schema_version'")
     with open_postgres(config(postgres_url, postgres_schema)) as st:
         assert st._conn.execute("SELECT count(*) FROM ledger_gate").fetchone()[0] == 0
+        assert st._conn.execute("SELECT count(signature) FROM ledger_words").fetchone()[0] == 0
         assert len(st.ledger("global")) == 12
         while not backfill_gates(st, 5):
             pass
         assert st._conn.execute("SELECT count(*) FROM ledger_gate").fetchone()[0] == 12
+        assert word_signatures(st) == gate_signatures(st)
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         version = conn.execute(
             f"SELECT value FROM \"{postgres_schema}\".meta WHERE key = 'schema_version'"
         ).fetchone()
     assert version == (str(PG_SCHEMA_VERSION),)
+
+
+def as_version_2(conn: psycopg.Connection, schema: str) -> None:
+    """The schema as version 2 left it: word ranges without their cards' signatures."""
+    conn.execute(f'DROP INDEX "{schema}".ledger_words_content_gate, "{schema}".ledger_words_residual_gate')
+    conn.execute(f'ALTER TABLE "{schema}".ledger_words DROP COLUMN signature')
+    conn.execute(f'CREATE INDEX ledger_words_by_content ON "{schema}".ledger_words (word, content_n)')
+    conn.execute(f'CREATE INDEX ledger_words_by_residual ON "{schema}".ledger_words (word, residual_n)')
+    conn.execute(f"UPDATE \"{schema}\".meta SET value = '2' WHERE key = 'schema_version'")
+
+
+def word_signatures(st: StateStore) -> set[tuple[str, int]]:
+    return set(st._conn.execute("SELECT document_id, signature FROM ledger_words").fetchall())
+
+
+def gate_signatures(st: StateStore) -> set[tuple[str, int]]:
+    return set(st._conn.execute("SELECT document_id, signature FROM ledger_gate").fetchall())
+
+
+def test_a_version_2_schema_gives_its_word_index_the_gate(postgres_url: str, postgres_schema: str) -> None:
+    """Version 2's word rows had no signature: the upgrade copies each card's from its gate row
+    and makes the ranges indexes that hold it, as schema 9 of the SQLite file; the probe then finds
+    what it found before, from the word index alone."""
+    from dreamer.rollup import dedup
+    from dreamer.rollup.candidates import probe_words, scans
+    from dreamer.rollup.similarity import profile_text, sketch_of
+    from tests.support.ledger import commit_run, sketched_row
+
+    texts = [f"Card {i} of host atlas{i % 4} keeps port {i % 3}." for i in range(40)]
+    sketch = sketch_of(profile_text(texts[5]))
+    with open_postgres(config(postgres_url, postgres_schema)) as st:
+        commit_run(st, [sketched_row(t, i) for i, t in enumerate(texts)])
+        asked = scans(sketch, dedup.DedupThresholds(), st.word_counts(probe_words(sketch)))
+        assert asked is not None
+        found = st.scan_index(asked)
+        assert found and None not in found.values()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        as_version_2(conn, postgres_schema)
+    with open_postgres(config(postgres_url, postgres_schema)) as st:
+        assert word_signatures(st) == gate_signatures(st) and len(gate_signatures(st)) == 40
+        indexes = {
+            r[0]
+            for r in st._conn.execute(
+                "SELECT indexname FROM pg_indexes "
+                "WHERE tablename = 'ledger_words' AND schemaname = current_schema()"
+            )
+        }
+        assert {"ledger_words_content_gate", "ledger_words_residual_gate"} <= indexes
+        assert not {"ledger_words_by_content", "ledger_words_by_residual"} & indexes
+        st._conn.execute("DELETE FROM ledger_gate")
+        assert st.scan_index(asked) == found
 
 
 def test_a_damaged_schema_names_what_is_missing(postgres_url: str, postgres_schema: str) -> None:
