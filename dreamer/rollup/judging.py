@@ -51,12 +51,16 @@ def index_pending(state: StateStore, upstream_id: str) -> None:
 def backfill_gates(state: StateStore, batch: int) -> bool:
     """Write the gate rows of the next ``batch`` cards indexed before gate rows existed, from
     their stored sketches (of every bank: the rows are the ledger's); True once none is left. A
-    card whose sketch does not read is skipped: it is read in full as before, never ruled out."""
+    card that has its row already (written with its words) is passed over, so a file upgraded
+    from schema 8 writes only what it lacks. A card whose sketch does not read is skipped: it is
+    read in full as before, never ruled out."""
     cards = state.gate_backfill(batch)
     if cards is None:
         return True
     entries = {}
-    for document_id, stored in cards:
+    for document_id, stored, has_gate in cards:
+        if has_gate:
+            continue
         sketch = Sketch.loads(stored)
         if sketch is not None:
             entries[document_id] = (index_words(sketch), word_sizes(sketch))

@@ -250,6 +250,8 @@ def create(path: Path) -> None:
             tables = (_SCHEMA, _INDEXES, _VECTORS, _WORD_RANGES, _WORD_GATES, _GATE, RANKS, DECISIONS)
             conn.executescript("".join((*tables, LEASES)))
             conn.execute(_COUNT_TRIGGER)
+            # Every card of a new file gets its gate row in its commit: no backfill to walk.
+            conn.execute("INSERT INTO meta (key, value) VALUES ('gate_backfill_done', '1')")
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.commit()

@@ -120,18 +120,19 @@ class WordIndex(StoreBase):
         return found
 
     @state_errors
-    def gate_backfill(self, limit: int) -> list[tuple[str, str | None]] | None:
-        """The next ``limit`` indexed cards (document id, sketch) in document-id order after those
-        the backfill has done; None once it is done. Read by the primary key from a cursor, so a
-        batch costs its own rows, however large the ledger."""
+    def gate_backfill(self, limit: int) -> list[tuple[str, str | None, bool]] | None:
+        """The next ``limit`` indexed cards (document id, sketch, whether it has a gate row) in
+        document-id order after those the backfill has done; None once it is done. Read by the
+        primary key from a cursor, so a batch costs its own rows, however large the ledger."""
         if self._meta(_GATE_DONE) is not None:
             return None
         rows = self._conn.execute(
-            "SELECT document_id, sketch FROM ledger WHERE document_id > ? AND indexed = 1 "
-            "ORDER BY document_id LIMIT ?",
+            "SELECT c.document_id, c.sketch, g.document_id IS NOT NULL FROM (SELECT document_id, sketch "
+            "FROM ledger WHERE document_id > ? AND indexed = 1 ORDER BY document_id LIMIT ?) AS c "
+            "LEFT JOIN ledger_gate AS g ON g.document_id = c.document_id ORDER BY c.document_id",
             (self._meta(_GATE_CURSOR) or "", max(1, int(limit))),
         )
-        return [(r[0], r[1]) for r in rows]
+        return [(r[0], r[1], bool(r[2])) for r in rows]
 
     @state_errors
     def gate_backfill_left(self) -> int:

@@ -283,3 +283,30 @@ def test_a_damaged_gate_row_is_left_out_and_its_card_still_found(tmp_path: Path,
         assert asked is not None
         assert set(state.scan_index(asked).values()) == {None}
         assert candidates(state, NEW[0]) == found
+
+
+def test_a_new_file_has_no_backfill_and_an_upgraded_one_writes_only_the_rows_it_lacks(tmp_path: Path) -> None:
+    """Every card of a new file gets its gate row in its commit, so its backfill is done from the
+    start; a file whose backfill had not finished (upgraded from schema 7, then written by schema
+    8) writes the rows of the cards that lack one, and passes over the others."""
+    with StateStore.open(tmp_path / "state.sqlite3") as state:
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(45))])
+        changes = state._conn.total_changes
+        assert backfill_gates(state, 10) is True
+        assert state._conn.total_changes == changes, "nothing to walk"
+        written = gate_rows(state)
+        state._conn.execute("DELETE FROM meta WHERE key LIKE 'gate_backfill%'")
+        lacking = sorted(written)[::3]
+        for doc in lacking:
+            state._conn.execute("DELETE FROM ledger_gate WHERE document_id = ?", (doc,))
+            state._conn.execute("UPDATE ledger_words SET signature = NULL WHERE document_id = ?", (doc,))
+        words = state._conn.execute("SELECT count(*) FROM ledger_words WHERE signature IS NULL").fetchone()[0]
+        changes, batches = state._conn.total_changes, 0
+        done = False
+        while not done:
+            done = backfill_gates(state, 10)
+            batches += 1
+        assert gate_rows(state) == written
+        assert word_signatures(state) == {(doc, row[2]) for doc, row in written.items()}
+        # Each batch moves its cursor (one row of meta); only the lacking cards' rows are written.
+        assert state._conn.total_changes - changes == batches + len(lacking) + words
