@@ -16,6 +16,7 @@ import pytest
 
 from dreamer.commands.status import status_command
 from dreamer.config import Config, load_config
+from dreamer.errors import StateFileError
 from dreamer.rollup import dedup
 from dreamer.rollup.candidates import index_words, probe_words, scans, word_sizes
 from dreamer.rollup.judging import backfill_gates, card_candidates, index_pending, judge_against_ledger
@@ -310,3 +311,31 @@ def test_a_new_file_has_no_backfill_and_an_upgraded_one_writes_only_the_rows_it_
         assert word_signatures(state) == {(doc, row[2]) for doc, row in written.items()}
         # Each batch moves its cursor (one row of meta); only the lacking cards' rows are written.
         assert state._conn.total_changes - changes == batches + len(lacking) + words
+
+
+def test_a_schema_8_upgrade_without_room_for_its_log_fails_whole_and_runs_once_there_is(
+    tmp_path: Path,
+) -> None:
+    """The upgrade to schema 9 rewrites the word rows in one transaction: on a disk without room
+    for its log it fails with an error that says the disk is full, and the file is left as it was
+    (schema 8, every row); with room it upgrades as if nothing had happened."""
+    from tests.support.smallfs import fill, small_fs
+
+    with small_fs(tmp_path / "fs", size_kib=8 * 1024) as fs:
+        path = fs / "state.sqlite3"
+        with StateStore.open(path) as state:
+            commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(400))])
+            written = gate_rows(state)
+        as_schema_8(path)
+        with sqlite3.connect(path) as conn:
+            words_before = conn.execute("SELECT * FROM ledger_words ORDER BY 1, 2").fetchall()
+        fill(fs, leave_bytes=64 * 1024)
+        with pytest.raises(StateFileError, match=r"full|space") as refused:
+            StateStore.open(path)
+        assert str(path) in str(refused.value)
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            assert conn.execute("PRAGMA user_version").fetchone()[0] == 8
+            assert conn.execute("SELECT * FROM ledger_words ORDER BY 1, 2").fetchall() == words_before
+        (fs / "filler").unlink()
+        with StateStore.open(path) as state:
+            assert word_signatures(state) == {(doc, row[2]) for doc, row in written.items()}
