@@ -71,10 +71,14 @@ class Table:
     #: The trigger that derives another table's rows from this one's, turned off while copying
     #: when it can be (the derived table is copied too).
     trigger: str = ""
+    #: What a column is read from the file as, when not as it is (column -> SQLite expression).
+    reads: tuple[tuple[str, str], ...] = ()
 
     def select(self) -> str:
         where = f" WHERE {self.where}" if self.where else ""
-        return f"SELECT {', '.join(c for c, _ in self.columns)} FROM {self.name}{where} ORDER BY {self.order}"
+        reads = dict(self.reads)
+        columns = ", ".join(f"{reads[c]} AS {c}" if c in reads else c for c, _ in self.columns)
+        return f"SELECT {columns} FROM {self.name}{where} ORDER BY {self.order}"
 
     def insert(self) -> str:
         """One statement per batch: the batch's columns as arrays, unnested in their order."""
@@ -116,6 +120,23 @@ _WATERMARKS = Table(
     "profile",
 )
 
+# A gate the file's store reads as none (`wordindex._gate_row`: a value SQLite keeps as text, a
+# fraction or bytes) is copied as one PostgreSQL's reads as none too, never as the bigint the cast
+# would make of it (2.5 -> 2, x'00' -> 0): a signature of made-up bits hides a card that passes the
+# gate. A word row's signature goes NULL (its card then read in full, as in the file) when any of
+# the three values it is read with is damaged; a gate row (NOT NULL) keeps -1, which reads as
+# damaged, in a damaged value's place.
+_INTEGER = "typeof({0}) = 'integer'"
+_WORD_GATE = (
+    "CASE WHEN " + " AND ".join(_INTEGER.format(c) for c in ("content_n", "residual_n", "signature"))
+    + " THEN signature END"
+)
+
+
+def _gate_value(column: str) -> tuple[str, str]:
+    return column, f"CASE WHEN {_INTEGER.format(column)} THEN {column} ELSE -1 END"
+
+
 #: Every table copied, in the order copied: the watermarks last.
 TABLES: tuple[Table, ...] = (
     Table("ledger", _LEDGER, "document_id"),
@@ -126,6 +147,7 @@ TABLES: tuple[Table, ...] = (
          ("signature", "bigint")),
         "word, document_id",
         trigger="ledger_words_counted",
+        reads=(("signature", _WORD_GATE),),
     ),
     # Set to the file's own after the words (which the trigger, when on, has counted already).
     Table(
@@ -140,6 +162,7 @@ TABLES: tuple[Table, ...] = (
         (("document_id", "text"), ("content_n", "integer"), ("residual_n", "integer"),
          ("signature", "bigint")),
         "document_id",
+        reads=tuple(_gate_value(c) for c in ("content_n", "residual_n", "signature")),
     ),
     Table("ledger_rank", _RANK, ", ".join(c for c, _ in _RANK)),
     Table(
