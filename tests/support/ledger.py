@@ -7,11 +7,15 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dreamer.rollup.candidates import index_words, word_sizes
 from dreamer.rollup.existing import stored_sketch
 from dreamer.state import LedgerCard, Reinforcement, StateStore, Watermark
 from dreamer.text import card_document_id, normalize_text
+
+if TYPE_CHECKING:
+    import psycopg
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 
@@ -81,3 +85,13 @@ def as_schema_8(path: Path) -> None:
         conn.execute("CREATE INDEX ledger_words_by_content ON ledger_words (word, content_n)")
         conn.execute("CREATE INDEX ledger_words_by_residual ON ledger_words (word, residual_n)")
         conn.execute("PRAGMA user_version = 8")
+
+
+def as_version_2(conn: psycopg.Connection, schema: str) -> None:
+    """The PostgreSQL state ``schema`` as version 2 left it: word ranges without their cards'
+    signatures (schema 8 of the file, `as_schema_8`)."""
+    conn.execute(f'DROP INDEX "{schema}".ledger_words_content_gate, "{schema}".ledger_words_residual_gate')
+    conn.execute(f'ALTER TABLE "{schema}".ledger_words DROP COLUMN signature')
+    conn.execute(f'CREATE INDEX ledger_words_by_content ON "{schema}".ledger_words (word, content_n)')
+    conn.execute(f'CREATE INDEX ledger_words_by_residual ON "{schema}".ledger_words (word, residual_n)')
+    conn.execute(f"UPDATE \"{schema}\".meta SET value = '2' WHERE key = 'schema_version'")

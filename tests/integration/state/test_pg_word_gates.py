@@ -25,7 +25,7 @@ from dreamer.state.copy import copy_state, open_source
 from dreamer.state.pgschema import PG_SCHEMA_VERSION
 from dreamer.state.pgstore import open_postgres
 from tests.integration.test_word_gates import PROBES, assert_every_passing_card_found, found, texts
-from tests.support.ledger import commit_run, sketched_row
+from tests.support.ledger import as_version_2, commit_run, sketched_row
 
 pytestmark = pytest.mark.postgres
 REPO = Path(__file__).resolve().parents[3]
@@ -39,15 +39,6 @@ def copy(path: Path, target: StateStore, *, batch_rows: int = 5_000) -> None:
     with open_source(path) as source:
         report = copy_state(source, target, source_path=path, batch_rows=batch_rows)
     assert report.ok, report.checks
-
-
-def as_version_2(conn: psycopg.Connection, schema: str) -> None:
-    """The schema as version 2 left it: word ranges without their cards' signatures."""
-    conn.execute(f'DROP INDEX "{schema}".ledger_words_content_gate, "{schema}".ledger_words_residual_gate')
-    conn.execute(f'ALTER TABLE "{schema}".ledger_words DROP COLUMN signature')
-    conn.execute(f'CREATE INDEX ledger_words_by_content ON "{schema}".ledger_words (word, content_n)')
-    conn.execute(f'CREATE INDEX ledger_words_by_residual ON "{schema}".ledger_words (word, residual_n)')
-    conn.execute(f"UPDATE \"{schema}\".meta SET value = '2' WHERE key = 'schema_version'")
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ from dreamer.errors import RunBusyError, StateFileError
 from dreamer.state import StateStore, Watermark
 from dreamer.state.pgschema import PG_SCHEMA_VERSION
 from dreamer.state.pgstore import open_postgres
+from tests.support.ledger import as_version_2
 
 pytestmark = pytest.mark.postgres
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -86,15 +87,6 @@ def test_a_version_1_schema_gets_the_gate_table_keeping_its_rows(
             f"SELECT value FROM \"{postgres_schema}\".meta WHERE key = 'schema_version'"
         ).fetchone()
     assert version == (str(PG_SCHEMA_VERSION),)
-
-
-def as_version_2(conn: psycopg.Connection, schema: str) -> None:
-    """The schema as version 2 left it: word ranges without their cards' signatures."""
-    conn.execute(f'DROP INDEX "{schema}".ledger_words_content_gate, "{schema}".ledger_words_residual_gate')
-    conn.execute(f'ALTER TABLE "{schema}".ledger_words DROP COLUMN signature')
-    conn.execute(f'CREATE INDEX ledger_words_by_content ON "{schema}".ledger_words (word, content_n)')
-    conn.execute(f'CREATE INDEX ledger_words_by_residual ON "{schema}".ledger_words (word, residual_n)')
-    conn.execute(f"UPDATE \"{schema}\".meta SET value = '2' WHERE key = 'schema_version'")
 
 
 def word_signatures(st: StateStore) -> set[tuple[str, int]]:
