@@ -10,6 +10,7 @@ second state backend plugs in here, in :func:`open_state`, and nowhere else.
 
 from __future__ import annotations
 
+import functools
 import tempfile
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -22,10 +23,12 @@ from dreamer.config import Config
 from dreamer.embeddings import Embedder
 from dreamer.errors import StateFileError
 from dreamer.log import get_logger
-from dreamer.state import StateStore
+from dreamer.state import SCHEMA_VERSION, StateStore
 
 #: The recall's logger: a ledger that will not open is the recall's news.
 log = get_logger("dreamer.readside")
+#: The state's: an upgrade before use.
+state_log = get_logger("dreamer.state")
 
 #: ``"write"``: the state file, created when there is none (a run). ``"present"``: the state file
 #: when there is one (an error when it will not open), else None: a command that only reads
@@ -133,7 +136,19 @@ def open_state(config: Config) -> StateStore:
 
         return open_postgres(config.state)
     config.state_dir.mkdir(parents=True, exist_ok=True)
-    return StateStore.open(config.state_path)
+    return StateStore.open(config.state_path, on_upgrade=functools.partial(_upgrading, config.state_path))
+
+
+def _upgrading(path: Path, schema: int) -> None:
+    """Say, before it starts, that the state file is being upgraded: with a large ledger it takes
+    minutes (about 2.6 per million cards to schema 9), during which a command prints nothing else."""
+    state_log.warning(
+        "upgrading the state file to this Dreamer's schema first; with a large ledger this takes "
+        "minutes (stopped, it is undone and starts again next time)",
+        path=str(path),
+        schema=schema,
+        to=SCHEMA_VERSION,
+    )
 
 
 def state_there(config: Config) -> bool:
@@ -168,7 +183,7 @@ def open_ledger(config: Config) -> StateStore | None:
     if config.state.backend == "sqlite" and not path.is_file():
         return None
     try:
-        return open_state(config) if config.state.backend == "postgres" else StateStore.open(path)
+        return open_state(config)
     except StateFileError as exc:
         log.warning("recall without the ledger's supersession marks", reason=str(exc))
         return None

@@ -107,8 +107,7 @@ def run_daemon(
     if config.state.backend == "sqlite" and needs_upgrade(config.state_path):
         # The upgrade runs in one transaction before READY: about a minute per million ledger cards
         # for schema 5. Ask systemd for the time, or TimeoutStartSec would kill it and the restart
-        # would begin again from the start, every time.
-        log.info("upgrading the state file before starting", path=str(config.state_path))
+        # would begin again from the start, every time. (`open_state` logs the upgrade.)
         notifier.send(
             {"EXTEND_TIMEOUT_USEC": STATE_UPGRADE_TIMEOUT_US, "STATUS": "upgrading the state file"}
         )

@@ -22,6 +22,8 @@ from dreamer.errors import StateFileError
 from dreamer.state.base import DatabaseFault
 from dreamer.state.ranks import RANKS, fill_ranks
 
+#: The ``meta`` key saying the gate rows' backfill is done (`WordIndex.gate_backfill`).
+GATE_BACKFILL_DONE = "gate_backfill_done"
 #: ``PRAGMA application_id`` of a Dreamer state file ("DRMR"): tells it from another program's.
 APPLICATION_ID = 0x44524D52
 #: ``PRAGMA user_version`` this code writes; a file of a newer version is refused, never misread.
@@ -251,7 +253,7 @@ def create(path: Path) -> None:
             conn.executescript("".join((*tables, LEASES)))
             conn.execute(_COUNT_TRIGGER)
             # Every card of a new file gets its gate row in its commit: no backfill to walk.
-            conn.execute("INSERT INTO meta (key, value) VALUES ('gate_backfill_done', '1')")
+            conn.execute("INSERT INTO meta (key, value) VALUES (?, '1')", (GATE_BACKFILL_DONE,))
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.commit()
@@ -295,8 +297,11 @@ def needs_upgrade(path: Path) -> bool:
         conn.close()
 
 
-def check_identity(conn: sqlite3.Connection, path: Path) -> None:
-    """Refuse a file that is not a Dreamer state file this code can read; upgrade an older one."""
+def check_identity(
+    conn: sqlite3.Connection, path: Path, on_upgrade: Callable[[int], None] | None = None
+) -> None:
+    """Refuse a file that is not a Dreamer state file this code can read; upgrade an older one,
+    telling ``on_upgrade`` its schema first (an upgrade of a large ledger takes minutes)."""
     app_id = conn.execute("PRAGMA application_id").fetchone()[0]
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     tables = {
@@ -328,6 +333,8 @@ def check_identity(conn: sqlite3.Connection, path: Path) -> None:
             "restore it from a backup"
         )
     if legacy or version < SCHEMA_VERSION:
+        if on_upgrade is not None:
+            on_upgrade(int(version))
         upgrade(conn)
 
 

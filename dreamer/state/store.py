@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -47,10 +47,11 @@ class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks, 
     SQLite; on PostgreSQL, :mod:`.pgstore`, across hosts)."""
 
     @classmethod
-    def open(cls, path: Path) -> StateStore:
+    def open(cls, path: Path, *, on_upgrade: Callable[[int], None] | None = None) -> StateStore:
         """Open the state file, creating it when there is none. A file that is not a Dreamer state
         file of a schema this code reads (garbage, empty, another program's, a newer Dreamer's) is
-        refused with :class:`StateFileError`, never replaced: that would forget every watermark."""
+        refused with :class:`StateFileError`, never replaced: that would forget every watermark.
+        A file of an older schema is upgraded first, ``on_upgrade`` told its schema before."""
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_symlink():
             raise StateFileError(
@@ -67,7 +68,7 @@ class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks, 
             raise StateFileError(f"{path}: cannot open the state file: {exc}") from None
         try:
             conn.execute(f"PRAGMA busy_timeout={int(LOCK_TIMEOUT_S * 1000)}")
-            check_identity(conn, path)
+            check_identity(conn, path, on_upgrade)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=FULL")
         except sqlite3.DatabaseError as exc:

@@ -18,14 +18,14 @@ from dreamer.state.base import StoreBase
 from dreamer.state.dialect import Dialect
 from dreamer.state.records import CandidateCard, LedgerCard, WordScan
 from dreamer.state.rows import CARD_COLUMNS, card_from_row
-from dreamer.state.schema import state_errors
+from dreamer.state.schema import GATE_BACKFILL_DONE, state_errors
 from dreamer.state.signature import SIGNATURE_BITS, word_signature
 
 __all__ = ["WordIndex"]
 
 # Where the gate rows' backfill has got to (the last document id done), and whether it is done.
 _GATE_CURSOR = "gate_backfill_after"
-_GATE_DONE = "gate_backfill_done"
+_GATE_DONE = GATE_BACKFILL_DONE
 # Where the upgrade of older rows' stored sketches has got to ([version, last document id done]),
 # and the version it gave every row once it went over them all.
 _UPGRADE_CURSOR = "sketch_upgrade_after"

@@ -339,3 +339,21 @@ def test_a_schema_8_upgrade_without_room_for_its_log_fails_whole_and_runs_once_t
         (fs / "filler").unlink()
         with StateStore.open(path) as state:
             assert word_signatures(state) == {(doc, row[2]) for doc, row in written.items()}
+
+
+def test_a_command_says_it_upgrades_the_state_file_before_it_does(tmp_path: Path) -> None:
+    """An upgrade of a large ledger takes minutes (about 2.6 per million cards to schema 9): a
+    command opening a file of an older schema says so first, naming it and both schemas, and says
+    nothing of it once the file is upgraded."""
+    config, path = status_config(tmp_path)
+    with StateStore.open(config.state_path) as state:
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(20))])
+    as_schema_8(config.state_path)
+    first = run_dreamer(path, "status", "--log-format", "json")
+    assert first.returncode == 0, first.stderr
+    said = [json.loads(line) for line in first.stderr.splitlines() if line.startswith("{")]
+    upgrading = [r for r in said if r["event"].startswith("upgrading the state file")]
+    assert len(upgrading) == 1 and upgrading[0]["path"] == str(config.state_path), first.stderr
+    assert (upgrading[0]["schema"], upgrading[0]["to"]) == (8, SCHEMA_VERSION)
+    again = run_dreamer(path, "status", "--log-format", "json")
+    assert again.returncode == 0 and "upgrading" not in again.stderr, again.stderr
