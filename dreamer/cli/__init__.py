@@ -19,6 +19,8 @@ import sys
 import textwrap
 from collections.abc import Sequence
 
+import structlog
+
 from dreamer import __version__
 from dreamer.cli import audit, banks, card, demo, explain, hermes, rollup, service, state, status
 from dreamer.cli.base import add_global_options, log_format, log_level
@@ -26,6 +28,7 @@ from dreamer.cli.registry import Handler, in_order
 from dreamer.embeddings.threads import pin_blas_threads
 from dreamer.errors import ExitCode
 from dreamer.log import configure_logging
+from dreamer.sqlitestats import stop_memory_statistics
 
 __all__ = ["build_parser", "main"]
 
@@ -119,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     pin_blas_threads()
     # Commands log to stderr so their stdout stays clean output; the daemon moves its logs to stdout.
     configure_logging(log_format=log_format(args), level=log_level(args) or "info", stream=sys.stderr)
+    # Before the first connection: two connections in two threads read at once (dreamer.sqlitestats).
+    structlog.get_logger("dreamer").debug("SQLite's memory statistics", statistics=stop_memory_statistics())
     try:
         return handler(args)
     except KeyboardInterrupt:
