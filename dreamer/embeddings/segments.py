@@ -33,16 +33,15 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dreamer.embeddings import segmentfile
+from dreamer.embeddings.segmentcheck import RECORD, CheckedFiles
 from dreamer.embeddings.segmentfile import SUFFIX, Quantised, SegmentFile
 from dreamer.log import get_logger
 
@@ -68,7 +67,6 @@ SEGMENT_ROWS = 4_096
 #: still leave ``k`` it does, and the codes' rounding cannot push out a true neighbour.
 SLACK = 8
 _MANIFEST = "manifest.json"
-_HASH_CHUNK = 1 << 20
 
 
 def on_disk(folder: Path) -> tuple[int, int]:
@@ -134,27 +132,6 @@ class Segment:
         return segment
 
 
-#: Files whose bytes were checked in this process: (path, size, mtime_ns) -> sha256.
-_CHECKED: dict[tuple[str, int, int], str] = {}
-_CHECKED_LOCK = threading.Lock()
-
-
-def _sha256(path: Path) -> str:
-    found = path.stat()
-    key = (str(path), found.st_size, found.st_mtime_ns)
-    with _CHECKED_LOCK:
-        known = _CHECKED.get(key)
-    if known is not None:
-        return known
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_HASH_CHUNK):
-            digest.update(chunk)
-    with _CHECKED_LOCK:
-        _CHECKED[key] = digest.hexdigest()
-    return digest.hexdigest()
-
-
 class SegmentIndex:
     """The segments of one owner (``identity``: e.g. the state, bank, model and dimension) in
     ``folder``, opened read-only or to be written (``writable``: the daemon; a reading command
@@ -181,6 +158,8 @@ class SegmentIndex:
         #: What the owner named damaged when building (its own ids -> texts), kept across processes.
         self.damaged: dict[str, str] = {}
         self._views: list[SegmentFile] = []
+        #: The files' SHA-256, from the folder's record for a file it names as it is.
+        self._checked = CheckedFiles(folder)
         self._load()
 
     # --- reading ----------------------------------------------------------------------------------
@@ -219,11 +198,13 @@ class SegmentIndex:
             self._set_aside(f"{path}: {exc}")
             return
         self.segments, self.covered, self.damaged, self._views = segments, covered, damaged, views
+        if self.writable:
+            self._checked.save(s.file for s in segments)
 
     def _view(self, segment: Segment) -> SegmentFile:
         """The segment's keys and scales, read and checked (its codes stay on disk)."""
         path = self.folder / segment.file
-        if _sha256(path) != segment.sha256:
+        if self._checked.digest(path) != segment.sha256:
             raise ValueError(f"{segment.file} does not hold the bytes it was saved with")
         return SegmentFile.open(path, segment.rows, self.dimension, segment.first_key, segment.last_key)
 
@@ -287,6 +268,7 @@ class SegmentIndex:
             self.covered = last_key
             self.damaged = {**self.damaged, **damaged}
             self._remove_unlisted()
+            self._checked.save(s.file for s in self.segments)
             return True
 
     def _written_by_another(self) -> bool:
@@ -325,9 +307,8 @@ class SegmentIndex:
         segmentfile.write(temporary, keys, vectors, self.dimension)
         _fsync(temporary)
         os.replace(temporary, self.folder / name)
-        segment = Segment(
-            name, self.covered + 1, last_key, len(keys), _sha256(self.folder / name), tuple(probes)
-        )
+        digest = self._checked.digest(self.folder / name)
+        segment = Segment(name, self.covered + 1, last_key, len(keys), digest, tuple(probes))
         return segment, self._view(segment)
 
     def reset(self) -> None:
@@ -355,8 +336,9 @@ class SegmentIndex:
 
     def _clear(self) -> None:
         """Remove the manifest and every segment file (the folder itself stays, with its lock)."""
-        with contextlib.suppress(FileNotFoundError):
-            (self.folder / _MANIFEST).unlink()
+        for name in (_MANIFEST, RECORD):
+            with contextlib.suppress(FileNotFoundError):
+                (self.folder / name).unlink()
         for path in self.folder.glob("seg-*"):
             path.unlink(missing_ok=True)
 
