@@ -32,12 +32,17 @@ import threading
 from collections.abc import Iterable
 from pathlib import Path
 
+from dreamer.embeddings.segmentfile import fresh
+
 __all__ = ["RECORD", "CheckedFiles", "file_identity"]
 
 #: The folder's record of files found to hold their bytes.
 RECORD = "checked.json"
 _FORMAT = 1
 _HASH_CHUNK = 1 << 20
+#: A record larger than this is not read (one file's entry is about 120 bytes: 16 MiB is a ledger
+#: of some 500 million vectors).
+_RECORD_LIMIT = 16 << 20
 
 #: Files hashed in this process: (path, identity) -> SHA-256 (a read-only owner records nothing).
 _HASHED: dict[tuple[str, tuple[int, ...]], str] = {}
@@ -85,7 +90,8 @@ class CheckedFiles:
             return
         temporary = self.folder / f".{RECORD}.{os.getpid()}.{threading.get_ident()}.tmp"
         try:
-            temporary.write_text(json.dumps({"format": _FORMAT, "files": entries}), encoding="utf-8")
+            with fresh(temporary) as handle:  # a symlink put in its place is refused, not written through
+                handle.write(json.dumps({"format": _FORMAT, "files": entries}).encode("utf-8"))
             os.replace(temporary, self.folder / RECORD)
         except OSError:
             with contextlib.suppress(OSError):
@@ -97,8 +103,20 @@ class CheckedFiles:
         """The record's entries that are well formed (five integers and a digest); none when the
         record is missing, unreadable or of another format."""
         try:
-            raw = json.loads((self.folder / RECORD).read_text(encoding="utf-8"))
-        except (OSError, ValueError, UnicodeDecodeError):
+            handle = os.open(self.folder / RECORD, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:  # none yet, or a symlink (never followed)
+            return {}
+        try:
+            data = os.read(handle, _RECORD_LIMIT + 1)  # a FIFO or a device answers at once, or not at all
+        except OSError:
+            return {}
+        finally:
+            os.close(handle)
+        if len(data) > _RECORD_LIMIT:
+            return {}
+        try:
+            raw = json.loads(data.decode("utf-8"))
+        except (ValueError, UnicodeDecodeError):
             return {}
         files = raw.get("files") if isinstance(raw, dict) and raw.get("format") == _FORMAT else None
         if not isinstance(files, dict):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -47,7 +48,9 @@ def _new_process(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def _two_segments(folder: Path) -> SegmentIndex:
     index, _ = built(folder, 100)
-    assert index.add_segment(list(range(101, 151)), unit_rows(50, seed=1), last_key=150, probes=[], damaged={})
+    assert index.add_segment(
+        list(range(101, 151)), unit_rows(50, seed=1), last_key=150, probes=[], damaged={}
+    )
     return index
 
 
@@ -92,7 +95,9 @@ def test_a_file_written_in_place_is_hashed_again_and_set_aside(
     assert not (tmp_path / "ix" / RECORD).exists(), "the record goes with the segments"
 
 
-def test_a_copied_folder_is_hashed_again(tmp_path: Path, hashed: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_copied_folder_is_hashed_again(
+    tmp_path: Path, hashed: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A copy keeps names, sizes and (with copy2) times, not the inode: every file is read again."""
     index = _two_segments(tmp_path / "ix")
     shutil.copytree(tmp_path / "ix", tmp_path / "copy", copy_function=shutil.copy2)
@@ -150,7 +155,9 @@ def test_a_record_naming_another_digest_sets_the_folder_aside_and_it_is_built_ag
     assert SegmentIndex(tmp_path / "ix", IDENTITY, 16, writable=True).rows == 50
 
 
-def test_a_read_only_index_records_nothing(tmp_path: Path, hashed: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_read_only_index_records_nothing(
+    tmp_path: Path, hashed: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     index = _two_segments(tmp_path / "ix")
     (tmp_path / "ix" / RECORD).unlink()
     _new_process(monkeypatch)
@@ -188,3 +195,48 @@ def test_the_record_keeps_only_the_files_listed(tmp_path: Path, hashed: list[str
     checked.save(["a.i8"])
     assert sorted(json.loads((folder / RECORD).read_text())["files"]) == ["a.i8"]
     assert CheckedFiles(folder).digest(folder / "a.i8") == digests["a.i8"]
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "oversized", "device"])
+def test_a_record_that_is_not_a_plain_small_file_is_not_read(
+    tmp_path: Path, hashed: list[str], monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A symlink (even to a record that would vouch for the files), a FIFO nobody writes, a
+    record over the size limit, a device that never ends: each is passed over at once, the files
+    are hashed, and a plain record takes its place."""
+    index = _two_segments(tmp_path / "ix")
+    record = tmp_path / "ix" / RECORD
+    elsewhere = tmp_path / "elsewhere.json"
+    record.rename(elsewhere)
+    if kind == "symlink":
+        record.symlink_to(elsewhere)
+    elif kind == "fifo":
+        os.mkfifo(record)
+    elif kind == "oversized":
+        monkeypatch.setattr(segmentcheck, "_RECORD_LIMIT", elsewhere.stat().st_size - 1)
+        shutil.copy(elsewhere, record)
+    else:
+        record.symlink_to("/dev/zero")
+        monkeypatch.setattr(segmentcheck.os, "O_NOFOLLOW", 0)  # as if it were followed
+    hashed.clear()
+    _new_process(monkeypatch)
+    again = SegmentIndex(tmp_path / "ix", IDENTITY, 16, writable=True)
+    assert again.rows == 150 and sorted(hashed) == sorted(s.file for s in index.segments)
+    assert record.is_file() and not record.is_symlink()
+    assert sorted(json.loads(record.read_text())["files"]) == sorted(hashed)
+    assert json.loads(elsewhere.read_text())["files"], "what the symlink named is untouched"
+
+
+def test_a_symlink_put_where_the_record_is_written_is_not_written_through(
+    tmp_path: Path, hashed: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _two_segments(tmp_path / "ix")
+    (tmp_path / "ix" / RECORD).unlink()
+    victim = tmp_path / "victim"
+    victim.write_text("keep me")
+    temporary = tmp_path / "ix" / f".{RECORD}.{os.getpid()}.{threading.get_ident()}.tmp"
+    temporary.symlink_to(victim)
+    _new_process(monkeypatch)
+    assert SegmentIndex(tmp_path / "ix", IDENTITY, 16, writable=True).rows == 150
+    assert victim.read_text() == "keep me" and not temporary.exists()
+    assert (tmp_path / "ix" / RECORD).is_file()
