@@ -28,11 +28,12 @@ import contextlib
 import hashlib
 import json
 import os
+import stat
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from dreamer.embeddings.segmentfile import fresh
+from dreamer.embeddings.segmentfile import fresh, read_plain
 
 __all__ = ["RECORD", "CheckedFiles", "file_identity"]
 
@@ -51,7 +52,10 @@ _HASHED_LOCK = threading.Lock()
 
 def file_identity(path: Path) -> tuple[int, int, int, int, int]:
     """Device, inode, size, modification and change time (ns) of ``path``; ``OSError`` if none."""
-    found = path.stat()
+    return _identity(os.stat(path, follow_symlinks=False))
+
+
+def _identity(found: os.stat_result) -> tuple[int, int, int, int, int]:
     return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
 
 
@@ -65,18 +69,26 @@ class CheckedFiles:
 
     def digest(self, path: Path) -> str:
         """The file's SHA-256: recorded (in the folder or by this process) for this very file, else
-        hashed now and noted for :meth:`save`. ``OSError`` when it cannot be read."""
-        identity = file_identity(path)
-        key = (str(path), identity)
-        with _HASHED_LOCK:
-            known = _HASHED.get(key)
-        recorded = self._recorded.get(path.name)
-        if known is None and recorded is not None and tuple(recorded[:5]) == identity:
-            known = str(recorded[5])
-        if known is None:
-            known = _hash(path)
+        hashed now and noted for :meth:`save`. ``OSError`` when it cannot be read, ``ValueError``
+        when it is not a plain file (a symlink is not followed, a FIFO or a device not read)."""
+        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            found = os.fstat(handle)
+            if not stat.S_ISREG(found.st_mode):
+                raise ValueError(f"{path.name} is not a plain file")
+            identity = _identity(found)
+            key = (str(path), identity)
             with _HASHED_LOCK:
-                _HASHED[key] = known
+                known = _HASHED.get(key)
+            recorded = self._recorded.get(path.name)
+            if known is None and recorded is not None and tuple(recorded[:5]) == identity:
+                known = str(recorded[5])
+            if known is None:
+                known = _hash(handle)
+                with _HASHED_LOCK:
+                    _HASHED[key] = known
+        finally:
+            os.close(handle)
         if recorded is None or tuple(recorded[:5]) != identity or recorded[5] != known:
             self._found[path.name] = [*identity, known]
         return known
@@ -103,20 +115,8 @@ class CheckedFiles:
         """The record's entries that are well formed (five integers and a digest); none when the
         record is missing, unreadable or of another format."""
         try:
-            handle = os.open(self.folder / RECORD, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-        except OSError:  # none yet, or a symlink (never followed)
-            return {}
-        try:
-            data = os.read(handle, _RECORD_LIMIT + 1)  # a FIFO or a device answers at once, or not at all
-        except OSError:
-            return {}
-        finally:
-            os.close(handle)
-        if len(data) > _RECORD_LIMIT:
-            return {}
-        try:
-            raw = json.loads(data.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError):
+            raw = json.loads(read_plain(self.folder / RECORD, _RECORD_LIMIT).decode("utf-8"))
+        except (OSError, ValueError, UnicodeDecodeError):  # none yet, a symlink, a FIFO, too large
             return {}
         files = raw.get("files") if isinstance(raw, dict) and raw.get("format") == _FORMAT else None
         if not isinstance(files, dict):
@@ -131,9 +131,8 @@ class CheckedFiles:
         }
 
 
-def _hash(path: Path) -> str:
+def _hash(handle: int) -> str:
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while chunk := handle.read(_HASH_CHUNK):
-            digest.update(chunk)
+    while chunk := os.read(handle, _HASH_CHUNK):
+        digest.update(chunk)
     return digest.hexdigest()

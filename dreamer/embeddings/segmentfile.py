@@ -14,6 +14,7 @@ nothing of it is kept between scans, so the process holds none of it.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,23 @@ def fresh(path: Path) -> BinaryIO:
     rather than written through."""
     path.unlink(missing_ok=True)
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb")
+
+
+def read_plain(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, a small file of the folder: a symlink is not followed, a FIFO or a
+    device is not waited on, and a file over ``limit`` bytes is not read whole (``OSError`` for
+    the first, ``ValueError`` for the others; ``FileNotFoundError`` when there is none)."""
+    handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            raise ValueError(f"{path.name} is not a plain file")
+        with os.fdopen(os.dup(handle), "rb") as reader:
+            data = reader.read(limit + 1)
+    finally:
+        os.close(handle)
+    if len(data) > limit:
+        raise ValueError(f"{path.name} is larger than {limit} bytes")
+    return data
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from dreamer.embeddings import segmentfile
 from dreamer.embeddings.segmentcheck import RECORD, CheckedFiles
-from dreamer.embeddings.segmentfile import SUFFIX, Quantised, SegmentFile
+from dreamer.embeddings.segmentfile import SUFFIX, Quantised, SegmentFile, read_plain
 from dreamer.log import get_logger
 
 if TYPE_CHECKING:
@@ -67,6 +67,8 @@ SEGMENT_ROWS = 4_096
 #: still leave ``k`` it does, and the codes' rounding cannot push out a true neighbour.
 SLACK = 8
 _MANIFEST = "manifest.json"
+#: A manifest larger than this is set aside unread (a segment's entry is about 300 bytes).
+_MANIFEST_LIMIT = 256 << 20
 
 
 def on_disk(folder: Path) -> tuple[int, int]:
@@ -76,7 +78,7 @@ def on_disk(folder: Path) -> tuple[int, int]:
     segments = rows = 0
     for manifest in sorted(folder.glob(f"*/{_MANIFEST}")) if folder.is_dir() else []:
         try:
-            raw = json.loads(manifest.read_text(encoding="utf-8"))
+            raw = json.loads(read_plain(manifest, _MANIFEST_LIMIT).decode("utf-8"))
             listed = [Segment.from_json(s) for s in raw["segments"]]
         except (OSError, ValueError, TypeError, KeyError, UnicodeDecodeError):
             continue
@@ -181,7 +183,7 @@ class SegmentIndex:
         if not path.exists():
             return
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
+            raw = json.loads(read_plain(path, _MANIFEST_LIMIT).decode("utf-8"))
             if not isinstance(raw, dict):
                 raise ValueError("it is not a JSON object")
             if raw.get("format") != FORMAT or raw.get("identity") != self.identity:
@@ -275,7 +277,7 @@ class SegmentIndex:
         """Whether the manifest on disk is not the one this index last read or wrote (another
         process built or cleared since: building on ours would drop theirs)."""
         try:
-            raw = json.loads((self.folder / _MANIFEST).read_text(encoding="utf-8"))
+            raw = json.loads(read_plain(self.folder / _MANIFEST, _MANIFEST_LIMIT).decode("utf-8"))
             listed = [s.get("file") for s in raw["segments"]], raw["covered"]
         except FileNotFoundError:
             listed = [], 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import stat
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from dreamer.embeddings import segmentcheck
+from dreamer.embeddings import segmentcheck, segments
 from dreamer.embeddings.segmentcheck import RECORD, CheckedFiles, file_identity
 from dreamer.embeddings.segments import SegmentIndex
 from tests.integration.embeddings.test_segments import IDENTITY, built, unit_rows
@@ -33,9 +34,9 @@ def hashed(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     names: list[str] = []
     real = segmentcheck._hash
 
-    def counting(path: Path) -> str:
-        names.append(path.name)
-        return real(path)
+    def counting(handle: int) -> str:
+        names.append(Path(os.readlink(f"/proc/self/fd/{handle}")).name)
+        return real(handle)
 
     monkeypatch.setattr(segmentcheck, "_hash", counting)
     monkeypatch.setattr(segmentcheck, "_HASHED", {})
@@ -240,3 +241,55 @@ def test_a_symlink_put_where_the_record_is_written_is_not_written_through(
     assert SegmentIndex(tmp_path / "ix", IDENTITY, 16, writable=True).rows == 150
     assert victim.read_text() == "keep me" and not temporary.exists()
     assert (tmp_path / "ix" / RECORD).is_file()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "device", "fifo"])
+def test_a_segment_that_is_not_a_plain_file_is_set_aside_unread(
+    tmp_path: Path, hashed: list[str], monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """A segment's name taken by a symlink (to the very bytes it held), a device that never ends
+    or a FIFO: never followed, read or waited on; the folder is set aside as damaged."""
+    index = _two_segments(tmp_path / "ix")
+    target = tmp_path / "ix" / index.segments[0].file
+    kept = tmp_path / "kept.i8"
+    target.rename(kept)
+    if kind == "symlink":
+        target.symlink_to(kept)
+    elif kind == "device":
+        try:  # a device node like /dev/zero in the folder itself (needs the right to make one)
+            os.mknod(target, stat.S_IFCHR | 0o600, os.makedev(1, 5))
+        except PermissionError:
+            pytest.skip("this user cannot make a device node")
+    else:
+        os.mkfifo(target)
+    hashed.clear()
+    _new_process(monkeypatch)
+    with capture_logs() as logs:
+        opened = SegmentIndex(tmp_path / "ix", IDENTITY, 16, writable=True)
+    assert (opened.rows, hashed) == (0, [])
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == [SET_ASIDE]
+    assert kept.exists()
+
+
+@pytest.mark.parametrize("kind", ["symlink", "fifo", "oversized"])
+def test_a_manifest_that_is_not_a_plain_small_file_is_set_aside_unread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    _two_segments(tmp_path / "ix")
+    manifest = tmp_path / "ix" / "manifest.json"
+    elsewhere = tmp_path / "manifest.json"
+    manifest.rename(elsewhere)
+    if kind == "symlink":
+        manifest.symlink_to(elsewhere)
+    elif kind == "fifo":
+        os.mkfifo(manifest)
+    else:
+        monkeypatch.setattr(segments, "_MANIFEST_LIMIT", elsewhere.stat().st_size - 1)
+        shutil.copy(elsewhere, manifest)
+    assert segments.on_disk(tmp_path) == (0, 0), "dreamer status counts it as nothing, at once"
+    _new_process(monkeypatch)
+    with capture_logs() as logs:
+        opened = SegmentIndex(tmp_path / "ix", IDENTITY, 16, writable=True)
+    assert opened.rows == 0
+    assert [e["event"] for e in logs if e["log_level"] == "warning"] == [SET_ASIDE]
+    assert json.loads(elsewhere.read_text())["segments"], "what the symlink named is untouched"
