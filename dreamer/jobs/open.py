@@ -128,15 +128,18 @@ def _searching_embedder(config: Config) -> Embedder | None:
     return make_embedder(config)
 
 
-def open_state(config: Config) -> StateStore:
+def open_state(config: Config, *, existing: bool = False) -> StateStore:
     """The state ``[state]`` names: the file at ``config.state_path``, created (with its directory)
-    when there is none, or the PostgreSQL schema, its tables made when it has none."""
+    when there is none (``existing``: a missing file is a StateFileError), or the PostgreSQL
+    schema, its tables made when it has none."""
     if config.state.backend == "postgres":
         from dreamer.state.pgstore import open_postgres  # the driver loads only when it is used
 
         return open_postgres(config.state)
-    config.state_dir.mkdir(parents=True, exist_ok=True)
-    return StateStore.open(config.state_path, on_upgrade=functools.partial(_upgrading, config.state_path))
+    if not existing:
+        config.state_dir.mkdir(parents=True, exist_ok=True)
+    upgrading = functools.partial(_upgrading, config.state_path)
+    return StateStore.open(config.state_path, on_upgrade=upgrading, existing=existing)
 
 
 def _upgrading(path: Path, schema: int) -> None:

@@ -87,7 +87,9 @@ def _upgrade(config: Config, batch: int, batches: int) -> tuple[int, bool]:
     from dreamer.rollup.judging import upgrade_sketches  # the roll-up room loads with the first run
 
     upgraded, done = 0, False
-    with open_state(config) as state:
+    # Never a new file: the state may have been removed since the run (the daemon then runs no
+    # more until it is back; a new, empty one here would make it start over).
+    with open_state(config, existing=True) as state:
         for _ in range(batches):
             count, done = upgrade_sketches(state, batch)
             upgraded += count

@@ -22,6 +22,7 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
+from urllib.parse import quote
 
 from dreamer.diskfaults import space_fault
 from dreamer.errors import StateFileError
@@ -47,22 +48,31 @@ class StateStore(RunRecords, Watermarks, Ledger, WordIndex, Vectors, PeerRanks, 
     SQLite; on PostgreSQL, :mod:`.pgstore`, across hosts)."""
 
     @classmethod
-    def open(cls, path: Path, *, on_upgrade: Callable[[int], None] | None = None) -> StateStore:
-        """Open the state file, creating it when there is none. A file that is not a Dreamer state
+    def open(
+        cls, path: Path, *, on_upgrade: Callable[[int], None] | None = None, existing: bool = False
+    ) -> StateStore:
+        """Open the state file, creating it when there is none (unless ``existing``: then a missing
+        file is a :class:`StateFileError`, as for the daemon's upkeep, which must never start a new
+        state beside a removed one). A file that is not a Dreamer state
         file of a schema this code reads (garbage, empty, another program's, a newer Dreamer's) is
         refused with :class:`StateFileError`, never replaced: that would forget every watermark.
         A file of an older schema is upgraded first, ``on_upgrade`` told its schema before."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if not existing:
+            path.parent.mkdir(parents=True, exist_ok=True)
         if path.is_symlink():
             raise StateFileError(
                 f"{path}: the state file is a symbolic link, which Dreamer does not follow; "
                 "set state_dir to the directory that holds the real file"
             )
         if not path.exists():
+            if existing:
+                raise StateFileError(f"{path}: the state file is not there; nothing was created in its place")
             create(path)
         try:
+            # With ``existing``, SQLite is told not to create it either (it may go in between).
+            where = f"file:{quote(str(path))}?mode=rw" if existing else str(path)
             conn = sqlite3.connect(
-                path, timeout=LOCK_TIMEOUT_S, isolation_level=None, check_same_thread=False
+                where, timeout=LOCK_TIMEOUT_S, isolation_level=None, check_same_thread=False, uri=existing
             )
         except sqlite3.Error as exc:
             raise StateFileError(f"{path}: cannot open the state file: {exc}") from None

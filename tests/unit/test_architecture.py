@@ -25,6 +25,7 @@ RANKS: dict[str, int] = {
     "dreamer.cardrank": 0,
     "dreamer.diskfaults": 0,
     "dreamer.heap": 0,
+    "dreamer.sqlitestats": 0,
     "dreamer.config": 1,
     "dreamer.details": 1,
     "dreamer.outcomes": 1,

@@ -138,6 +138,22 @@ class TestUpgrade:
         assert said["event"] == "could not upgrade the ledger's older cards" and said["level"] == "warning"
 
 
+    async def test_a_state_removed_since_the_run_is_not_created_again(
+        self, tmp_path: Path, logs: io.StringIO
+    ) -> None:
+        """The state file removed between a run and its upkeep (the daemon then runs no more until
+        it is back): the upkeep says it could not upgrade, and creates nothing at the path, so the
+        daemon's next check still finds the file removed, not replaced by a new, empty one."""
+        config = seeded(tmp_path, fields=4)
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{config.state_path}{suffix}").unlink(missing_ok=True)
+        await upgrade_ledger(config)
+        said = records(logs)[-1]
+        assert said["event"] == "could not upgrade the ledger's older cards" and said["level"] == "warning"
+        assert "not there" in said["error"]
+        assert sorted(p.name for p in config.state_path.parent.iterdir()) == []
+
+
 class TestCheckpoint:
     async def test_it_writes_the_log_back_and_says_what_it_wrote(
         self, logs: io.StringIO, tmp_path: Path
