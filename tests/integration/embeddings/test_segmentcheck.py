@@ -14,7 +14,7 @@ import os
 import shutil
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -53,6 +53,19 @@ def _two_segments(folder: Path) -> SegmentIndex:
         list(range(101, 151)), unit_rows(50, seed=1), last_key=150, probes=[], damaged={}
     )
     return index
+
+
+def _put_aside(path: Path, elsewhere: Path, kind: str, set_limit: Callable[[int], None]) -> None:
+    """Move ``path`` to ``elsewhere`` and put in its place a symlink to it, a FIFO, or a copy one
+    byte over the limit ``set_limit`` sets."""
+    path.rename(elsewhere)
+    if kind == "symlink":
+        path.symlink_to(elsewhere)
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        set_limit(elsewhere.stat().st_size - 1)
+        shutil.copy(elsewhere, path)
 
 
 def test_a_new_process_takes_the_recorded_digests_without_reading_the_files(
@@ -206,19 +219,15 @@ def test_a_record_that_is_not_a_plain_small_file_is_not_read(
     record over the size limit, a device that never ends: each is passed over at once, the files
     are hashed, and a plain record takes its place."""
     index = _two_segments(tmp_path / "ix")
-    record = tmp_path / "ix" / RECORD
-    elsewhere = tmp_path / "elsewhere.json"
-    record.rename(elsewhere)
-    if kind == "symlink":
-        record.symlink_to(elsewhere)
-    elif kind == "fifo":
-        os.mkfifo(record)
-    elif kind == "oversized":
-        monkeypatch.setattr(segmentcheck, "_RECORD_LIMIT", elsewhere.stat().st_size - 1)
-        shutil.copy(elsewhere, record)
-    else:
+    record, elsewhere = tmp_path / "ix" / RECORD, tmp_path / "elsewhere.json"
+    if kind == "device":
+        record.rename(elsewhere)
         record.symlink_to("/dev/zero")
         monkeypatch.setattr(segmentcheck.os, "O_NOFOLLOW", 0)  # as if it were followed
+    else:
+        _put_aside(
+            record, elsewhere, kind, lambda size: monkeypatch.setattr(segmentcheck, "_RECORD_LIMIT", size)
+        )
     hashed.clear()
     _new_process(monkeypatch)
     again = SegmentIndex(tmp_path / "ix", IDENTITY, 16, writable=True)
@@ -276,16 +285,8 @@ def test_a_manifest_that_is_not_a_plain_small_file_is_set_aside_unread(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
 ) -> None:
     _two_segments(tmp_path / "ix")
-    manifest = tmp_path / "ix" / "manifest.json"
-    elsewhere = tmp_path / "manifest.json"
-    manifest.rename(elsewhere)
-    if kind == "symlink":
-        manifest.symlink_to(elsewhere)
-    elif kind == "fifo":
-        os.mkfifo(manifest)
-    else:
-        monkeypatch.setattr(segments, "_MANIFEST_LIMIT", elsewhere.stat().st_size - 1)
-        shutil.copy(elsewhere, manifest)
+    manifest, elsewhere = tmp_path / "ix" / "manifest.json", tmp_path / "manifest.json"
+    _put_aside(manifest, elsewhere, kind, lambda size: monkeypatch.setattr(segments, "_MANIFEST_LIMIT", size))
     assert segments.on_disk(tmp_path) == (0, 0), "dreamer status counts it as nothing, at once"
     _new_process(monkeypatch)
     with capture_logs() as logs:
