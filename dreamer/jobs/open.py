@@ -30,11 +30,14 @@ log = get_logger("dreamer.readside")
 #: The state's: an upgrade before use.
 state_log = get_logger("dreamer.state")
 
-#: ``"write"``: the state file, created when there is none (a run). ``"present"``: the state file
-#: when there is one (an error when it will not open), else None: a command that only reads
-#: (``status``, ``card``) never creates one. ``"read"``: the state file when there is one and it
-#: opens, else None (a recall goes on without the ledger's marks; the failure is logged).
-StateNeed = Literal["write", "present", "read"]
+#: ``"write"``: the state file, created when there is none (a run). ``"there"``: the state file,
+#: an error when there is none (the daemon's runs: the daemon made it at start and checks before
+#: each run that it is still there, so a run never starts a new, empty one beside a removed one).
+#: ``"present"``: the state file when there is one (an error when it will not open), else None: a
+#: command that only reads (``status``, ``card``) never creates one. ``"read"``: the state file when
+#: there is one and it opens, else None (a recall goes on without the ledger's marks; the failure
+#: is logged).
+StateNeed = Literal["write", "there", "present", "read"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +95,8 @@ async def open_for(
         ledger = None
         if state == "write" or (state == "present" and state_there(config)):
             ledger = stack.enter_context(open_state(config))
+        elif state == "there":
+            ledger = stack.enter_context(open_state(config, existing=True))
         elif state == "read":
             ledger = open_ledger(config)
             if ledger is not None:

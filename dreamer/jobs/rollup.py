@@ -42,9 +42,10 @@ class RollupJob:
     ``reports`` keeps each run's full report by run id for a caller that prints it and pops it; the
     daemon's job keeps none (a report kept per run, idle runs included, was most of the +7.9 MiB
     the daemon grew over 1,000 cycles of ``bench.daemon``; +2.1 MiB without them).
-    ``backend``, when given, is used and not closed. With ``defer_checkpoint`` (the daemon's job)
-    a run's commits leave the state file's checkpoint to the daemon, which runs it once the run
-    has finished (:meth:`~dreamer.state.StateStore.defer_checkpoints`).
+    ``backend``, when given, is used and not closed. With ``daemon`` (the daemon's job) a run's
+    commits leave the state file's checkpoint to the daemon, which runs it once the run has
+    finished (:meth:`~dreamer.state.StateStore.defer_checkpoints`), and a run opens the state file
+    only if it is there (the daemon made it at start; a run must not start a new, empty one).
     """
 
     def __init__(
@@ -55,10 +56,10 @@ class RollupJob:
         on_step: StepHook | None = None,
         backend: MemoryBackend | None = None,
         keep_reports: bool = False,
-        defer_checkpoint: bool = False,
+        daemon: bool = False,
     ) -> None:
         self.dry_run = dry_run
-        self.defer_checkpoint = defer_checkpoint
+        self.daemon = daemon
         self.keep_reports = keep_reports
         self.since = since
         self.on_step = on_step
@@ -154,10 +155,11 @@ class RollupJob:
         # The judge's embedder also makes the embedded store's recall hybrid (Hindsight ignores it).
         embedder = semantic.embedder if semantic is not None else None
         async with open_for(
-            config, backend=True, use_backend=self.backend, embedder=embedder, state="write"
+            config, backend=True, use_backend=self.backend, embedder=embedder,
+            state="there" if self.daemon else "write",
         ) as opened, _leases(seat, opened.state, profile, config.upstream_bank_id(profile)):
             backend, state = opened.backend, opened.state
-            if self.defer_checkpoint:
+            if self.daemon:
                 state.defer_checkpoints()
             banks = [config.bank_id(p.bank) for p in config.enabled_profiles().values()]
             bank_id = config.profile_bank_id(profile)

@@ -35,6 +35,7 @@ from dreamer.config import Config, load_config
 from dreamer.embeddings.factory import EmbedderChoice, check_embeddings, describe_embedder
 from dreamer.errors import ConfigError, DreamerError, ExitCode
 from dreamer.jobs.leases import runs_here, start_hosting
+from dreamer.jobs.open import state_name
 from dreamer.jobs.spec import JobRunner, JobSpec
 from dreamer.jobs.upkeep import after_run
 from dreamer.log import get_logger
@@ -234,7 +235,9 @@ class Daemon:
             embedder = check_embeddings(new_config, str(self.config_path))
             new_plan = plan_jobs(new_config)
             recorder = self.recorder
-            if self._open_recorder is not None and new_config.state_dir != self.config.state_dir:
+            # Another state (a moved state_dir, another backend or schema): the daemon opens it,
+            # making it if need be, as it did at start; its runs open only a state that is there.
+            if self._open_recorder is not None and state_name(new_config) != state_name(self.config):
                 recorder = self._open_recorder(new_config)
         except ConfigError as exc:
             record = ReloadRecord(_utcnow(), False, _problems_text(exc))

@@ -73,7 +73,7 @@ class ImportedRunner:
 
 # kind -> runner used by the daemon unless a runner is injected.
 DEFAULT_RUNNERS: Mapping[str, JobRunner] = {
-    "rollup": RollupJob(defer_checkpoint=True),
+    "rollup": RollupJob(daemon=True),
     "audit": ImportedRunner("dreamer.jobs.audit", "run_audit_job"),
 }
 

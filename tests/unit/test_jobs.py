@@ -323,21 +323,26 @@ class TestKindDispatcher:
         assert '"exc_type": "UnknownJobKind"' in logs.getvalue()
 
     async def test_default_runner_runs_the_rollup_pipeline(self, logs: io.StringIO, tmp_path: Path) -> None:
-        """The default roll-up runner is the real pipeline: an empty embedded bank ends `idle`."""
+        """The default roll-up runner is the real pipeline: an empty embedded bank ends `idle`
+        (on the state the daemon made at start)."""
+        from dreamer.jobs.open import open_state
         from dreamer.service.runner import default_runner
 
-        result = await execute_job(make_config(state_dir=str(tmp_path)), spec(), default_runner())
+        config = make_config(state_dir=str(tmp_path))
+        open_state(config).close()
+        result = await execute_job(config, spec(), default_runner())
         assert result.outcome.outcome == "idle"
         assert "empty or not created" in result.outcome.detail
 
 
 class TestTheDaemonsRunner:
-    def test_its_rollup_job_leaves_the_checkpoint_to_the_daemon(self) -> None:
-        """The runner the daemon uses defers (`dreamer.jobs.upkeep` checkpoints once a run has
-        finished); `dreamer rollup`'s (`run_rollups_now`) is made apart and does not."""
+    def test_its_rollup_job_is_the_daemons(self) -> None:
+        """The runner the daemon uses defers the checkpoint (`dreamer.jobs.upkeep` checkpoints once
+        a run has finished) and never creates the state file; `dreamer rollup`'s
+        (`run_rollups_now`) is made apart and does neither."""
         from dreamer.service.runner import DEFAULT_RUNNERS
 
-        assert DEFAULT_RUNNERS["rollup"].defer_checkpoint is True  # type: ignore[attr-defined]
+        assert DEFAULT_RUNNERS["rollup"].daemon is True  # type: ignore[attr-defined]
 
 
 class TestErrorsAsOutcomes:

@@ -13,8 +13,10 @@ import pytest
 
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
+from dreamer.jobs.open import open_state
 from dreamer.jobs.rollup import RollupJob, run_modules
 from dreamer.service.plan import plan_jobs
+from dreamer.service.runner import execute_job
 from tests.support.configs import config_data, loaded
 
 
@@ -29,6 +31,7 @@ async def run_twice(
     if embeddings is not None:
         data["embeddings"] = embeddings
     cfg = loaded(tmp_path, data)
+    open_state(cfg).close()  # made before the first run, as the daemon makes it at start
     spec = plan_jobs(cfg)["rollup:research"]
     run_ids = []
     texts = ["Atlas runs Nextcloud 28 behind nginx.", "Borg backs up atlas nightly at 02:00."]
@@ -137,7 +140,7 @@ class TestCheckpoint:
     async def test_the_daemons_job_commits_without_checkpointing(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, defer: bool
     ) -> None:
-        """With defer_checkpoint (the daemon's job) a run's state connection commits with SQLite's
+        """In the daemon's job a run's state connection commits with SQLite's
         automatic checkpoint off, leaving it to the daemon once the run has finished; without it
         (``dreamer rollup``) SQLite's default of 1,000 pages stays."""
         from dreamer.rollup import pipeline
@@ -150,8 +153,35 @@ class TestCheckpoint:
             return commit(self, *args, **kwargs)
 
         monkeypatch.setattr(pipeline.Rollup, "_commit", recording)
-        await run_twice(tmp_path, RollupJob(defer_checkpoint=defer))
+        await run_twice(tmp_path, RollupJob(daemon=defer))
         assert seen == ([0, 0] if defer else [1000, 1000])
+
+
+class TestStateThere:
+    async def test_the_daemons_job_never_creates_the_state_file(self, tmp_path: Path) -> None:
+        """The state file gone after the daemon's check (before the run opened it): the run ends
+        in an error that says so, and nothing is created at the path; `dreamer rollup`'s job
+        creates a state file where there is none, as before."""
+        cfg = loaded(tmp_path, config_data(state_dir=str(tmp_path / "state")))
+        backend = EmbeddedBackend(cfg.embedded_path)
+        try:
+            await backend.retain(cfg.bank_id("research"), [RetainItem(content="Atlas runs nginx.")])
+        finally:
+            await backend.aclose()
+        spec = plan_jobs(cfg)["rollup:research"]
+        daemons = RollupJob(daemon=True)
+        try:
+            result = await execute_job(cfg, spec, daemons)
+        finally:
+            await daemons.aclose()
+        assert result.outcome.outcome == "failed" and "not there" in result.outcome.detail, result
+        assert not cfg.state_path.exists()
+        commands = RollupJob()
+        try:
+            assert (await commands(cfg, spec, "run-1")).outcome == "promoted"
+        finally:
+            await commands.aclose()
+        assert cfg.state_path.is_file()
 
 
 RECORDER = """

@@ -232,6 +232,28 @@ class TestStateFileSwapped:
             assert stop(daemon, notify) == 0
         assert not (state / "state.sqlite3").exists()
 
+    def test_a_reload_to_another_state_dir_makes_the_state_there_and_runs_on(
+        self, tmp_path: Path, notify: NotifySocket
+    ) -> None:
+        """SIGHUP with state_dir moved to a directory holding no state yet: the daemon makes the
+        file there as it reloads (its runs never make one), and the runs after go on, recorded
+        in it."""
+        first, moved = tmp_path / "state", tmp_path / "moved"
+        config = write_config(tmp_path / "config.toml", first)
+        with DaemonProcess(
+            run_args(config), log_path=tmp_path / "out.log", env={"NOTIFY_SOCKET": notify.path}
+        ) as daemon:
+            daemon.wait_for_records(job_finished("research", "idle"), count=1)
+            config.write_text(config_text(moved), encoding="utf-8")
+            mark = len(notify.messages)
+            daemon.send(signal.SIGHUP)
+            reloading = notify.wait_for(has("RELOADING", "1"), after=mark, what="RELOADING=1")
+            notify.wait_for(has("READY", "1"), after=reloading, what="READY=1 after reload")
+            after = len(daemon.records())
+            daemon.wait_for_records(job_finished("research", "idle"), after=after, count=2)
+            assert stop(daemon, notify) == 0
+        assert len(runs(moved)) >= 2
+
 
 class TestReload:
     def test_bad_file_keeps_old_config_and_says_so(self, tmp_path: Path, notify: NotifySocket) -> None:
