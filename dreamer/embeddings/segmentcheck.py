@@ -28,14 +28,13 @@ import contextlib
 import hashlib
 import json
 import os
-import stat
 import threading
 from collections.abc import Iterable
 from pathlib import Path
 
-from dreamer.embeddings.segmentfile import fresh, read_plain
+from dreamer.embeddings.segmentfile import fresh, open_plain, read_plain
 
-__all__ = ["RECORD", "CheckedFiles", "file_identity"]
+__all__ = ["RECORD", "CheckedFiles"]
 
 #: The folder's record of files found to hold their bytes.
 RECORD = "checked.json"
@@ -50,12 +49,8 @@ _HASHED: dict[tuple[str, tuple[int, ...]], str] = {}
 _HASHED_LOCK = threading.Lock()
 
 
-def file_identity(path: Path) -> tuple[int, int, int, int, int]:
-    """Device, inode, size, modification and change time (ns) of ``path``; ``OSError`` if none."""
-    return _identity(os.stat(path, follow_symlinks=False))
-
-
 def _identity(found: os.stat_result) -> tuple[int, int, int, int, int]:
+    """Device, inode, size, modification and change time (ns): what the record knows a file by."""
     return (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns)
 
 
@@ -71,11 +66,8 @@ class CheckedFiles:
         """The file's SHA-256: recorded (in the folder or by this process) for this very file, else
         hashed now and noted for :meth:`save`. ``OSError`` when it cannot be read, ``ValueError``
         when it is not a plain file (a symlink is not followed, a FIFO or a device not read)."""
-        handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        handle, found = open_plain(path)
         try:
-            found = os.fstat(handle)
-            if not stat.S_ISREG(found.st_mode):
-                raise ValueError(f"{path.name} is not a plain file")
             identity = _identity(found)
             key = (str(path), identity)
             with _HASHED_LOCK:

@@ -44,18 +44,24 @@ def fresh(path: Path) -> BinaryIO:
     return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb")
 
 
-def read_plain(path: Path, limit: int) -> bytes:
-    """The bytes of ``path``, a small file of the folder: a symlink is not followed, a FIFO or a
-    device is not waited on, and a file over ``limit`` bytes is not read whole (``OSError`` for
-    the first, ``ValueError`` for the others; ``FileNotFoundError`` when there is none)."""
+def open_plain(path: Path) -> tuple[int, os.stat_result]:
+    """``path`` opened to be read, with what ``fstat`` says of it, only when it is a plain file: a
+    symlink is not followed (``OSError``), a FIFO or a device is not waited on (``ValueError``);
+    ``FileNotFoundError`` when there is none. The caller closes the descriptor."""
     handle = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(handle).st_mode):
-            raise ValueError(f"{path.name} is not a plain file")
-        with os.fdopen(os.dup(handle), "rb") as reader:
-            data = reader.read(limit + 1)
-    finally:
+    found = os.fstat(handle)
+    if not stat.S_ISREG(found.st_mode):
         os.close(handle)
+        raise ValueError(f"{path.name} is not a plain file")
+    return handle, found
+
+
+def read_plain(path: Path, limit: int) -> bytes:
+    """The bytes of ``path``, a small plain file of the folder (:func:`open_plain`), not read
+    whole when over ``limit`` bytes (``ValueError``)."""
+    handle, _ = open_plain(path)
+    with os.fdopen(handle, "rb") as reader:
+        data = reader.read(limit + 1)
     if len(data) > limit:
         raise ValueError(f"{path.name} is larger than {limit} bytes")
     return data

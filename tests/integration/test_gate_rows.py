@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -169,15 +170,24 @@ def test_a_schema_8_file_gives_its_word_index_the_gate_and_the_probe_reads_it_al
         assert [state.scan_index(a or []) for a in asked] == found
 
 
+def _older_file(
+    path: Path, cards: int, downgrade: Callable[[Path], None]
+) -> tuple[dict[str, Any], list[Any]]:
+    """A state file of ``cards`` ledger cards taken back to an older schema by ``downgrade``: the
+    gate rows it had, and its word rows as the older schema holds them."""
+    with StateStore.open(path) as state:
+        commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(cards))])
+        written = gate_rows(state)
+    downgrade(path)
+    with sqlite3.connect(path) as conn:
+        return written, conn.execute("SELECT * FROM ledger_words ORDER BY 1, 2").fetchall()
+
+
 def test_a_schema_7_file_upgrades_keeping_every_row_and_is_backfilled_batch_by_batch(tmp_path: Path) -> None:
     path = tmp_path / "state.sqlite3"
-    with StateStore.open(path) as state:
-        commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(45))])
-        written = gate_rows(state)
-    as_schema_7(path)
+    written, words_before = _older_file(path, 45, as_schema_7)
     with sqlite3.connect(path) as conn:
         ledger_before = conn.execute("SELECT * FROM ledger ORDER BY document_id").fetchall()
-        words_before = conn.execute("SELECT * FROM ledger_words ORDER BY 1, 2").fetchall()
     with StateStore.open(path) as state:
         assert gate_rows(state) == {}
         found_before = {t: candidates(state, t) for t in NEW}  # read in full, as before gate rows
@@ -323,12 +333,7 @@ def test_a_schema_8_upgrade_without_room_for_its_log_fails_whole_and_runs_once_t
 
     with small_fs(tmp_path / "fs", size_kib=8 * 1024) as fs:
         path = fs / "state.sqlite3"
-        with StateStore.open(path) as state:
-            commit_run(state, [sketched_row(t, i) for i, t in enumerate(ledger_texts(400))])
-            written = gate_rows(state)
-        as_schema_8(path)
-        with sqlite3.connect(path) as conn:
-            words_before = conn.execute("SELECT * FROM ledger_words ORDER BY 1, 2").fetchall()
+        written, words_before = _older_file(path, 400, as_schema_8)
         fill(fs, leave_bytes=64 * 1024)
         with pytest.raises(StateFileError, match=r"full|space") as refused:
             StateStore.open(path)

@@ -21,7 +21,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from dreamer.embeddings import segmentcheck, segments
-from dreamer.embeddings.segmentcheck import RECORD, CheckedFiles, file_identity
+from dreamer.embeddings.segmentcheck import RECORD, CheckedFiles
 from dreamer.embeddings.segments import SegmentIndex
 from tests.integration.embeddings.test_segments import IDENTITY, built, unit_rows
 
@@ -77,7 +77,9 @@ def test_a_new_process_takes_the_recorded_digests_without_reading_the_files(
     record = json.loads((tmp_path / "ix" / RECORD).read_text())
     assert sorted(record["files"]) == sorted(files)
     for name in files:
-        assert record["files"][name][:5] == list(file_identity(tmp_path / "ix" / name))
+        found = (tmp_path / "ix" / name).stat()
+        identity = [found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns, found.st_ctime_ns]
+        assert record["files"][name][:5] == identity
     hashed.clear()
     _new_process(monkeypatch)
     again = SegmentIndex(tmp_path / "ix", IDENTITY, 16, writable=True)
