@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from dreamer.embeddings.base import EmbeddingsUnavailableError, require_numpy
+from dreamer.embeddings.threads import split_work
 from dreamer.embeddings.weightsfile import RowsOnDisk, WeightsFileError, load_weights, read_header
 from dreamer.heap import give_back_memory
 
@@ -306,7 +307,8 @@ class LocalEmbedder:
         return encoder
 
     def embed_sync(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """Embed on the calling thread (for benchmarks and worker threads)."""
+        """Embed from the calling thread (for benchmarks and worker threads); the forward passes
+        run on up to two threads (:func:`~dreamer.embeddings.threads.split_work`)."""
         import numpy as np
 
         encoder = self._load()
@@ -319,21 +321,27 @@ class LocalEmbedder:
         lengths = np.array([sum(e.attention_mask) for e in encoded], dtype=np.int64)
         order = np.argsort(lengths, kind="stable")
         out = np.empty((len(texts), encoder.dimension), dtype=np.float32)
-        for rows in forward_passes(lengths[order], order, self._batch, self._forward_tokens):
+
+        def forward(rows: NDArray[np.int64]) -> None:
             width = int(lengths[rows].max())
             ids = np.array([encoded[i].ids[:width] for i in rows], dtype=np.int64)
             mask = np.array([encoded[i].attention_mask[:width] for i in rows], dtype=np.int64)
-            try:
-                out[rows] = encoder.encode(ids, mask)
-            except WeightsFileError as exc:
-                # The file under the word table changed since it loaded (cut short in place): let
-                # go of this encoder, so the next call loads the file as it is now, or says why not.
-                with self._load_lock:
-                    if self._encoder is encoder:
-                        self._encoder = None
-                raise ModelFilesError(
-                    f"{self._dir}: the model file changed under the loaded model: {exc}"
-                ) from None
+            out[rows] = encoder.encode(ids, mask)
+
+        # The passes side by side (numpy lets go of the interpreter in its products), the widest
+        # first so that the last to start is short.
+        passes = forward_passes(lengths[order], order, self._batch, self._forward_tokens)
+        try:
+            split_work(forward, passes[::-1])
+        except WeightsFileError as exc:
+            # The file under the word table changed since it loaded (cut short in place): let go
+            # of this encoder, so the next call loads the file as it is now, or says why not.
+            with self._load_lock:
+                if self._encoder is encoder:
+                    self._encoder = None
+            raise ModelFilesError(
+                f"{self._dir}: the model file changed under the loaded model: {exc}"
+            ) from None
         return out
 
     async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:

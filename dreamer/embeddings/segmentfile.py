@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from dreamer.embeddings.threads import split_work, worker_count
+
 if TYPE_CHECKING:
     import numpy as np
     from numpy.typing import NDArray
@@ -202,14 +204,51 @@ def nearest(
     files: Sequence[SegmentFile], queries: NDArray[np.float32], want: int
 ) -> list[list[tuple[int, float]]]:
     """For each query, the ``want`` keys of all ``files`` with the highest cosines (to the codes'
-    rounding), in no order; ``OSError`` when a file cannot be read."""
+    rounding), in no order; ``OSError`` when a file cannot be read. The files are scanned in up to
+    two shares of about equal rows side by side (:func:`~dreamer.embeddings.threads.split_work`)."""
     import numpy as np
 
     if not files or want <= 0 or not len(queries):
         return [[] for _ in range(len(queries))]
-    dimension = queries.shape[1]
     norms = np.linalg.norm(queries, axis=1, keepdims=True)
     unit = np.ascontiguousarray(queries / np.where(norms > 0, norms, 1.0), dtype=np.float32)
+    found = split_work(lambda share: _best_in(share, unit, want), _shares(files, worker_count()))
+    best_scores = np.concatenate([scores for scores, _ in found], axis=1)
+    best_keys = np.concatenate([keys for _, keys in found], axis=1)
+    if len(found) > 1:
+        keep = np.argpartition(-best_scores, want - 1, axis=1)[:, :want]
+        best_scores = np.take_along_axis(best_scores, keep, axis=1)
+        best_keys = np.take_along_axis(best_keys, keep, axis=1)
+    filled = best_scores > -np.inf
+    return [
+        list(zip(keys[held].tolist(), scores[held].tolist(), strict=True))
+        for keys, scores, held in zip(best_keys, best_scores, filled, strict=True)
+    ]
+
+
+def _shares(files: Sequence[SegmentFile], count: int) -> list[Sequence[SegmentFile]]:
+    """``files`` cut into at most ``count`` runs of about equal rows, none empty."""
+    total = sum(f.rows for f in files)
+    shares: list[Sequence[SegmentFile]] = []
+    start, seen = 0, 0
+    for end, opened in enumerate(files, 1):
+        seen += opened.rows
+        if len(shares) < count - 1 and seen * count >= total * (len(shares) + 1):
+            shares.append(files[start:end])
+            start = end
+    if start < len(files):
+        shares.append(files[start:])
+    return shares
+
+
+def _best_in(
+    files: Sequence[SegmentFile], unit: NDArray[np.float32], want: int
+) -> tuple[NDArray[np.float32], NDArray[np.uint64]]:
+    """Each query's ``want`` best cosines in ``files`` and their keys (queries × want; -inf: a
+    slot not filled), through buffers of its own."""
+    import numpy as np
+
+    dimension = unit.shape[1]
     codes = np.empty(CHUNK_ROWS * dimension, dtype=np.int8)
     floats = np.empty((CHUNK_ROWS, dimension), dtype=np.float32)
     # Each query's best so far (-inf: a slot not filled yet), and the lowest of them: only a row at
@@ -227,8 +266,4 @@ def nearest(
                 keep = np.argpartition(-pool_scores, want - 1)[:want]
                 best_scores[query], best_keys[query] = pool_scores[keep], pool_keys[keep]
                 floor[query, 0] = best_scores[query].min()
-    filled = best_scores > -np.inf
-    return [
-        list(zip(keys[held].tolist(), scores[held].tolist(), strict=True))
-        for keys, scores, held in zip(best_keys, best_scores, filled, strict=True)
-    ]
+    return best_scores, best_keys

@@ -44,7 +44,7 @@ from dreamer.rollup.planning import account, batch_decisions, plan_cards, settle
 from dreamer.rollup.promote import INPUT_FACT_TYPES, ROLLUP_TAG, ledger_row
 from dreamer.rollup.report import RollupReport
 from dreamer.rollup.salience import SalienceInput
-from dreamer.rollup.semantic import BatchVectors, EmbedCall, SemanticJudge, retrying_embed
+from dreamer.rollup.semantic import BatchVectors, EmbedCall, SemanticJudge, own_sentences, retrying_embed
 from dreamer.rollup.summarise import ChatModel, Summariser, day_start
 from dreamer.slot import SlotLock
 from dreamer.state import Decision, LedgerCard, StateStore, Watermark
@@ -280,10 +280,11 @@ class Rollup:
         if semantic is not None and semantic.lexical_fallback and not await semantic.usable():
             semantic, ctx.report.embedder = None, describe_embedder(None)
         if semantic is not None and ctx.drafts:
-            # The batch's cards in one call first: the recalls below (hybrid on the embedded store,
-            # one query each) and the judge's own embedding then find them in the embedder's cache
-            # instead of embedding one text per call.
-            await self._embed_call(ctx, semantic)([d.text for d in ctx.drafts])
+            # The batch's cards (and their sentences) in one call first: the recalls below (hybrid
+            # on the embedded store, one query each) and the judge's own embedding then find them
+            # in the embedder's cache instead of embedding one text per call.
+            drafts = [d.text for d in ctx.drafts]
+            await self._embed_call(ctx, semantic)([*drafts, *own_sentences(drafts)])
         texts, top_k = [d.text for d in ctx.drafts], cfg.rollup.semantic_top_k
         await judging.prepare_recalls(self.backend, ctx.upstream_id, texts, top_k)
 

@@ -90,12 +90,9 @@ MAX_SENTENCES = 256
 
 def sentence_texts(batch: BatchVectors, cards: Sequence[str]) -> list[str]:
     """The sentences the judge will compare one at a time, with no vector yet: those of each new
-    card of several sentences, and those of its nearest ledger cards of several sentences at
-    `SENTENCE_FLOOR` or nearer (a new card may repeat one sentence of a stored card); nearest
-    first, at most `MAX_SENTENCES`."""
-    from dreamer.rollup.cards import sentences
-
-    wanted: dict[str, None] = {}
+    card of several sentences (`own_sentences`), and those of its nearest ledger cards of several
+    sentences at `SENTENCE_FLOOR` or nearer (a new card may repeat one sentence of a stored card);
+    nearest first, at most `MAX_SENTENCES`."""
     texts = list(cards)
     if batch.ledger is not None:
         hits = sorted(
@@ -103,11 +100,21 @@ def sentence_texts(batch: BatchVectors, cards: Sequence[str]) -> list[str]:
             reverse=True,
         )
         texts += [text for text in (batch.ledger.text_of(doc) for _, doc in hits) if text is not None]
-    for text in texts:
+    return [s for s in own_sentences(texts, limit=None) if batch.vector(s) is None][:MAX_SENTENCES]
+
+
+def own_sentences(cards: Sequence[str], *, limit: int | None = MAX_SENTENCES) -> list[str]:
+    """The sentences of each of ``cards`` that has several, once each, in order (at most ``limit``):
+    the roll-up embeds them with the cards themselves, so that the judge's embedding, later in the
+    run (where its memory peaks), finds them in the embedder's cache."""
+    from dreamer.rollup.cards import sentences
+
+    wanted: dict[str, None] = {}
+    for text in cards:
         said = sentences(text)
         if len(said) > 1:
-            wanted.update((s, None) for s in said if batch.vector(s) is None)
-    return list(wanted)[:MAX_SENTENCES]
+            wanted.update((s, None) for s in said)
+    return list(wanted)[:limit]
 
 
 #: Runs a function in a worker thread (``anyio.to_thread.run_sync``).

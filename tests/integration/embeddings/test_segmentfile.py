@@ -25,8 +25,15 @@ def written(path: Path, rows: np.ndarray, first_key: int) -> SegmentFile:
     return SegmentFile.open(path, len(rows), rows.shape[1], keys[0], keys[-1])
 
 
+@pytest.fixture(params=[1, 2], ids=["one thread", "two threads"])
+def workers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> int:
+    """The scan on one thread, and in two shares side by side (the files cut between them)."""
+    monkeypatch.setattr(segmentfile, "worker_count", lambda: request.param)
+    return int(request.param)
+
+
 def test_the_nearest_keys_across_files_are_the_exact_ones(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
 ) -> None:
     """Two files scanned in chunks smaller than either: each query's ``want`` best keys are the
     exact search's, and each cosine is within 0.01 of the exact one."""
@@ -44,7 +51,7 @@ def test_the_nearest_keys_across_files_are_the_exact_ones(
 
 
 def test_rows_better_than_every_earlier_one_still_enter_and_a_short_bank_gives_every_row(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
 ) -> None:
     """The scan ranks only the rows at or above a query's best so far: rows ordered worst first
     (each chunk beats the last) still give the exact best, and asking for more rows than the
@@ -58,6 +65,30 @@ def test_rows_better_than_every_earlier_one_still_enter_and_a_short_bank_gives_e
     assert {key for key, _ in best} == set(range(35, 41))
     (every,) = segmentfile.nearest(files, query[None, :], 100)
     assert sorted(key for key, _ in every) == list(range(1, 41))
+
+
+def test_shares_cut_the_files_into_runs_of_about_equal_rows(tmp_path: Path) -> None:
+    """Runs in the files' order, none empty, the larger share never more than a file's rows past
+    an even cut; more shares than files gives one file each."""
+    sizes = [40, 5, 5, 30, 20]
+    files = [written(tmp_path / f"{i}.i8", unit_rows(n, i), 1 + 100 * i) for i, n in enumerate(sizes)]
+    two = segmentfile._shares(files, 2)
+    assert [len(share) for share in two] == [3, 2] and [f for share in two for f in share] == files
+    assert segmentfile._shares(files, 1) == [files]
+    assert [len(s) for s in segmentfile._shares(files[:2], 8)] == [1, 1]
+    assert segmentfile._shares(files[:1], 2) == [files[:1]]
+
+
+def test_a_file_failing_in_the_other_share_fails_the_whole_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The second share's last file cut short: the scan raises its ``OSError``, not a partial answer."""
+    monkeypatch.setattr(segmentfile, "worker_count", lambda: 2)
+    files = [written(tmp_path / f"{i}.i8", unit_rows(20, i), 1 + 20 * i) for i in range(4)]
+    data = (tmp_path / "3.i8").read_bytes()
+    (tmp_path / "3.i8").write_bytes(data[:-10])
+    with pytest.raises(OSError, match=r"3\.i8 ended before its 20 rows"):
+        segmentfile.nearest(files, unit_rows(2, 9), 3)
 
 
 def test_a_file_cut_short_after_it_was_opened_fails_the_scan(tmp_path: Path) -> None:

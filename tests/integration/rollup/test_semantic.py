@@ -212,18 +212,23 @@ class TestSemanticDedup:
         embeddings_server: EmbeddingsServer,
         request: pytest.FixtureRequest,
     ) -> None:
-        """A run sends its cards to the embeddings server in one request, each text once: the
-        upstream recalls (hybrid on the embedded store, one query per card) and the judge find
-        them in the embedder's cache instead of embedding one card per call."""
+        """A run sends its cards to the embeddings server in one request, each text once, with the
+        sentences of a card of two: the upstream recalls (hybrid on the embedded store, one query
+        per card) and the judge (which compares the sentences one at a time) find them in the
+        embedder's cache instead of embedding one card per call, or the sentences at the judge's
+        own embedding, where a run's memory peaks."""
         cfg = make_config(tmp_path, backend_kind, marker, openai(embeddings_server), request)
-        await seed(cfg, texts(marker, GRANDMA, NEXTCLOUD, *OTHERS))
+        said = texts(marker, GRANDMA, "Maria volunteers at a homeless shelter on weekends.")
+        await seed(cfg, [" ".join(said), *texts(marker, NEXTCLOUD, *OTHERS)])
         before = len(embeddings_server.embedding_requests())
         report = await roll(cfg)
         assert report.outcome == "promoted", report.reason
         cards = {p.text for p in report.plan}
+        assert " ".join(said) in cards, cards
         sent = [set(r["input"]) for r in embeddings_server.embedding_requests()[before:]]
         with_cards = [batch for batch in sent if batch & cards]
         assert len(cards) >= 3 and len(with_cards) == 1 and cards <= with_cards[0], (cards, sent)
+        assert set(said) <= with_cards[0] and [batch for batch in sent if batch & set(said)] == with_cards
 
     async def test_changed_version_is_a_conflict(
         self,

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dreamer.embeddings import threads
 from dreamer.embeddings.base import EmbeddingsUnavailableError
 from dreamer.embeddings.local import (
     LocalEmbedder,
@@ -310,6 +311,50 @@ class TestRuntime:
         assert max(rows for rows, _ in shapes) > 1  # short texts still share a pass
         for row, text in enumerate(texts):
             assert np.abs(together[row] - embedder.embed_sync([text])[0]).max() < 1e-5, text
+
+
+class TestPassesSideBySide:
+    """The forward passes of one call on two threads (`dreamer.embeddings.threads.split_work`)."""
+
+    def test_two_threads_run_the_passes_and_change_no_vector(
+        self, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """Each thread runs a pass (the first pass of each waits for the other's), and every row is
+        the one the text gets alone."""
+        monkeypatch.setattr(threads, "worker_count", lambda: 2)
+        texts = ["a " * 90, "hi", *(f"Sam moved to Lisbon in May with his {n} dogs." for n in range(9))]
+        small = LocalEmbedder(_model_dir(), runtime=embedder.runtime, forward_tokens=64)
+        encoder = small._load()
+        real = encoder.encode
+        both = threading.Barrier(2, timeout=10)
+        idents: list[int] = []
+
+        def spy(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+            if threading.get_ident() not in idents:
+                idents.append(threading.get_ident())
+                both.wait()
+            return real(ids, mask)
+
+        encoder.encode = spy  # type: ignore[method-assign]
+        together = small.embed_sync(texts)
+        assert len(idents) == 2
+        for row, text in enumerate(texts):
+            assert np.abs(together[row] - embedder.embed_sync([text])[0]).max() < 1e-5, text
+
+    def test_a_model_file_cut_short_under_the_other_thread_is_a_model_files_error(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """The file truncated under a loaded encoder while the passes run on two threads: the pass
+        reading a row past the cut fails on whichever thread, and the call says what happened."""
+        monkeypatch.setattr(threads, "worker_count", lambda: 2)
+        model = tmp_path / "model"
+        shutil.copytree(_model_dir(), model)
+        embedder = LocalEmbedder(model, forward_tokens=16)
+        embedder.embed_sync(["warm"])
+        os.truncate(model / "model.safetensors", 20_000)
+        words = ["xylophone", "quartz", "zeppelin", "marmalade", "harpsichord", "kiwi"]
+        with pytest.raises(ModelFilesError, match="changed under the loaded model"):
+            embedder.embed_sync([f"{word} {word} {word}" for word in words])
 
 
 class TestForwardPasses:

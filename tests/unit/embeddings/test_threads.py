@@ -1,13 +1,19 @@
 """One BLAS thread for the local model's products unless the environment says otherwise, set by the
-``dreamer`` command before numpy is imported."""
+``dreamer`` command before numpy is imported; a phase of independent pieces on two threads of
+Dreamer's own."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import pytest
+
+from dreamer.embeddings import threads
 from dreamer.embeddings.threads import BLAS_THREAD_VARIABLES, pin_blas_threads
 from tests.support.configs import config_data, write_toml
 
@@ -56,3 +62,79 @@ def test_the_runtime_thread_count_reads_the_same_variables() -> None:
     assert configured_threads({"OMP_NUM_THREADS": "1000000000000"}) == 1
     assert configured_threads({"MKL_NUM_THREADS": " 4 "}) == 4
     assert configured_threads({"OMP_NUM_THREADS": "-2"}) == 1
+
+
+class TestSplitWork:
+    """A phase's independent pieces on two threads of Dreamer's own, the calling one included."""
+
+    @pytest.fixture
+    def two(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(threads, "worker_count", lambda: 2)
+
+    def test_results_come_in_the_pieces_order_from_two_threads(self, two: None) -> None:
+        """Each piece's result at its place, whichever thread took it; the calling thread is one of
+        the two, and the other takes pieces while it works (a piece waits for one the other took)."""
+        seen: dict[int, int] = {}
+        calling_started = threading.Event()
+
+        def work(piece: int) -> int:
+            seen[piece] = threading.get_ident()
+            if threading.get_ident() == calling:
+                calling_started.set()
+            else:
+                assert calling_started.wait(5)  # the other thread is held until the caller works
+            return piece * piece
+
+        calling = threading.get_ident()
+        assert threads.split_work(work, list(range(9))) == [p * p for p in range(9)]
+        assert len(set(seen.values())) == 2 and calling in seen.values()
+
+    def test_one_core_or_one_piece_runs_on_the_calling_thread(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        idents: set[int] = set()
+
+        def work(piece: int) -> int:
+            idents.add(threading.get_ident())
+            return piece
+
+        monkeypatch.setattr(threads, "worker_count", lambda: 1)
+        assert threads.split_work(work, [1, 2, 3]) == [1, 2, 3]
+        monkeypatch.setattr(threads, "worker_count", lambda: 2)
+        assert threads.split_work(work, [4]) == [4]
+        assert threads.split_work(work, []) == []
+        assert idents == {threading.get_ident()}
+
+    def test_the_first_error_is_raised_after_the_other_piece_ended_and_no_piece_starts_after_it(
+        self, two: None
+    ) -> None:
+        """A piece failing on one thread while the other works: that one is let finish (a product
+        in flight is not abandoned), no piece starts after, and the error is raised as it is."""
+        started: list[int] = []
+        failing_started = threading.Event()
+        ended: list[int] = []
+
+        def work(piece: int) -> int:
+            started.append(piece)
+            if piece == 0:
+                assert failing_started.wait(5)
+                time.sleep(0.05)
+                ended.append(piece)
+                return piece
+            failing_started.set()
+            raise OSError(f"piece {piece} cannot be read")
+
+        with pytest.raises(OSError, match="piece 1 cannot be read"):
+            threads.split_work(work, list(range(6)))
+        assert sorted(started) == [0, 1] and ended == [0]
+
+    def test_never_more_threads_than_cores_or_two(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3, 4, 5, 6, 7})
+        assert threads.worker_count() == threads.MOST_WORKERS == 2
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {3})
+        assert threads.worker_count() == 1
+
+        def refused(pid: int) -> set[int]:
+            raise OSError("not allowed")
+
+        monkeypatch.setattr(os, "sched_getaffinity", refused)
+        monkeypatch.setattr(os, "cpu_count", lambda: None)
+        assert threads.worker_count() == 1
