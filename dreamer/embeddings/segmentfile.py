@@ -258,9 +258,10 @@ def _best_in(
     floor = np.full((len(unit), 1), -np.inf, dtype=np.float32)
     for opened in files:
         for keys, scores in opened.scan(unit, codes, floats):
-            hit_queries, hit_rows = np.nonzero(scores >= floor)
-            for query in np.unique(hit_queries).tolist():
-                rows = hit_rows[hit_queries == query]
+            # The queries whose best row of the chunk reaches their floor: past the first chunks,
+            # few or none, and only their rows are compared one by one.
+            for query in np.flatnonzero(scores.max(axis=1) >= floor[:, 0]).tolist():
+                rows = np.flatnonzero(scores[query] >= floor[query, 0])
                 pool_scores = np.concatenate([best_scores[query], scores[query, rows]])
                 pool_keys = np.concatenate([best_keys[query], keys[rows]])
                 keep = np.argpartition(-pool_scores, want - 1)[:want]
