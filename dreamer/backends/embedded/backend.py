@@ -39,7 +39,13 @@ from dreamer.backends.base import (
 )
 from dreamer.backends.embedded.connections import Connections
 from dreamer.backends.embedded.embedding import checked_vectors
-from dreamer.backends.embedded.hybrid import RESCORE_MARGIN, fusion_depth, recall_hits, search_ahead
+from dreamer.backends.embedded.hybrid import (
+    RESCORE_MARGIN,
+    fusion_depth,
+    lexical_rows,
+    recall_hits,
+    search_ahead,
+)
 from dreamer.backends.embedded.reads import (
     bank_rows,
     full_text_recall,
@@ -100,6 +106,8 @@ class EmbeddedBackend:
         self._backlog_batch = max(0, backlog_batch)
         self._connections = Connections(self.path)
         self._cache: VectorCache | None = vectors
+        #: One backlog embedding at a time: two recalls at once would embed the same units twice.
+        self._backlog_lock = anyio.Lock()
 
     @classmethod
     async def open(cls, path: Path, *, embedder: Embedder | None = None) -> EmbeddedBackend:
@@ -190,10 +198,10 @@ class EmbeddedBackend:
 
     @property
     def recalls_at_once(self) -> int:
-        """Two full-text recalls read side by side (the second on the spare connection); a hybrid
-        one searches the instance's vector cache under the first connection's lock, so one at a
-        time (two in flight would only add a worker thread and its allocator arena: +5 MiB)."""
-        return 1 if self.embedder is not None else 2
+        """Two recalls read side by side: the full-text search of the second (the whole of a
+        full-text recall, most of a hybrid one) on the spare connection. A hybrid recall's vector
+        side searches the instance's vector cache under the first connection's lock."""
+        return 2
 
     async def prepare_recalls(self, bank_id: str, queries: Sequence[str], limit: int) -> None:
         """Ready the vector side of the recalls of ``queries`` that follow (each with ``limit``):
@@ -313,6 +321,10 @@ class EmbeddedBackend:
 
     async def _embed_pending(self, bank_id: str, count: int) -> int:
         """Embed up to ``count`` backlog units of the bank (and drop damaged vectors); how many stored."""
+        async with self._backlog_lock:
+            return await self._embed_backlog(bank_id, count)
+
+    async def _embed_backlog(self, bank_id: str, count: int) -> int:
         assert self.embedder is not None
         model_id = self.embedder.model_id
         dimension = self.embedder.dimension
@@ -390,6 +402,16 @@ class EmbeddedBackend:
         assert self.embedder is not None
         model_id = self.embedder.model_id
         await self._embed_pending(bank_id, self._backlog_batch)
+        # The full-text side first, on the spare connection unless another recall reads there:
+        # it reads the file alone, and it is most of a recall's time. The backlog's look, the
+        # vector side and the fusion take the first connection, which guards the vector cache.
+        lexical = await self._call(
+            "recall",
+            lambda conn: lexical_rows(
+                conn, bank_id, match, types=types, tags=tags, tags_match=tags_match, want=want
+            ),
+            spare_first=True,
+        )
 
         def run(conn: sqlite3.Connection) -> list[RecallItem]:
             hits = recall_hits(
@@ -403,6 +425,7 @@ class EmbeddedBackend:
                 tags_match=tags_match,
                 want=want,
                 model_id=model_id,
+                lexical=lexical,
             )
             return within_budget(
                 hits,
@@ -417,7 +440,15 @@ class EmbeddedBackend:
     # ---------------------------------------------------------------- plumbing
 
     async def _call(
-        self, operation: str, work: Callable[[sqlite3.Connection], _T], *, spare: bool = False
+        self,
+        operation: str,
+        work: Callable[[sqlite3.Connection], _T],
+        *,
+        spare: bool = False,
+        spare_first: bool = False,
     ) -> _T:
-        """Run ``work`` with a connection in a worker thread (``spare``: see :class:`Connections`)."""
-        return await anyio.to_thread.run_sync(lambda: self._connections.run(operation, work, spare=spare))
+        """Run ``work`` with a connection in a worker thread (``spare``, ``spare_first``: see
+        :class:`Connections`)."""
+        return await anyio.to_thread.run_sync(
+            lambda: self._connections.run(operation, work, spare=spare, spare_first=spare_first)
+        )

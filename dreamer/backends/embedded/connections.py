@@ -37,15 +37,31 @@ class Connections:
         self._spare: sqlite3.Connection | None = None
         self._closed = False
 
-    def run(self, operation: str, work: Callable[[sqlite3.Connection], _T], *, spare: bool = False) -> _T:
+    def run(
+        self,
+        operation: str,
+        work: Callable[[sqlite3.Connection], _T],
+        *,
+        spare: bool = False,
+        spare_first: bool = False,
+    ) -> _T:
         """``work`` on the main connection (opened on first use), or, with ``spare`` and the main
-        one busy, on the spare connection rather than waiting."""
-        if spare and not self._lock.acquire(blocking=False):
+        one busy, on the spare connection rather than waiting. With ``spare_first`` the spare is
+        tried first, leaving the main one to the calls that need it, and the main one only when
+        the spare is busy (a read that holds the first connection would make them wait)."""
+        if spare_first and self._spare_lock.acquire(blocking=False):
+            try:
+                if self._spare is None and not self._closed:
+                    self._spare = self._open(operation)
+                return self._work(operation, work, self._spare)
+            finally:
+                self._spare_lock.release()
+        if (spare or spare_first) and not self._lock.acquire(blocking=False):
             with self._spare_lock:
                 if self._spare is None and not self._closed:
                     self._spare = self._open(operation)
                 return self._work(operation, work, self._spare)
-        if not spare:
+        if not (spare or spare_first):
             self._lock.acquire()
         try:
             if self._main is None and not self._closed:

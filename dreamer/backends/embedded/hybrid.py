@@ -40,6 +40,7 @@ __all__ = [
     "fuse",
     "fusion_depth",
     "hybrid_search",
+    "lexical_rows",
     "recall_hits",
     "search_ahead",
 ]
@@ -89,6 +90,30 @@ def fuse(rankings: Sequence[Sequence[str]]) -> dict[str, float]:
     return {unit_id: value / best for unit_id, value in fused.items()}
 
 
+def lexical_rows(
+    conn: sqlite3.Connection,
+    bank_id: str,
+    match: str,
+    *,
+    types: Sequence[str] | None,
+    tags: Sequence[str] | None,
+    tags_match: TagsMatch,
+    want: int,
+) -> list[sqlite3.Row]:
+    """The full-text side of a hybrid recall: the bank's best rows for ``match``, as many as enter
+    the fusion. It reads the file alone (no vector cache), so a recall may read it on the spare
+    connection while another recall holds the first."""
+    depth = fusion_depth(want)
+    lexical: list[sqlite3.Row] = []
+    rows = search_bank(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match, want=depth)
+    with closing(rows):
+        for row in rows:
+            lexical.append(row)
+            if len(lexical) >= depth:
+                break
+    return lexical
+
+
 def hybrid_search(
     conn: sqlite3.Connection,
     bank_id: str,
@@ -102,19 +127,16 @@ def hybrid_search(
     want: int,
     model_id: str,
     ahead: SegmentHits | None = None,
+    lexical: Sequence[sqlite3.Row] | None = None,
 ) -> list[HybridHit]:
     """The bank's fused hits, best first (ties newest first, then by id). Every cosine is the
     stored vector's own (:func:`exact_cosines`), not its code's. ``ahead`` gives the segments'
     hits when they were found for a batch of queries at once (:meth:`VectorCache.prefetch`).
+    ``lexical`` is :func:`lexical_rows`' answer when it was read beforehand (on another connection).
     ``OSError`` when a segment of the bank can no longer be read."""
     depth = fusion_depth(want)
-    lexical: list[sqlite3.Row] = []
-    rows = search_bank(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match, want=depth)
-    with closing(rows):
-        for row in rows:
-            lexical.append(row)
-            if len(lexical) >= depth:
-                break
+    if lexical is None:
+        lexical = lexical_rows(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match, want=want)
     semantic = _nearest(conn, bank_id, query_vector, bank, model_id, types, tags, tags_match, depth, ahead)
 
     by_id = {row["id"]: row for row in lexical}
@@ -148,10 +170,12 @@ def recall_hits(
     tags_match: TagsMatch,
     want: int,
     model_id: str,
+    lexical: Sequence[sqlite3.Row] | None = None,
 ) -> list[HybridHit]:
     """:func:`hybrid_search` over the bank's vectors as ``cache`` holds them now, with the segment
-    hits it found ahead for this query; a segment removed or cut short since it was opened is
-    logged and the bank read again from the store, once."""
+    hits it found ahead for this query (and ``lexical``, the full-text rows, when read before); a
+    segment removed or cut short since it was opened is logged and the bank read again from the
+    store, once."""
 
     def search() -> list[HybridHit]:
         bank = cache.refresh(conn, bank_id, model_id, int(query_vector.shape[0])).bank
@@ -160,7 +184,7 @@ def recall_hits(
         )
         return hybrid_search(
             conn, bank_id, match, query_vector, bank, types=types, tags=tags, tags_match=tags_match,
-            want=want, model_id=model_id, ahead=ahead,
+            want=want, model_id=model_id, ahead=ahead, lexical=lexical,
         )  # fmt: skip
 
     try:

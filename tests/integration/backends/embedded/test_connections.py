@@ -52,6 +52,20 @@ def test_a_spare_read_runs_beside_a_call_on_the_main_connection(connections: Con
     assert len(conns) == 2, "the two reads ran on two connections"
 
 
+def test_a_read_sent_to_the_spare_first_leaves_the_main_connection_free(connections: Connections) -> None:
+    """``spare_first``: alone it reads on the spare, so the main connection stays free for a call
+    that needs it; while another holds the spare it reads on the main connection, beside it."""
+    main = connections.run("open", id)
+    alone = connections.run("recall", id, spare_first=True)
+    assert alone != main
+    barrier = threading.Barrier(2, timeout=DEADLINE_S)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(connections.run, "recall", _both_inside(barrier), spare_first=True)
+        second = pool.submit(connections.run, "recall", _both_inside(barrier), spare_first=True)
+        conns = {first.result(), second.result()}
+    assert conns == {main, alone}, "the two reads ran on the two connections"
+
+
 def test_a_call_not_allowed_the_spare_waits_for_the_main_connection(connections: Connections) -> None:
     inside, leave = threading.Event(), threading.Event()
     order: list[str] = []
@@ -189,12 +203,54 @@ async def test_the_backend_s_recalls_run_two_at_once_and_find_what_one_at_a_time
         await store.aclose()
 
 
-def test_the_store_is_sent_two_full_text_recalls_at_once_and_one_hybrid(tmp_path: Path) -> None:
-    """Without an embedder its recalls read on two connections; with one, a recall searches the
-    instance's vector cache under the first connection's lock, so the roll-up sends one at a time."""
+async def test_two_hybrid_recalls_read_their_full_text_side_at_once_and_find_what_one_does_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an embedder: each recall's full-text side waits for the other's to have started (a spy
+    around the real search), so the two ran on two connections; each finds, with its cosines and
+    scores, what it finds alone. The vector side then searches the cache under the first lock."""
+    import dreamer.backends.embedded.backend as backend_module
+    from tests.support.embedding_model import local_embedder
+
+    store = await EmbeddedBackend.open(tmp_path / "memory.sqlite3", embedder=local_embedder())
+    try:
+        texts = [
+            f"Caroline keeps {thing} on host nas0{i}"
+            for i, thing in enumerate(["Grafana", "restic", "nginx", "the family photos"])
+        ]
+        await store.retain("global", [RetainItem(text) for text in texts])
+        alone = [await store.recall("global", text, limit=3) for text in texts[:2]]
+        barrier = threading.Barrier(2, timeout=DEADLINE_S)
+        search = backend_module.lexical_rows
+        connections: list[int] = []
+
+        def waiting(conn: sqlite3.Connection, *args: object, **kwargs: object) -> object:
+            connections.append(id(conn))
+            barrier.wait()
+            return search(conn, *args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(backend_module, "lexical_rows", waiting)
+        together: list[object] = [None, None]
+
+        async def recall(index: int) -> None:
+            together[index] = await store.recall("global", texts[index], limit=3)
+
+        async with anyio.create_task_group() as group:
+            for index in range(2):
+                group.start_soon(recall, index)
+        assert together == alone and all(alone)
+        assert all(item.semantic is not None for hits in alone for item in hits), "hybrid hits, cosines"
+        assert len(set(connections)) == 2
+    finally:
+        await store.aclose()
+
+
+def test_the_store_is_sent_two_recalls_at_once_with_or_without_an_embedder(tmp_path: Path) -> None:
+    """A hybrid recall's full-text side reads on the spare connection too, so the roll-up sends
+    the store two recalls at once whether it embeds or not."""
     from dreamer.rollup.judging import recalls_at_once
     from tests.support.embedding_model import local_embedder
 
     path = tmp_path / "memory.sqlite3"
     assert recalls_at_once(EmbeddedBackend(path)) == 2
-    assert recalls_at_once(EmbeddedBackend(path, embedder=local_embedder())) == 1
+    assert recalls_at_once(EmbeddedBackend(path, embedder=local_embedder())) == 2

@@ -452,6 +452,39 @@ class TestStoredVectors:
         finally:
             await back.aclose()
 
+    async def test_two_recalls_at_once_embed_each_backlog_unit_once(
+        self, tmp_path: Path, minilm: LocalEmbedder
+    ) -> None:
+        """Two recalls sent at once under a new model (the roll-up sends two): one backlog batch is
+        embedded at a time, so the second recall embeds the next batch, not the first one again.
+        The embedder dwells in each backlog call, long enough for the other recall to reach its own
+        if nothing held it back."""
+        path = tmp_path / "memory.sqlite3"
+        first = await _open(path, minilm)
+        try:
+            await first.retain(BANK, [RetainItem(text) for text in DOCS])
+        finally:
+            await first.aclose()
+        embedded: list[str] = []
+
+        class Dwelling(HashingEmbedder):
+            async def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+                if set(texts) <= set(DOCS):
+                    embedded.extend(texts)
+                    await anyio.sleep(0.3)
+                return await super().embed(texts)
+
+        other = Dwelling()
+        second = await _open(path, other, backlog_batch=2)
+        try:
+            async with anyio.create_task_group() as group:
+                for query in ("host atlas backup", "red bicycle"):
+                    group.start_soon(second.recall, BANK, query)
+            assert len(embedded) == 4 and len(set(embedded)) == 4, embedded
+            assert [m for _, m, _ in _vector_rows(path)].count(other.model_id) == 4
+        finally:
+            await second.aclose()
+
     async def test_another_processes_writes_reach_the_cached_matrix(self, hybrid: EmbeddedBackend) -> None:
         """A unit retained (with its vector) by another process is found by its vector on the next recall."""
         await hybrid.retain(BANK, [RetainItem(text) for text in DOCS[:5]])
