@@ -209,6 +209,8 @@ class LocalEmbedder:
         self._threads = threads
         self._model_id = f"local:{name}:{_fingerprint(self._dir)}"
         self._encoder: BertEncoder | OnnxEncoder | None = None
+        #: The length of the vectors of the last encoder loaded (kept when it is let go).
+        self._dimension: int | None = None
         self._tokenizer: Any = None
         self._load_lock = threading.Lock()
         #: The files' identity when a load failed, and why: not loaded again until they change.
@@ -220,7 +222,15 @@ class LocalEmbedder:
 
     @property
     def dimension(self) -> int | None:
-        return self._encoder.dimension if self._encoder is not None else None
+        """The vectors' length: the loaded encoder's, else the last one loaded (weights given back
+        by :meth:`release` do not make the length unknown), else None (never loaded)."""
+        encoder = self._encoder
+        return encoder.dimension if encoder is not None else self._dimension
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the weights are held now (loaded by an embedding, given back by :meth:`release`)."""
+        return self._encoder is not None
 
     def tokenizer(self) -> Any:
         """The model's tokenizer (truncating, padding), loaded on first use without the weights."""
@@ -274,6 +284,7 @@ class LocalEmbedder:
                 self._failed = (identity, str(exc))
                 raise
             self._failed = None
+            self._dimension = self._encoder.dimension
             return self._encoder
 
     def _read_model(self) -> BertEncoder | OnnxEncoder:

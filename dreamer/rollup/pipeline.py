@@ -44,7 +44,7 @@ from dreamer.rollup.planning import account, batch_decisions, plan_cards, settle
 from dreamer.rollup.promote import INPUT_FACT_TYPES, ROLLUP_TAG, ledger_row
 from dreamer.rollup.report import RollupReport
 from dreamer.rollup.salience import SalienceInput
-from dreamer.rollup.semantic import BatchVectors, EmbedCall, SemanticJudge, own_sentences, retrying_embed
+from dreamer.rollup.semantic import BatchVectors, EmbedCall, SemanticJudge, retrying_embed
 from dreamer.rollup.summarise import ChatModel, Summariser, day_start
 from dreamer.slot import SlotLock
 from dreamer.state import Decision, LedgerCard, StateStore, Watermark
@@ -279,13 +279,10 @@ class Rollup:
         semantic = self.semantic
         if semantic is not None and semantic.lexical_fallback and not await semantic.usable():
             semantic, ctx.report.embedder = None, describe_embedder(None)
-        if semantic is not None and ctx.drafts:
-            # The batch's cards (and their sentences) in one call first: the recalls below (hybrid
-            # on the embedded store, one query each) and the judge's own embedding then find them
-            # in the embedder's cache instead of embedding one text per call.
-            drafts = [d.text for d in ctx.drafts]
-            await self._embed_call(ctx, semantic)([*drafts, *own_sentences(drafts)])
         texts, top_k = [d.text for d in ctx.drafts], cfg.rollup.semantic_top_k
+        if semantic is not None and texts:
+            embed, let_go = self._embed_call(ctx, semantic), self._may_let_go(ctx)
+            await semantic.embed_cards(texts, embed, anyio.to_thread.run_sync, let_go=let_go)
         await judging.prepare_recalls(self.backend, ctx.upstream_id, texts, top_k)
 
         def recall(text: str) -> Callable[[], Awaitable[list[dedup.UpstreamCandidate]]]:
@@ -341,10 +338,15 @@ class Rollup:
             write=not ctx.dry_run,
             in_thread=anyio.to_thread.run_sync,
             candidate_ids=[c.card_id for hits in candidates for c in hits],
-            let_go=ctx.batch is ctx.cut.batches[-1] and not self.config.embeddings.keep_loaded,
+            let_go=self._may_let_go(ctx),
         )
         ctx.report.reembedded = batch.reembedded
         return batch
+
+    def _may_let_go(self, ctx: RunContext) -> bool:
+        """Whether the model's weights may be given back after an embedding: in the run's last
+        batch (a batch after it would load them again), unless ``embeddings.keep_loaded``."""
+        return ctx.batch is ctx.cut.batches[-1] and not self.config.embeddings.keep_loaded
 
     def _embed_call(self, ctx: RunContext, semantic: SemanticJudge) -> EmbedCall:
         """The embedder with the retry rules, under the slot lock when ``embeddings.use_slot_lock``."""

@@ -68,7 +68,7 @@ class TestTheModelBetweenRuns:
         judge = job._semantic[1]
         assert judge is not None
         inner = judge.embedder.inner  # type: ignore[attr-defined]
-        assert inner.model_id.startswith("local:") and inner.dimension is None
+        assert inner.model_id.startswith("local:") and not inner.loaded and inner.dimension == 384
         await job.aclose()
 
     async def test_keep_loaded_keeps_it(self, tmp_path: Path) -> None:
@@ -78,7 +78,7 @@ class TestTheModelBetweenRuns:
         await run_twice(tmp_path, job, {"provider": "local", "keep_loaded": True}, close=False)
         judge = job._semantic[1]
         assert judge is not None
-        assert judge.embedder.inner.dimension == 384  # type: ignore[attr-defined]
+        assert judge.embedder.inner.loaded  # type: ignore[attr-defined]
         await job.aclose()
 
     @pytest.mark.parametrize("keep_loaded", [False, True])
@@ -108,7 +108,7 @@ class TestTheModelBetweenRuns:
         def recording(*args: Any, **kwargs: Any) -> Any:
             judge = job._semantic[1]
             assert judge is not None
-            loaded_at_judging.append(judge.embedder.inner.dimension is not None)  # type: ignore[attr-defined]
+            loaded_at_judging.append(judge.embedder.inner.loaded)  # type: ignore[attr-defined]
             return judge_against_ledger(*args, **kwargs)
 
         monkeypatch.setattr(judging, "judge_against_ledger", recording)
@@ -116,6 +116,52 @@ class TestTheModelBetweenRuns:
         await job.aclose()
         assert outcome.outcome == "promoted", outcome.detail
         assert loaded_at_judging == [True, keep_loaded]
+
+
+    @pytest.mark.parametrize("keep_loaded", [False, True])
+    async def test_the_recalls_run_without_the_weights_and_nothing_loads_them_again(
+        self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, keep_loaded: bool
+    ) -> None:
+        """The last batch's cards (and their sentences) are embedded first, and the weights given
+        back at once unless keep_loaded: the hybrid recalls, the judge's embedding and the
+        promotion find every text in the embedder's cache, so the model loads once a run."""
+        _local_model()
+        from dreamer.embeddings.local import LocalEmbedder
+        from dreamer.rollup import judging
+
+        loads: list[None] = []
+        read_model = LocalEmbedder._read_model
+
+        def counted(self: LocalEmbedder) -> Any:
+            loads.append(None)
+            return read_model(self)
+
+        monkeypatch.setattr(LocalEmbedder, "_read_model", counted)
+        data = config_data(state_dir=str(tmp_path / "state"), schedule={"jitter_s": 0})
+        data["embeddings"] = {"provider": "local", "keep_loaded": keep_loaded}
+        cfg = loaded(tmp_path, data)
+        backend = EmbeddedBackend(cfg.embedded_path)
+        try:
+            texts = ["Atlas runs Nextcloud 28 behind nginx. It restarts nightly.", "Borg backs up atlas."]
+            await backend.retain(cfg.bank_id("research"), [RetainItem(content=t) for t in texts])
+        finally:
+            await backend.aclose()
+        job = RollupJob()
+        loaded_at_recall: list[bool] = []
+        upstream_candidates = judging.upstream_candidates
+
+        async def recording(*args: Any, **kwargs: Any) -> Any:
+            judge = job._semantic[1]
+            assert judge is not None
+            loaded_at_recall.append(judge.embedder.inner.loaded)  # type: ignore[attr-defined]
+            return await upstream_candidates(*args, **kwargs)
+
+        monkeypatch.setattr(judging, "upstream_candidates", recording)
+        outcome = await job(cfg, plan_jobs(cfg)["rollup:research"], "run-0")
+        await job.aclose()
+        assert outcome.outcome == "promoted", outcome.detail
+        assert loaded_at_recall and set(loaded_at_recall) == {keep_loaded}
+        assert len(loads) == 1
 
 
 class TestReports:

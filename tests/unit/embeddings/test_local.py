@@ -420,14 +420,18 @@ class TestRelease:
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         """After release nothing is held (a second release says so), the next embedding loads the
-        weights once more and gives the same vectors."""
+        weights once more and gives the same vectors. The vectors' length stays known: the
+        embedded store took a length of None for a model never loaded, and looked for units to
+        embed across the whole bank in each recall that followed a release."""
         loads = counting_loads(monkeypatch)
         embedder = LocalEmbedder(_model_dir())
         assert embedder.release() is False  # nothing loaded yet
+        assert embedder.dimension is None and not embedder.loaded
         first = embedder.embed_sync(["Sam moved to Lisbon in May"])
-        assert embedder.dimension == 384 and len(loads) == 1
+        assert embedder.dimension == 384 and embedder.loaded and len(loads) == 1
         assert embedder.release() is True
-        assert embedder.dimension is None and embedder.release() is False
+        assert not embedder.loaded and embedder.release() is False
+        assert embedder.dimension == 384 and len(loads) == 1
         again = embedder.embed_sync(["Sam moved to Lisbon in May"])
         assert len(loads) == 2
         assert np.abs(first - again).max() < 1e-6
