@@ -182,8 +182,8 @@ class MemoryBackend(Protocol):
 @runtime_checkable
 class LimitsRecalls(Protocol):
     """A backend that serves fewer recalls side by side than the roll-up sends
-    (`dreamer.rollup.judging.RECALLS_AT_ONCE`): the embedded store with an embedder reads its
-    hybrid recalls one at a time. Optional: a backend without it is sent that many."""
+    (`dreamer.rollup.judging.RECALLS_AT_ONCE`): the embedded store says how many it reads side
+    by side (two: one on each of its connections). Optional: a backend without it is sent that many."""
 
     @property
     def recalls_at_once(self) -> int:
