@@ -51,16 +51,12 @@ class Connections:
         the spare is busy (a read that holds the first connection would make them wait)."""
         if spare_first and self._spare_lock.acquire(blocking=False):
             try:
-                if self._spare is None and not self._closed:
-                    self._spare = self._open(operation)
-                return self._work(operation, work, self._spare)
+                return self._on_spare(operation, work)
             finally:
                 self._spare_lock.release()
         if (spare or spare_first) and not self._lock.acquire(blocking=False):
             with self._spare_lock:
-                if self._spare is None and not self._closed:
-                    self._spare = self._open(operation)
-                return self._work(operation, work, self._spare)
+                return self._on_spare(operation, work)
         if not (spare or spare_first):
             self._lock.acquire()
         try:
@@ -69,6 +65,12 @@ class Connections:
             return self._work(operation, work, self._main)
         finally:
             self._lock.release()
+
+    def _on_spare(self, operation: str, work: Callable[[sqlite3.Connection], _T]) -> _T:
+        """``work`` on the spare connection, opened on first need (the caller holds its lock)."""
+        if self._spare is None and not self._closed:
+            self._spare = self._open(operation)
+        return self._work(operation, work, self._spare)
 
     def close(self) -> None:
         """Close both connections; later calls raise :class:`PermanentBackendError`. Idempotent."""
