@@ -405,28 +405,18 @@ class EmbeddedBackend:
         # The full-text side first, on the spare connection unless another recall reads there:
         # it reads the file alone, and it is most of a recall's time. The backlog's look, the
         # vector side and the fusion take the first connection, which guards the vector cache.
-        lexical = await self._call(
-            "recall",
-            lambda conn: lexical_rows(
+        def lexical_side(conn: sqlite3.Connection) -> list[sqlite3.Row]:
+            return lexical_rows(
                 conn, bank_id, match, types=types, tags=tags, tags_match=tags_match, want=want
-            ),
-            spare_first=True,
-        )
+            )
+
+        lexical = await self._call("recall", lexical_side, spare_first=True)
 
         def run(conn: sqlite3.Connection) -> list[RecallItem]:
             hits = recall_hits(
-                conn,
-                self._vectors(),
-                bank_id,
-                match,
-                query_vector,
-                types=types,
-                tags=tags,
-                tags_match=tags_match,
-                want=want,
-                model_id=model_id,
-                lexical=lexical,
-            )
+                conn, self._vectors(), bank_id, match, query_vector, types=types, tags=tags,
+                tags_match=tags_match, want=want, model_id=model_id, lexical=lexical,
+            )  # fmt: skip
             return within_budget(
                 hits,
                 lambda hit: hit.row["text"],
