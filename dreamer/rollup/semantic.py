@@ -249,9 +249,9 @@ class SemanticJudge:
         """The batch's cards and their sentences (`own_sentences`) in one call, before the recalls:
         the recalls (hybrid on the embedded store, one query each) and :meth:`prepare` then find
         them in the embedder's cache. With ``let_go`` the weights are given back at once: often the
-        run's last use of the model, so the recalls and the judge run without them (at 1M cards the
-        run's peak moved from the recalls, 147 MiB, to this embedding, 134 MiB); an embedding still
-        to come loads them again (0.05 s)."""
+        run's last use of the model, so the recalls and the judge run without them (bench.scale at
+        1M cards: the peak moved from the recalls and the judge, 147.6-147.9 MiB, to this embedding,
+        136.1-136.8 MiB); an embedding still to come loads them again (0.05 s)."""
         await embed([*cards, *own_sentences(cards)])
         if let_go:
             await in_thread(self.let_go_of_model)
