@@ -13,6 +13,7 @@ import pytest
 
 from dreamer.backends.base import RetainItem
 from dreamer.backends.embedded.backend import EmbeddedBackend
+from dreamer.config import Config
 from dreamer.jobs.open import open_state
 from dreamer.jobs.rollup import RollupJob, run_modules
 from dreamer.service.plan import plan_jobs
@@ -48,6 +49,23 @@ async def run_twice(
     if close:
         await job.aclose()
     return run_ids
+
+
+async def with_memories(
+    tmp_path: Path, keep_loaded: bool, texts: list[str], rollup: dict[str, Any] | None = None
+) -> Config:
+    """A configuration with the local model (``keep_loaded``) whose research bank holds ``texts``."""
+    data = config_data(state_dir=str(tmp_path / "state"), schedule={"jitter_s": 0})
+    data["embeddings"] = {"provider": "local", "keep_loaded": keep_loaded}
+    if rollup is not None:
+        data["rollup"] = rollup
+    cfg = loaded(tmp_path, data)
+    backend = EmbeddedBackend(cfg.embedded_path)
+    try:
+        await backend.retain(cfg.bank_id("research"), [RetainItem(content=t) for t in texts])
+    finally:
+        await backend.aclose()
+    return cfg
 
 
 def _local_model() -> None:
@@ -91,16 +109,8 @@ class TestTheModelBetweenRuns:
         _local_model()
         from dreamer.rollup import judging
 
-        data = config_data(state_dir=str(tmp_path / "state"), schedule={"jitter_s": 0})
-        data["embeddings"] = {"provider": "local", "keep_loaded": keep_loaded}
-        data["rollup"] = {"extractive_batch": 1}
-        cfg = loaded(tmp_path, data)
-        backend = EmbeddedBackend(cfg.embedded_path)
-        try:
-            texts = ["Atlas runs Nextcloud 28 behind nginx.", "Borg backs up atlas nightly at 02:00."]
-            await backend.retain(cfg.bank_id("research"), [RetainItem(content=t) for t in texts])
-        finally:
-            await backend.aclose()
+        texts = ["Atlas runs Nextcloud 28 behind nginx.", "Borg backs up atlas nightly at 02:00."]
+        cfg = await with_memories(tmp_path, keep_loaded, texts, rollup={"extractive_batch": 1})
         job = RollupJob()
         loaded_at_judging: list[bool] = []
         judge_against_ledger = judging.judge_against_ledger
@@ -137,15 +147,8 @@ class TestTheModelBetweenRuns:
             return read_model(self)
 
         monkeypatch.setattr(LocalEmbedder, "_read_model", counted)
-        data = config_data(state_dir=str(tmp_path / "state"), schedule={"jitter_s": 0})
-        data["embeddings"] = {"provider": "local", "keep_loaded": keep_loaded}
-        cfg = loaded(tmp_path, data)
-        backend = EmbeddedBackend(cfg.embedded_path)
-        try:
-            texts = ["Atlas runs Nextcloud 28 behind nginx. It restarts nightly.", "Borg backs up atlas."]
-            await backend.retain(cfg.bank_id("research"), [RetainItem(content=t) for t in texts])
-        finally:
-            await backend.aclose()
+        texts = ["Atlas runs Nextcloud 28 behind nginx. It restarts nightly.", "Borg backs up atlas."]
+        cfg = await with_memories(tmp_path, keep_loaded, texts)
         job = RollupJob()
         loaded_at_recall: list[bool] = []
         upstream_candidates = judging.upstream_candidates

@@ -118,6 +118,16 @@ async def _open(path: Path, embedder: Embedder | None, **kwargs: Any) -> Embedde
     return store
 
 
+async def _written_by(path: Path, embedder: Embedder) -> Path:
+    """A store at ``path`` holding DOCS, embedded by ``embedder``."""
+    first = await _open(path, embedder)
+    try:
+        await first.retain(BANK, [RetainItem(text) for text in DOCS])
+    finally:
+        await first.aclose()
+    return path
+
+
 @pytest.fixture
 async def hybrid(tmp_path: Path, minilm: LocalEmbedder) -> AsyncIterator[EmbeddedBackend]:
     store = await _open(tmp_path / "memory.sqlite3", minilm)
@@ -420,12 +430,7 @@ class TestStoredVectors:
 
     async def test_a_model_change_never_mixes_vectors(self, tmp_path: Path, minilm: LocalEmbedder) -> None:
         """Under a new model, units are embedded again in bounded batches and found by full text meanwhile."""
-        path = tmp_path / "memory.sqlite3"
-        first = await _open(path, minilm)
-        try:
-            await first.retain(BANK, [RetainItem(text) for text in DOCS])
-        finally:
-            await first.aclose()
+        path = await _written_by(tmp_path / "memory.sqlite3", minilm)
         other = HashingEmbedder()
         second = await _open(path, other, backlog_batch=2)
         try:
@@ -459,12 +464,7 @@ class TestStoredVectors:
         embedded at a time, so the second recall embeds the next batch, not the first one again.
         The embedder dwells in each backlog call, long enough for the other recall to reach its own
         if nothing held it back."""
-        path = tmp_path / "memory.sqlite3"
-        first = await _open(path, minilm)
-        try:
-            await first.retain(BANK, [RetainItem(text) for text in DOCS])
-        finally:
-            await first.aclose()
+        path = await _written_by(tmp_path / "memory.sqlite3", minilm)
         embedded: list[str] = []
 
         class Dwelling(HashingEmbedder):
