@@ -414,8 +414,8 @@ class EmbeddedBackend:
 
         def run(conn: sqlite3.Connection) -> list[RecallItem]:
             hits = recall_hits(
-                conn, self._vectors(), bank_id, match, query_vector, types=types, tags=tags,
-                tags_match=tags_match, want=want, model_id=model_id, lexical=lexical,
+                conn, self._vectors(), bank_id, lexical, query_vector, types=types, tags=tags,
+                tags_match=tags_match, want=want, model_id=model_id,
             )  # fmt: skip
             return within_budget(
                 hits,

@@ -1,6 +1,7 @@
 """Hybrid recall in the embedded store: the full-text ranking fused with the vector ranking.
 
-:func:`hybrid_search` takes the bank's best full-text rows (:func:`~.search.search_bank`) and its
+:func:`hybrid_search` takes the bank's best full-text rows (:func:`lexical_rows`, read first and
+maybe on another connection: :func:`~.search.search_bank`) and its
 nearest vectors (:func:`dreamer.embeddings.vectors.top_k` over the cached matrix), applies the same
 fact-type and tag filters to both, and fuses the two rankings by reciprocal rank (:func:`fuse`, pure).
 Each hit carries the fused score, scaled to (0, 1], and the cosine between the query and the unit
@@ -117,7 +118,7 @@ def lexical_rows(
 def hybrid_search(
     conn: sqlite3.Connection,
     bank_id: str,
-    match: str,
+    lexical: Sequence[sqlite3.Row],
     query_vector: NDArray[np.float32],
     bank: MatrixView | None,
     *,
@@ -127,16 +128,13 @@ def hybrid_search(
     want: int,
     model_id: str,
     ahead: SegmentHits | None = None,
-    lexical: Sequence[sqlite3.Row] | None = None,
 ) -> list[HybridHit]:
-    """The bank's fused hits, best first (ties newest first, then by id). Every cosine is the
-    stored vector's own (:func:`exact_cosines`), not its code's. ``ahead`` gives the segments'
-    hits when they were found for a batch of queries at once (:meth:`VectorCache.prefetch`).
-    ``lexical`` is :func:`lexical_rows`' answer when it was read beforehand (on another connection).
-    ``OSError`` when a segment of the bank can no longer be read."""
+    """The bank's fused hits, best first (ties newest first, then by id): ``lexical``, the
+    full-text side (:func:`lexical_rows`, read beforehand, maybe on another connection), fused with
+    the vector side. Every cosine is the stored vector's own (:func:`exact_cosines`), not its
+    code's. ``ahead`` gives the segments' hits when they were found for a batch of queries at once
+    (:meth:`VectorCache.prefetch`). ``OSError`` when a segment of the bank can no longer be read."""
     depth = fusion_depth(want)
-    if lexical is None:
-        lexical = lexical_rows(conn, bank_id, match, types=types, tags=tags, tags_match=tags_match, want=want)
     semantic = _nearest(conn, bank_id, query_vector, bank, model_id, types, tags, tags_match, depth, ahead)
 
     by_id = {row["id"]: row for row in lexical}
@@ -162,7 +160,7 @@ def recall_hits(
     conn: sqlite3.Connection,
     cache: VectorCache,
     bank_id: str,
-    match: str,
+    lexical: Sequence[sqlite3.Row],
     query_vector: NDArray[np.float32],
     *,
     types: Sequence[str] | None,
@@ -170,12 +168,10 @@ def recall_hits(
     tags_match: TagsMatch,
     want: int,
     model_id: str,
-    lexical: Sequence[sqlite3.Row] | None = None,
 ) -> list[HybridHit]:
-    """:func:`hybrid_search` over the bank's vectors as ``cache`` holds them now, with the segment
-    hits it found ahead for this query (and ``lexical``, the full-text rows, when read before); a
-    segment removed or cut short since it was opened is logged and the bank read again from the
-    store, once."""
+    """:func:`hybrid_search` of the full-text rows ``lexical`` over the bank's vectors as ``cache``
+    holds them now, with the segment hits it found ahead for this query; a segment removed or cut
+    short since it was opened is logged and the bank read again from the store, once."""
 
     def search() -> list[HybridHit]:
         bank = cache.refresh(conn, bank_id, model_id, int(query_vector.shape[0])).bank
@@ -183,8 +179,8 @@ def recall_hits(
             None if bank is None else functools.partial(cache.ahead, bank_id, model_id, bank, query_vector)
         )
         return hybrid_search(
-            conn, bank_id, match, query_vector, bank, types=types, tags=tags, tags_match=tags_match,
-            want=want, model_id=model_id, ahead=ahead, lexical=lexical,
+            conn, bank_id, lexical, query_vector, bank, types=types, tags=tags, tags_match=tags_match,
+            want=want, model_id=model_id, ahead=ahead,
         )  # fmt: skip
 
     try:
