@@ -180,18 +180,6 @@ class MemoryBackend(Protocol):
 
 
 @runtime_checkable
-class LimitsRecalls(Protocol):
-    """A backend that serves fewer recalls side by side than the roll-up sends
-    (`dreamer.rollup.judging.RECALLS_AT_ONCE`): the embedded store says how many it reads side
-    by side (two: one on each of its connections). Optional: a backend without it is sent that many."""
-
-    @property
-    def recalls_at_once(self) -> int:
-        """How many recalls are worth sending at once (at least 1)."""
-        ...
-
-
-@runtime_checkable
 class PreparesRecalls(Protocol):
     """A backend that answers a batch of recalls of one bank faster when told of them first (the
     embedded store streams its on-disk vectors once for all of them). Optional: the roll-up asks

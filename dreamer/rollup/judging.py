@@ -15,7 +15,7 @@ from typing import TypeVar
 import anyio
 import structlog
 
-from dreamer.backends.base import LimitsRecalls, MemoryBackend, PreparesRecalls
+from dreamer.backends.base import MemoryBackend, PreparesRecalls
 from dreamer.cardtags import ROLLUP_TAG
 from dreamer.errors import BackendError
 from dreamer.rollup import dedup
@@ -189,15 +189,9 @@ async def probe_beside(
 
 
 #: How many upstream recalls a run has in flight at once: the embedded store reads two on two
-#: connections (`dreamer.backends.embedded.connections`), a server serves them side by side.
+#: connections (`dreamer.backends.embedded.connections`; a hybrid recall's full-text side, most
+#: of it, on the spare one), a server serves them side by side.
 RECALLS_AT_ONCE = 2
-
-
-def recalls_at_once(backend: MemoryBackend) -> int:
-    """:data:`RECALLS_AT_ONCE`, or fewer for a backend that serves fewer side by side
-    (:class:`~dreamer.backends.base.LimitsRecalls`)."""
-    limit = backend.recalls_at_once if isinstance(backend, LimitsRecalls) else RECALLS_AT_ONCE
-    return max(1, min(RECALLS_AT_ONCE, limit))
 
 
 async def in_order(calls: Sequence[Callable[[], Awaitable[_T]]], at_once: int | None = None) -> list[_T]:

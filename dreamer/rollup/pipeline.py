@@ -291,9 +291,8 @@ class Rollup:
 
             return lambda: self._call(ctx, "recall", once, needs_slot=False)
 
-        async def recalls() -> list[list[dedup.UpstreamCandidate]]:  # two at once, unless fewer serve
-            at_once = judging.recalls_at_once(self.backend)
-            return await judging.in_order([recall(draft.text) for draft in ctx.drafts], at_once)
+        async def recalls() -> list[list[dedup.UpstreamCandidate]]:  # two at once
+            return await judging.in_order([recall(draft.text) for draft in ctx.drafts])
 
         # The ledger's side of the judge reads the state file while the recalls read the store.
         probe, candidates = await judging.probe_beside(

@@ -196,13 +196,6 @@ class EmbeddedBackend:
 
         return await self._call("recall", run, spare=True)
 
-    @property
-    def recalls_at_once(self) -> int:
-        """Two recalls read side by side: the full-text search of the second (the whole of a
-        full-text recall, most of a hybrid one) on the spare connection. A hybrid recall's vector
-        side searches the instance's vector cache under the first connection's lock."""
-        return 2
-
     async def prepare_recalls(self, bank_id: str, queries: Sequence[str], limit: int) -> None:
         """Ready the vector side of the recalls of ``queries`` that follow (each with ``limit``):
         the queries embedded in one batch and the bank's on-disk segments streamed once for all of

@@ -339,39 +339,6 @@ class TestPreparedRecalls:
         assert [(p.verdict, p.text) for p in together.plan] == [(p.verdict, p.text) for p in alone.plan]
         assert {p.verdict for p in together.plan} >= {"duplicate"}
 
-    async def test_a_backend_that_serves_one_recall_at_a_time_is_sent_one(self, tmp_path: Path) -> None:
-        """A backend that reads its recalls one at a time (`LimitsRecalls`: the embedded store with
-        an embedder) is sent one at a time: two in flight would only cost another worker thread."""
-        cfg = write_config(tmp_path)
-        await seed(cfg, MEMORIES)
-        await run_once(cfg)
-        await seed(cfg, [m.replace("runs", "still runs") for m in MEMORIES])
-
-        class OneAtATime(EmbeddedBackend):
-            running = most = calls = 0
-
-            @property
-            def recalls_at_once(self) -> int:
-                return 1
-
-            async def recall(self, bank_id: str, query: str, **kwargs: Any) -> Any:
-                cls = type(self)
-                cls.running, cls.calls = cls.running + 1, cls.calls + 1
-                cls.most = max(cls.most, cls.running)
-                try:
-                    await anyio.sleep(0.01)  # room for a second recall to start, were it sent
-                    return await super().recall(bank_id, query, **kwargs)
-                finally:
-                    cls.running -= 1
-
-        backend = OneAtATime(cfg.embedded_path)
-        try:
-            with StateStore.open(cfg.state_path) as state:
-                report = await Rollup(cfg, backend, state).run("research", dry_run=True)
-        finally:
-            await backend.aclose()
-        assert OneAtATime.calls == report.cards >= 2 and OneAtATime.most == 1
-
 
 class TestCrashSafety:
     @pytest.mark.parametrize("step", CRASH_STEPS)

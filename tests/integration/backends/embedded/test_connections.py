@@ -244,13 +244,3 @@ async def test_two_hybrid_recalls_read_their_full_text_side_at_once_and_find_wha
     finally:
         await store.aclose()
 
-
-def test_the_store_is_sent_two_recalls_at_once_with_or_without_an_embedder(tmp_path: Path) -> None:
-    """A hybrid recall's full-text side reads on the spare connection too, so the roll-up sends
-    the store two recalls at once whether it embeds or not."""
-    from dreamer.rollup.judging import recalls_at_once
-    from tests.support.embedding_model import local_embedder
-
-    path = tmp_path / "memory.sqlite3"
-    assert recalls_at_once(EmbeddedBackend(path)) == 2
-    assert recalls_at_once(EmbeddedBackend(path, embedder=local_embedder())) == 2
