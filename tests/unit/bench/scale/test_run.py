@@ -49,3 +49,14 @@ class TestCachedFiles:
         (built / "built.json").write_text(json.dumps({**realistic.describe(), "generator": "r0"}))
         assert not run._cached(built, realistic.describe())
         assert not run._cached(tmp_path / "absent", SYNTHETIC.describe())
+
+
+class TestWriteBack:
+    def test_the_set_up_files_are_written_back_before_the_run(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        """The kernel is asked to write every file back (the copy's pages would otherwise be
+        written by the run's first flush), and the time it took is what is returned."""
+        calls: list[str] = []
+        monkeypatch.setattr(run.os, "sync", lambda: calls.append("sync"))
+        taken = run.write_back(40)
+        assert calls == ["sync"]
+        assert taken >= 0.0
