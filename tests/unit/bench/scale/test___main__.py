@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import bench.scale.run as scale_run
 from bench.scale.__main__ import main, parse_args, render
 from tests.locomo import require_data
 
@@ -73,14 +74,32 @@ class TestCommand:
 
 @pytest.mark.slow
 class TestEndToEnd:
-    def test_quick_on_the_realistic_ledger(self, capsys: pytest.CaptureFixture[str]) -> None:
+    def test_quick_on_the_realistic_ledger(
+        self, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    ) -> None:
         """``--ledger realistic --quick``: both sizes measured, each row saying its ledger, the
-        run judging the 20 new units against the realistic cards."""
+        run judging the 20 new units against the realistic cards; each size's files written back
+        to disk before its daemon starts (else its run writes back the benchmark's copy)."""
         data = require_data()
+        order: list[str] = []
+        write_back, run_daemon = scale_run.write_back, scale_run.run_daemon
+
+        def writing_back(size: int) -> float:
+            order.append("write back")
+            return write_back(size)
+
+        def running(*args: Any, **kwargs: Any) -> Any:
+            order.append("daemon")
+            return run_daemon(*args, **kwargs)
+
+        monkeypatch.setattr(scale_run, "write_back", writing_back)
+        monkeypatch.setattr(scale_run, "run_daemon", running)
         assert main(["--ledger", "realistic", "--data", str(data), "--quick", "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
         assert out["ledger"] == "realistic"
         assert [r["cards"] for r in out["rows"]] == [1_000, 10_000]
+        assert order == ["write back", "daemon"] * 2
         for row in out["rows"]:
             assert row["ledger"] == "realistic" and row["outcome"] == "promoted"
             assert row["promoted"] + row["reinforced"] >= 1 and row["gate_passers"] >= 0
+            assert row["written_back_s"] >= 0
